@@ -1,0 +1,3 @@
+module github.com/rota-hpc/rota
+
+go 1.23

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PlaceRequest is what the job_submit plugin asks the controller for every
+// submission (or user update) that asks for GPUs.
+type PlaceRequest struct {
+	V int `json:"v"`
+	// Modify is true for job_modify (an update of an existing job).
+	Modify bool   `json:"modify,omitempty"`
+	JobID  uint32 `json:"job_id,omitempty"` // known only for Modify
+	UID    uint32 `json:"uid"`
+	// Account, Partition and Name as the user gave them; empty when unset.
+	Account   string `json:"account,omitempty"`
+	Partition string `json:"partition,omitempty"`
+	Name      string `json:"name,omitempty"`
+	GPU       GPUAsk `json:"gpu"`
+	// TimeLimitMin is the user's --time in minutes, 0 when not given.
+	TimeLimitMin uint32 `json:"time_limit_min,omitempty"`
+	Hints        Hints  `json:"hints,omitempty"`
+}
+
+// GPUAsk summarises a job's GPU request as the controller needs it: how
+// many GPUs, counted how, and whether the user named a type.
+type GPUAsk struct {
+	PerJob    uint32 `json:"per_job,omitempty"`
+	PerNode   uint32 `json:"per_node,omitempty"`
+	PerSocket uint32 `json:"per_socket,omitempty"`
+	PerTask   uint32 `json:"per_task,omitempty"`
+	// Type is the single type the user asked for; empty when untyped.
+	// Types lists every type named when the request mixes several.
+	Type  string   `json:"type,omitempty"`
+	Types []string `json:"types,omitempty"`
+	// Nodes and Tasks are the job's minimum node and task counts (0 unset),
+	// needed to turn per-node/per-task counts into a total.
+	Nodes uint32 `json:"nodes,omitempty"`
+	Tasks uint32 `json:"tasks,omitempty"`
+}
+
+// Hints are the optional facts a user gave through the SPANK options.
+type Hints struct {
+	// Steps is the job's total number of training steps (--rota-steps).
+	Steps uint64 `json:"steps,omitempty"`
+	// Throughput is steps/s per GPU type (--rota-throughput).
+	Throughput map[string]float64 `json:"throughput,omitempty"`
+}
+
+// PlaceReply is the controller's answer. Empty fields mean "keep what the
+// user asked".
+type PlaceReply struct {
+	V          int    `json:"v"`
+	DecisionID string `json:"decision_id"`
+	// GPUType is the type to write into the request; "" keeps the request.
+	GPUType string `json:"gpu_type,omitempty"`
+	// TimeLimitMin is the walltime to set in minutes; 0 keeps the user's.
+	TimeLimitMin uint32 `json:"time_limit_min,omitempty"`
+	Policy       string `json:"policy"`
+	Reason       string `json:"reason"`
+}
+
+// Decision is the controller's record of one placement, kept so that
+// `rota explain` can show it later.
+type Decision struct {
+	ID    string       `json:"id"`
+	At    time.Time    `json:"at"`
+	JobID uint32       `json:"job_id,omitempty"` // bound once Slurm has assigned it
+	Asked PlaceRequest `json:"asked"`
+	Given PlaceReply   `json:"given"`
+	// Numbers is what the rule looked at, for explain: e.g. free GPUs and
+	// relative speed per type, the estimate's inputs.
+	Numbers map[string]float64 `json:"numbers,omitempty"`
+}
+
+// ErrVersion is returned when a message carries a schema version this build
+// does not speak.
+var ErrVersion = errors.New("wire: unsupported message version")
+
+// MaxMessageBytes bounds every message Rota accepts from the network.
+const MaxMessageBytes = 64 << 10
+
+// Decode parses a JSON message into v (a pointer to a message struct with a
+// V field), refusing oversized bodies and unknown versions.
+func Decode(data []byte, v interface{ version() int }) error {
+	if len(data) > MaxMessageBytes {
+		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), MaxMessageBytes)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("wire: decoding %T: %w", v, err)
+	}
+	if got := v.version(); got != Version {
+		return fmt.Errorf("%w: got v=%d, want v=%d", ErrVersion, got, Version)
+	}
+	return nil
+}
+
+func (m *PlaceRequest) version() int { return m.V }
+func (m *PlaceReply) version() int   { return m.V }
