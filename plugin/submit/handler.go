@@ -177,26 +177,9 @@ func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.P
 	return ch, Rewritten, nil
 }
 
-// annotation is the line `scontrol show job` shows in AdminComment, e.g.
-// "rota: gpu any->v100, time 2-00:00:00->06:00:00 (interim) [d=01HX...]".
-// The decision id in brackets is how `rota explain <jobid>` finds it.
+// annotation is the line `scontrol show job` shows in AdminComment.
 func annotation(asked, given, timeAsked, timeGiven string, r *wire.PlaceReply) string {
-	return fmt.Sprintf("rota: gpu %s->%s, time %s->%s (%s) [d=%s]", asked, given, timeAsked, timeGiven, r.Policy, r.DecisionID)
-}
-
-// DecisionIDFromComment finds the decision id in an admin comment written
-// by annotation, or "".
-func DecisionIDFromComment(c string) string {
-	i := strings.LastIndex(c, "[d=")
-	if i < 0 {
-		return ""
-	}
-	rest := c[i+3:]
-	j := strings.IndexByte(rest, ']')
-	if j <= 0 {
-		return ""
-	}
-	return rest[:j]
+	return wire.Annotation(asked, given, timeAsked, timeGiven, r.Policy, r.DecisionID)
 }
 
 func (h *Handler) trusted(uid uint32) bool {

@@ -287,7 +287,7 @@ func TestDecisionIDFromComment(t *testing.T) {
 		"rota: [d=unterminated": "",
 	}
 	for in, want := range tests {
-		if got := DecisionIDFromComment(in); got != want {
+		if got := wire.DecisionIDFromComment(in); got != want {
 			t.Errorf("%q -> %q, want %q", in, got, want)
 		}
 	}
