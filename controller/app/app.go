@@ -29,8 +29,9 @@ type Options struct {
 	Log    zerolog.Logger
 	// Slurm reads the cluster; nil means the command-line tools.
 	Slurm slurm.Client
-	// Ready, when set, is closed once the controller answers requests.
-	Ready chan<- struct{}
+	// Ready, when set, is called once the controller answers requests,
+	// with the URL NATS clients reach it at.
+	Ready func(clientURL string)
 }
 
 // Controller is a running controller.
@@ -87,7 +88,11 @@ func Run(ctx context.Context, o Options) error {
 	c.log.Info().Str("nats", where).Str("policy", c.placer.Name()).
 		Str("refresh", c.cfg.Refresh.String()).Msg("controller ready")
 	if o.Ready != nil {
-		close(o.Ready)
+		url := c.cfg.NATSURL
+		if c.ns != nil {
+			url = c.ns.ClientURL()
+		}
+		o.Ready(url)
 	}
 
 	t := time.NewTicker(c.cfg.Refresh)

@@ -11,7 +11,8 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, err
 	}
 	port, err := strconv.Atoi(ps)
-	if err != nil || port < 0 || port > 65535 {
+	// -1 asks the NATS server for a random port (tests).
+	if err != nil || port < -1 || port > 65535 {
 		return "", 0, &net.AddrError{Err: "bad port", Addr: addr}
 	}
 	return host, port, nil

@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// fakeSlurm stands in at the Slurm boundary: a fixed cluster and the
+// admin comments the plugin would have written.
+type fakeSlurm struct {
+	mu       sync.Mutex
+	comments map[uint32]string
+}
+
+func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
+	return []slurm.Node{
+		{Name: "n1", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}, GPUsUsed: map[string]int{"v100": 0}},
+		{Name: "n2", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 4}, GPUsUsed: map[string]int{"k80": 0}},
+	}, nil
+}
+
+func (f *fakeSlurm) Partitions(context.Context) ([]slurm.Partition, error) {
+	return []slurm.Partition{{Name: "gpu", Default: true, MaxTimeMin: 2880}}, nil
+}
+
+func (f *fakeSlurm) JobAdminComment(_ context.Context, id uint32) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.comments[id], nil
+}
+
+// start runs a controller on stateDir and returns its URL and a stop func.
+func start(t *testing.T, stateDir string, fs *fakeSlurm) (string, func()) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.StateDir = stateDir
+	cfg.Listen = "127.0.0.1:-1" // random port
+	cfg.Placement.Speed = map[string]float64{"v100": 3, "k80": 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	urlc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Log: zerolog.Nop(), Slurm: fs, Ready: func(u string) { urlc <- u }})
+	}()
+	select {
+	case u := <-urlc:
+		return u, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	case err := <-done:
+		t.Fatalf("controller did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("controller did not start in 20 s")
+	}
+	return "", nil
+}
+
+func request(t *testing.T, url, subj string, req, reply any) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b, _ := json.Marshal(req)
+	m, err := nc.Request(subj, b, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subj, err)
+	}
+	if err := json.Unmarshal(m.Data, reply); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestControllerPlaceExplainStatusAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	fs := &fakeSlurm{comments: map[uint32]string{}}
+	url, stop := start(t, dir, fs)
+
+	var rep wire.PlaceReply
+	request(t, url, wire.SubjectPlace, wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1},
+		Hints: wire.Hints{Steps: 6000, Throughput: map[string]float64{"v100": 10}}}, &rep)
+	if rep.GPUType != "v100" || rep.TimeLimitMin != 20 || rep.DecisionID == "" || rep.Policy != "interim" {
+		t.Fatalf("reply %+v", rep)
+	}
+
+	// A malformed request still gets an answer (the plugin keeps the job).
+	var bad wire.PlaceReply
+	request(t, url, wire.SubjectPlace, map[string]any{"v": 99}, &bad)
+	if bad.GPUType != "" || !strings.Contains(bad.Reason, "malformed") {
+		t.Fatalf("malformed request reply %+v", bad)
+	}
+
+	var st wire.StatusReply
+	request(t, url, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &st)
+	if len(st.Types) != 2 || st.Types[0].Type != "k80" || st.Types[1].Total != 4 || st.Decisions != 1 {
+		t.Fatalf("status %+v", st)
+	}
+
+	// Slurm assigned job 42 and the plugin annotated it.
+	fs.mu.Lock()
+	fs.comments[42] = wire.Annotation("any", "v100", "none", "00:20:00", "interim", rep.DecisionID)
+	fs.mu.Unlock()
+	var ex wire.ExplainReply
+	request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 42}, &ex)
+	if ex.Error != "" || ex.Decision == nil || ex.Decision.ID != rep.DecisionID || ex.Decision.JobID != 42 ||
+		!strings.Contains(ex.Decision.Given.Reason, "v100 has the most free GPUs") || ex.Decision.Numbers["speed.v100"] != 3 {
+		t.Fatalf("explain %+v", ex)
+	}
+	var none wire.ExplainReply
+	request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 7}, &none)
+	if !strings.Contains(none.Error, "no Rota annotation") {
+		t.Fatalf("explain of an unannotated job: %+v", none)
+	}
+	stop()
+
+	// A restart on the same state dir still explains job 42, from
+	// JetStream, without asking Slurm again.
+	fs.mu.Lock()
+	fs.comments = map[uint32]string{}
+	fs.mu.Unlock()
+	url, stop = start(t, dir, fs)
+	defer stop()
+	ex = wire.ExplainReply{}
+	request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 42}, &ex)
+	if ex.Decision == nil || ex.Decision.ID != rep.DecisionID {
+		t.Fatalf("after restart: %+v", ex)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	path := t.TempDir() + "/c.conf"
+	writeFile(t, path, "state_dir = /tmp/x\nrefresh = 30s\nspeed.v100 = 3.5\nretype_typed = yes\nwalltime_margin = 2\n")
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != "/tmp/x" || c.Refresh != 30*time.Second || c.Placement.Speed["v100"] != 3.5 || !c.Placement.RetypeTyped || c.Placement.WalltimeMargin != 2 {
+		t.Fatalf("%+v", c)
+	}
+	for _, bad := range []string{"speed.v100 = fast\n", "refresh = 0s\n", "bogus = 1\n", "speed.a:b = 1\n"} {
+		writeFile(t, path, bad)
+		if _, err := LoadConfig(path); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package placement
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+func snapshot(used map[string]int) *cluster.Snapshot {
+	var nodes []slurm.Node
+	for _, t := range []string{"v100", "p100", "k80"} {
+		nodes = append(nodes, slurm.Node{Name: "node-" + t, State: "idle", Partitions: []string{"gpu"},
+			GPUs: map[string]int{t: 4}, GPUsUsed: map[string]int{t: used[t]}})
+	}
+	nodes = append(nodes, slurm.Node{Name: "big-a100", State: "idle", Partitions: []string{"big"},
+		GPUs: map[string]int{"a100": 8}, GPUsUsed: map[string]int{}})
+	parts := []slurm.Partition{{Name: "gpu", Default: true, MaxTimeMin: 2880}, {Name: "big", MaxTimeMin: 600}}
+	return cluster.Build(time.Unix(0, 0), nodes, parts)
+}
+
+func cfg() Config {
+	c := DefaultConfig()
+	c.Speed = map[string]float64{"v100": 3.36, "p100": 3.17, "k80": 1, "a100": 6}
+	return c
+}
+
+func TestDemand(t *testing.T) {
+	tests := []struct {
+		ask            wire.GPUAsk
+		total, perNode int
+	}{
+		{wire.GPUAsk{PerNode: 2}, 2, 2},
+		{wire.GPUAsk{PerNode: 2, Nodes: 3}, 6, 2},
+		{wire.GPUAsk{PerJob: 4}, 4, 1},
+		{wire.GPUAsk{PerJob: 4, Nodes: 1}, 4, 4},
+		{wire.GPUAsk{PerTask: 1, Tasks: 4}, 4, 1},
+		{wire.GPUAsk{PerTask: 1, Tasks: 4, Nodes: 1}, 4, 4},
+		{wire.GPUAsk{PerSocket: 1}, 1, 1},
+		{wire.GPUAsk{}, 0, 0},
+	}
+	for _, tc := range tests {
+		total, per := Demand(tc.ask)
+		if total != tc.total || per != tc.perNode {
+			t.Errorf("Demand(%+v) = %d,%d want %d,%d", tc.ask, total, per, tc.total, tc.perNode)
+		}
+	}
+}
+
+func TestInterimPlace(t *testing.T) {
+	tests := []struct {
+		name       string
+		used       map[string]int
+		cfg        func(*Config)
+		req        wire.PlaceRequest
+		wantType   string
+		wantTime   uint32
+		wantReason string
+	}{
+		{name: "fastest free type wins", req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}},
+			wantType: "v100", wantReason: "v100 has the most free GPUs weighted by speed"},
+		{name: "busy fast type loses to free slower one", used: map[string]int{"v100": 3}, req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}},
+			wantType: "p100"},
+		{name: "type must have room on one node", used: map[string]int{"p100": 0}, req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 4}},
+			wantType: "v100"},
+		{name: "nothing free: most capacity by speed", used: map[string]int{"v100": 4, "p100": 4, "k80": 4}, req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}},
+			wantType: "v100", wantReason: "no type has 1 GPUs free now"},
+		{name: "partition limits the types", req: wire.PlaceRequest{Partition: "big", GPU: wire.GPUAsk{PerNode: 2}},
+			wantType: "a100"},
+		{name: "more GPUs per node than any node has", req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 5}},
+			wantType: "", wantReason: "can hold 5 GPUs"},
+		{name: "more GPUs than exist", req: wire.PlaceRequest{GPU: wire.GPUAsk{PerJob: 100}},
+			wantType: "", wantReason: "can hold 100 GPUs"},
+		{name: "typed kept", req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1, Type: "k80"}},
+			wantType: "", wantReason: "user named type k80"},
+		{name: "unknown type kept", req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1, Type: "h100"}},
+			wantType: "", wantReason: "which no usable node has"},
+		{name: "typed retyped when allowed", cfg: func(c *Config) { c.RetypeTyped = true }, req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1, Type: "k80"}},
+			wantType: "v100"},
+		{name: "several types kept", cfg: func(c *Config) { c.RetypeTyped = true }, req: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 2, Types: []string{"k80", "v100"}}},
+			wantType: "", wantReason: "several GPU types"},
+		{name: "walltime from hints on chosen type",
+			req:      wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 36000, Throughput: map[string]float64{"v100": 10}}},
+			wantType: "v100", wantTime: 95}, // 3600 s * 1.5 / 60 + 5
+		{name: "walltime scaled from another type", used: map[string]int{"v100": 4},
+			req:      wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 36000, Throughput: map[string]float64{"v100": 10}}},
+			wantType: "p100", wantTime: 101}, // rate 10*3.17/3.36 = 9.43/s -> 95.4 min + 5, rounded up
+		{name: "walltime capped by user limit",
+			req:      wire.PlaceRequest{TimeLimitMin: 30, GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 36000, Throughput: map[string]float64{"v100": 10}}},
+			wantType: "v100", wantTime: 30},
+		{name: "walltime capped by MaxTime",
+			req:      wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 1e9, Throughput: map[string]float64{"v100": 1}}},
+			wantType: "v100", wantTime: 2880},
+		{name: "no steps no estimate",
+			req:      wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Throughput: map[string]float64{"v100": 1}}},
+			wantType: "v100", wantTime: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg()
+			if tc.cfg != nil {
+				tc.cfg(&c)
+			}
+			p := NewInterim(c)
+			p.Update(snapshot(tc.used))
+			r := p.Place(&tc.req)
+			if r.GPUType != tc.wantType {
+				t.Errorf("type %q, want %q (%s)", r.GPUType, tc.wantType, r.Reason)
+			}
+			if r.TimeLimitMin != tc.wantTime {
+				t.Errorf("time %d, want %d", r.TimeLimitMin, tc.wantTime)
+			}
+			if !strings.Contains(r.Reason, tc.wantReason) {
+				t.Errorf("reason %q lacks %q", r.Reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+// A burst spreads: each placement reserves its GPUs until the next view.
+func TestInterimReservesUntilRefresh(t *testing.T) {
+	p := NewInterim(cfg())
+	p.Update(snapshot(nil))
+	counts := map[string]int{}
+	for i := 0; i < 12; i++ {
+		r := p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+		counts[r.GPUType]++
+	}
+	if counts["v100"] != 4 || counts["p100"] != 4 || counts["k80"] != 4 {
+		t.Fatalf("12 one-GPU jobs on 3x4 GPUs spread as %v", counts)
+	}
+	p.Update(snapshot(nil))
+	if r := p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); r.GPUType != "v100" {
+		t.Fatalf("after refresh got %q", r.GPUType)
+	}
+}
+
+func TestInterimBeforeFirstView(t *testing.T) {
+	r := NewInterim(cfg()).Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+	if r.GPUType != "" || r.TimeLimitMin != 0 || !strings.Contains(r.Reason, "no view of the cluster") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// Place is on slurmctld's submit path: it must be a lookup.
+func BenchmarkInterimPlace(b *testing.B) {
+	p := NewInterim(cfg())
+	s := snapshot(nil)
+	req := &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 1000, Throughput: map[string]float64{"v100": 10}}}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if i%1000 == 0 {
+			p.Update(s)
+		}
+		p.Place(req)
+	}
+}
