@@ -158,3 +158,33 @@ func TestLoadConfig(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlaceRoundTrip is the controller's share of a submission: one
+// placement request over loopback NATS, answered by the real controller.
+func BenchmarkPlaceRoundTrip(b *testing.B) {
+	fs := &fakeSlurm{comments: map[uint32]string{}}
+	cfg := DefaultConfig()
+	cfg.StateDir = b.TempDir()
+	cfg.Listen = "127.0.0.1:-1"
+	ctx, cancel := context.WithCancel(context.Background())
+	urlc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: cfg, Log: zerolog.Nop(), Slurm: fs, Ready: func(u string) { urlc <- u }})
+	}()
+	url := <-urlc
+	defer func() { cancel(); <-done }()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	req, _ := json.Marshal(wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1},
+		Hints: wire.Hints{Steps: 6000, Throughput: map[string]float64{"v100": 10}}})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := nc.Request(wire.SubjectPlace, req, time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
