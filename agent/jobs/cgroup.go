@@ -22,6 +22,9 @@ type Ref struct {
 	JobID uint32
 	Step  string // "batch", "extern", "interactive", "0", ...; "" if none
 	UID   int64  // from cgroup v1 uid_<n>; -1 when the path does not say
+	// Stepd is set for Slurm's own slurmstepd, which cgroup v2 keeps in
+	// .../step_<s>/slurm: it belongs to the job but is not the user's.
+	Stepd bool
 }
 
 // ParseCgroup reads the contents of /proc/<pid>/cgroup. ok is false when
@@ -73,6 +76,7 @@ func ParsePath(path string) (ref Ref, ok bool) {
 				if s := parts[i+1][5:]; validStep(s) {
 					ref.Step = s
 				}
+				ref.Stepd = i+2 < len(parts) && parts[i+2] == "slurm"
 			}
 			return ref, true
 		}
