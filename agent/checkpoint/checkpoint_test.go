@@ -82,8 +82,9 @@ func (n *node) spawn(name string, job uint32, mode string, env ...string) int {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	go cmd.Wait() // reap, so an exited helper disappears from the process table
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }() // reap, so an exited helper disappears
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
 	n.helpers[name] = cmd
 	cg := "0::/user.slice/user-0.slice/session-1.scope\n"
 	if job != 0 {
