@@ -152,7 +152,11 @@ func TestCheckpoint(t *testing.T) {
 			if len(a.Signalled) != 2 {
 				t.Errorf("signalled %v, want the 2 processes of job 100", a.Signalled)
 			}
-			res := c.Wait(context.Background(), a, 400*time.Millisecond)
+			grace := 5 * time.Second // ends early when the job exits
+			if tc.terminated > 0 {
+				grace = 300 * time.Millisecond
+			}
+			res := c.Wait(context.Background(), a, grace)
 			if res.Outcome != tc.outcome || res.Signal != tc.signal || res.Signalled != 2 || res.Terminated != tc.terminated || res.CkptStep != tc.ckpt {
 				t.Errorf("result = %+v", res)
 			}
