@@ -12,7 +12,7 @@ SLURM_INCLUDE ?= /usr/include/slurm
 
 GO_BINARIES := rota-controller rota rota-agent
 
-.PHONY: all build deps test unit integration demo demo-down clean fmt vet bench-submit
+.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit
 
 all: build
 
@@ -27,7 +27,47 @@ $(BIN)/rota-controller: FORCE
 $(BIN)/rota: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota
 
+# The job_submit plugin is a Go c-shared object with the C shim from cgo/;
+# the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..
+# (slurm/slurm.h), which must be the Slurm that will load them.
+plugins: $(BIN)/job_submit_rota.so $(BIN)/spank_rota.so
+
+$(BIN)/job_submit_rota.so: FORCE
+	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
+	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. $$CGO_CFLAGS" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
+	rm -f $(BIN)/job_submit_rota.h
+
+$(BIN)/spank_rota.so: cgo/spank_rota.c
+	@mkdir -p $(BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -I$(SLURM_INCLUDE)/.. -o $@ $<
+
 FORCE:
+
+# Everything: unit tests (with fuzz seed corpora), then integration tests on
+# a real Slurm dev cluster (set up here, as root, when missing).
+test: deps build lint unit integration
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./test/...
+
+unit:
+	$(GO) test -count=1 ./...
+
+integration: build
+	$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration 2>&1 | tee /tmp/rota-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+
+# The first end-to-end look: dev cluster + controller, a handful of plain
+# GPU jobs, and what Rota did with each.
+demo: deps build
+	scripts/demo
+
+demo-down:
+	scripts/dev-cluster down
+
+bench-submit: build
+	scripts/bench-submit
 
 vet:
 	$(GO) vet ./...

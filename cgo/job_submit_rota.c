@@ -1,0 +1,148 @@
+/*
+ * job_submit_rota.c: the C half of Slurm's job_submit/rota plugin.
+ *
+ * slurmctld loads job_submit_rota.so (a Go c-shared object: this file is
+ * compiled into it through plugin/jobsubmit/shim.c). This file owns every
+ * contact with Slurm's structures: it copies the fields Rota reads out of
+ * job_desc_msg_t into a rota_job_t, calls Go, and writes the answer back
+ * using Slurm's own allocator (slurm_xstrdup / slurm_xfree), because
+ * slurmctld frees those strings with xfree.
+ *
+ * Build against the headers of the Slurm that will load it: plugin_version
+ * must equal that slurmctld's SLURM_VERSION_NUMBER or it refuses the plugin
+ * (and a job_submit plugin that fails to load stops slurmctld). See
+ * docs/building-plugins.md.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+#include <slurm/slurm_version.h>
+
+#include "rota_shim.h"
+#include "_cgo_export.h"
+
+/* Exported by libslurmfull, which slurmctld links; resolved at load time. */
+extern char *slurm_xstrdup(const char *str);
+extern void slurm_xfree(void **ptr);
+extern void slurm_info(const char *fmt, ...);
+extern void slurm_error(const char *fmt, ...);
+extern char *slurm_get_extra_conf_path(const char *conf_name);
+
+const char plugin_name[] = "Rota heterogeneity-aware GPU placement";
+const char plugin_type[] = "job_submit/rota";
+const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+
+void rota_log(int error, const char *msg)
+{
+	if (error)
+		slurm_error("job_submit/rota: %s", msg);
+	else
+		slurm_info("job_submit/rota: %s", msg);
+}
+
+int init(void)
+{
+	char *path = slurm_get_extra_conf_path("job_submit_rota.conf");
+	/* Go never fails init: a bad config means "pass everything through",
+	 * which it logs; refusing to load would stop slurmctld. */
+	rota_go_init(path);
+	slurm_xfree((void **) &path);
+	return SLURM_SUCCESS;
+}
+
+int fini(void)
+{
+	rota_go_fini();
+	return SLURM_SUCCESS;
+}
+
+/* replace_str swaps a Slurm-owned string for a copy of a Go-made one. */
+static void replace_str(char **field, char *go_str)
+{
+	if (!go_str)
+		return;
+	slurm_xfree((void **) field);
+	*field = slurm_xstrdup(go_str);
+	free(go_str);
+}
+
+static void append_admin_comment(job_desc_msg_t *job_desc, char *go_str)
+{
+	if (!go_str)
+		return;
+	if (job_desc->admin_comment && job_desc->admin_comment[0]) {
+		size_t n = strlen(job_desc->admin_comment) + strlen(go_str) + 3;
+		char *both = malloc(n);
+		if (both) {
+			strcpy(both, job_desc->admin_comment);
+			strcat(both, "; ");
+			strcat(both, go_str);
+			replace_str(&job_desc->admin_comment, both);
+		}
+		free(go_str);
+		return;
+	}
+	replace_str(&job_desc->admin_comment, go_str);
+}
+
+static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
+{
+	rota_job_t job;
+	rota_change_t change;
+
+	memset(&job, 0, sizeof(job));
+	memset(&change, 0, sizeof(change));
+	job.modify = modify;
+	job.job_id = job_desc->job_id;
+	job.uid = submit_uid;
+	job.tres_per_job = job_desc->tres_per_job;
+	job.tres_per_node = job_desc->tres_per_node;
+	job.tres_per_socket = job_desc->tres_per_socket;
+	job.tres_per_task = job_desc->tres_per_task;
+	job.account = job_desc->account;
+	job.partition = job_desc->partition;
+	job.name = job_desc->name;
+	job.time_limit = job_desc->time_limit;
+	job.min_nodes = job_desc->min_nodes;
+	job.num_tasks = job_desc->num_tasks;
+	job.spank_env = job_desc->spank_job_env;
+	job.spank_env_size = job_desc->spank_job_env_size;
+
+	/* Go recovers its own panics and answers "no change" on any error. */
+	rota_go_job(&job, &change);
+
+	replace_str(&job_desc->tres_per_job, change.tres_per_job);
+	replace_str(&job_desc->tres_per_node, change.tres_per_node);
+	replace_str(&job_desc->tres_per_socket, change.tres_per_socket);
+	replace_str(&job_desc->tres_per_task, change.tres_per_task);
+	if (change.set_time_limit)
+		job_desc->time_limit = change.time_limit;
+	append_admin_comment(job_desc, change.admin_comment);
+	return SLURM_SUCCESS;
+}
+
+int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
+{
+	(void) err_msg;
+	return handle(job_desc, submit_uid, 0);
+}
+
+/* job_record_t is slurmctld-internal; Rota never looks inside it. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
+	       char **err_msg)
+{
+	(void) job_ptr;
+	(void) err_msg;
+	return handle(job_desc, submit_uid, 1);
+}
+#else
+int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
+{
+	(void) job_ptr;
+	return handle(job_desc, submit_uid, 1);
+}
+#endif

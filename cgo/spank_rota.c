@@ -1,0 +1,202 @@
+/*
+ * spank_rota.c: Rota's SPANK plugin (plain C; slurmstepd runs SPANK code in
+ * forked children where a Go runtime cannot live).
+ *
+ * On the submit side (sbatch/srun/salloc) it adds optional options:
+ *   --rota=on|off                     let Rota choose GPU type and walltime
+ *   --rota-steps=N                    the job's total training steps
+ *   --rota-throughput=TYPE:RATE[,...] your own steps/s estimate per GPU type
+ * Slurm hands their values to job_submit/rota in the job's spank env
+ * (_SLURM_SPANK_OPTION_rota_<option>), where the controller's request is
+ * built. Values are checked here so a typo fails at sbatch time with a
+ * clear message instead of being ignored.
+ *
+ * On the node (slurmstepd) it creates <progress_dir>/<jobid>/, owned by the
+ * job's user, and exports ROTA_JOB_ID and ROTA_PROGRESS_FILE into the job,
+ * where a training loop may write its step count for the node agent.
+ *
+ * plugstack.conf:  optional /usr/lib64/slurm/spank_rota.so progress_dir=/run/rota/progress
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(rota, 1);
+
+#define DEFAULT_PROGRESS_DIR "/run/rota/progress"
+
+static char progress_dir[PATH_MAX] = DEFAULT_PROGRESS_DIR;
+
+static int check_onoff(int val, const char *optarg, int remote);
+static int check_steps(int val, const char *optarg, int remote);
+static int check_throughput(int val, const char *optarg, int remote);
+
+static struct spank_option rota_options[] = {
+	{ "rota", "on|off",
+	  "Let Rota choose this job's GPU type and walltime (default on).",
+	  1, 0, check_onoff },
+	{ "rota-steps", "N",
+	  "Total training steps of this job, for Rota's walltime estimate.",
+	  1, 1, check_steps },
+	{ "rota-throughput", "TYPE:STEPS_PER_S[,...]",
+	  "Your estimate of this job's steps/s per GPU type, e.g. v100:12.5,k80:3.",
+	  1, 2, check_throughput },
+	SPANK_OPTIONS_TABLE_END
+};
+
+static int check_onoff(int val, const char *optarg, int remote)
+{
+	(void) val;
+	(void) remote;
+	if (optarg && (!strcmp(optarg, "on") || !strcmp(optarg, "off")))
+		return 0;
+	slurm_error("--rota: want on or off, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+static int check_steps(int val, const char *optarg, int remote)
+{
+	char *end = NULL;
+	unsigned long long n;
+
+	(void) val;
+	(void) remote;
+	if (!optarg || !*optarg || *optarg == '-')
+		goto bad;
+	errno = 0;
+	n = strtoull(optarg, &end, 10);
+	if (errno || *end || n == 0)
+		goto bad;
+	return 0;
+bad:
+	slurm_error("--rota-steps: want a positive whole number of steps, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+/* TYPE:RATE[,TYPE:RATE...]; TYPE of [A-Za-z0-9_.-], RATE a positive number. */
+static int check_throughput(int val, const char *optarg, int remote)
+{
+	const char *p = optarg;
+
+	(void) val;
+	(void) remote;
+	if (!p || !*p)
+		goto bad;
+	while (*p) {
+		const char *t = p;
+		char *end = NULL;
+		double rate;
+
+		while (*p && *p != ':' && *p != ',') {
+			char c = *p;
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+				goto bad;
+			p++;
+		}
+		if (p == t || *p != ':')
+			goto bad;
+		p++;
+		errno = 0;
+		rate = strtod(p, &end);
+		if (errno || end == p || !(rate > 0) || rate > 1e9)
+			goto bad;
+		p = end;
+		if (*p == ',')
+			p++;
+		else if (*p)
+			goto bad;
+	}
+	return 0;
+bad:
+	slurm_error("--rota-throughput: want TYPE:STEPS_PER_S[,...] such as v100:12.5,k80:3, got '%s'",
+		    optarg ? optarg : "");
+	return -1;
+}
+
+static void parse_args(int ac, char **av)
+{
+	for (int i = 0; i < ac; i++) {
+		if (!strncmp(av[i], "progress_dir=", 13) && av[i][13] == '/')
+			snprintf(progress_dir, sizeof(progress_dir), "%s", av[i] + 13);
+		else
+			slurm_error("spank_rota: ignoring unknown argument '%s' (known: progress_dir=/abs/path)", av[i]);
+	}
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	parse_args(ac, av);
+	for (struct spank_option *o = rota_options; o->name; o++) {
+		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+			slurm_error("spank_rota: cannot register --%s", o->name);
+			/* Not fatal: the job runs, without Rota's options. */
+		}
+	}
+	return ESPANK_SUCCESS;
+}
+
+static int job_dir(spank_t sp, uint32_t *job_id, char *dir, size_t n)
+{
+	if (spank_get_item(sp, S_JOB_ID, job_id) != ESPANK_SUCCESS)
+		return -1;
+	if (snprintf(dir, n, "%s/%u", progress_dir, *job_id) >= (int) n)
+		return -1;
+	return 0;
+}
+
+/* Runs in slurmstepd as root, before privileges are dropped: make the
+ * job's progress directory and give it to the job's user. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	uint32_t job_id;
+	uid_t uid;
+	gid_t gid;
+	char dir[PATH_MAX];
+
+	(void) ac;
+	(void) av;
+	if (!spank_remote(sp))
+		return ESPANK_SUCCESS;
+	if (job_dir(sp, &job_id, dir, sizeof(dir)) < 0)
+		return ESPANK_SUCCESS;
+	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+		return ESPANK_SUCCESS;
+	if (mkdir(progress_dir, 0755) < 0 && errno != EEXIST) {
+		slurm_error("spank_rota: cannot create %s: %m; job %u runs without progress reporting", progress_dir, job_id);
+		return ESPANK_SUCCESS;
+	}
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+		slurm_error("spank_rota: cannot create %s: %m; job %u runs without progress reporting", dir, job_id);
+		return ESPANK_SUCCESS;
+	}
+	if (chown(dir, uid, gid) < 0)
+		slurm_error("spank_rota: cannot chown %s to %u:%u: %m", dir, (unsigned) uid, (unsigned) gid);
+	return ESPANK_SUCCESS;
+}
+
+/* Runs in the job's steps: tell the job where to report progress. */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	uint32_t job_id;
+	char dir[PATH_MAX], file[PATH_MAX + 16], id[16];
+
+	(void) ac;
+	(void) av;
+	if (job_dir(sp, &job_id, dir, sizeof(dir)) < 0)
+		return ESPANK_SUCCESS;
+	snprintf(id, sizeof(id), "%u", job_id);
+	snprintf(file, sizeof(file), "%s/progress", dir);
+	spank_setenv(sp, "ROTA_JOB_ID", id, 1);
+	spank_setenv(sp, "ROTA_PROGRESS_FILE", file, 1);
+	return ESPANK_SUCCESS;
+}

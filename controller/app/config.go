@@ -1,0 +1,81 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/internal/conf"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Config is the controller's configuration: /etc/rota/controller.conf
+// (key = value), then command-line flags over it.
+type Config struct {
+	// StateDir holds the embedded NATS server's JetStream data.
+	StateDir string
+	// NATSURL, when set, is an external NATS server or cluster (with
+	// JetStream); the controller then runs no server of its own.
+	NATSURL string
+	// Listen is the embedded server's client address.
+	Listen string
+	// Refresh is how often the controller re-reads Slurm's nodes and
+	// partitions.
+	Refresh time.Duration
+	// DecisionTTL is how long decisions stay explainable.
+	DecisionTTL time.Duration
+	// LogLevel: debug, info, warn, error.
+	LogLevel string
+	// Placement holds the rule's knobs (speed table, retyping, margins).
+	Placement placement.Config
+}
+
+// DefaultConfig is what no file and no flags mean.
+func DefaultConfig() Config {
+	return Config{
+		StateDir:    "/var/lib/rota",
+		Listen:      "127.0.0.1:4222",
+		Refresh:     time.Minute,
+		DecisionTTL: 30 * 24 * time.Hour,
+		LogLevel:    "info",
+		Placement:   placement.DefaultConfig(),
+	}
+}
+
+// LoadConfig reads path over the defaults; "" means defaults alone.
+func LoadConfig(path string) (Config, error) {
+	c := DefaultConfig()
+	if path == "" {
+		return c, nil
+	}
+	v, err := conf.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	var overheadMin int = int(c.Placement.WalltimeOverheadMin)
+	v.String("state_dir", &c.StateDir)
+	v.String("nats_url", &c.NATSURL)
+	v.String("listen", &c.Listen)
+	v.Duration("refresh", &c.Refresh, time.Second, 24*time.Hour)
+	v.Duration("decision_ttl", &c.DecisionTTL, time.Hour, 10*365*24*time.Hour)
+	v.String("log_level", &c.LogLevel)
+	v.Bool("retype_typed", &c.Placement.RetypeTyped)
+	v.Float("walltime_margin", &c.Placement.WalltimeMargin, 1, 100)
+	v.Int("walltime_overhead_min", &overheadMin, 0, 24*60)
+	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
+	// speed.<type> = relative speed, one line per GPU type.
+	for _, k := range v.Keys() {
+		t, ok := strings.CutPrefix(k, "speed.")
+		if !ok {
+			continue
+		}
+		var s float64
+		v.Float(k, &s, 1e-6, 1e6)
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return c, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+		c.Placement.Speed[t] = s
+	}
+	return c, v.Err()
+}

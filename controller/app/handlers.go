@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// queueGroup lets several controllers share the request subjects; only one
+// answers each request.
+const queueGroup = "rota-controller"
+
+func (c *Controller) subscribe() error {
+	for subj, h := range map[string]nats.MsgHandler{
+		wire.SubjectPlace:   c.onPlace,
+		wire.SubjectExplain: c.onExplain,
+		wire.SubjectStatus:  c.onStatus,
+	} {
+		if _, err := c.nc.QueueSubscribe(subj, queueGroup, h); err != nil {
+			return fmt.Errorf("subscribing to %s: %w", subj, err)
+		}
+	}
+	return c.nc.Flush()
+}
+
+func (c *Controller) respond(m *nats.Msg, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.log.Error().Err(err).Str("subject", m.Subject).Msg("cannot encode reply")
+		return
+	}
+	if err := m.Respond(b); err != nil {
+		c.log.Debug().Err(err).Str("subject", m.Subject).Msg("cannot send reply (requester gone)")
+	}
+}
+
+// onPlace answers the job_submit plugin. It is on slurmctld's submit path:
+// a lookup in the placer's precomputed view, then the reply; recording the
+// decision happens off this path.
+func (c *Controller) onPlace(m *nats.Msg) {
+	var req wire.PlaceRequest
+	if err := wire.Decode(m.Data, &req); err != nil {
+		// Still answer, so the plugin does not wait out its deadline.
+		c.log.Warn().Err(err).Msg("malformed placement request dropped; the job keeps its request")
+		c.respond(m, wire.PlaceReply{V: wire.Version, Policy: c.placer.Name(), Reason: "malformed request: " + err.Error()})
+		return
+	}
+	res := c.placer.Place(&req)
+	reply := wire.PlaceReply{
+		V:            wire.Version,
+		DecisionID:   nuid.Next(),
+		GPUType:      res.GPUType,
+		TimeLimitMin: res.TimeLimitMin,
+		Policy:       c.placer.Name(),
+		Reason:       res.Reason,
+	}
+	c.respond(m, reply)
+	c.store.Record(&wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers})
+	c.log.Debug().Str("decision", reply.DecisionID).Str("gpu_type", reply.GPUType).Uint32("time_min", reply.TimeLimitMin).
+		Str("reason", reply.Reason).Msg("placed")
+}
+
+// onExplain finds the decision behind a job: from the job index, or else
+// from the decision id the plugin wrote into the job's AdminComment (the
+// plugin runs before Slurm assigns the id, so the binding happens here).
+func (c *Controller) onExplain(m *nats.Msg) {
+	var req wire.ExplainRequest
+	if err := wire.Decode(m.Data, &req); err != nil {
+		c.respond(m, wire.ExplainReply{V: wire.Version, Error: err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.explain(ctx, req.JobID)
+	if err != nil {
+		c.respond(m, wire.ExplainReply{V: wire.Version, Error: err.Error()})
+		return
+	}
+	c.respond(m, wire.ExplainReply{V: wire.Version, Decision: d})
+}
+
+func (c *Controller) explain(ctx context.Context, jobID uint32) (*wire.Decision, error) {
+	if d, err := c.store.ByJob(ctx, jobID); err == nil {
+		return d, nil
+	} else if !errors.Is(err, decisions.ErrNotFound) {
+		return nil, err
+	}
+	comment, err := c.slurm.JobAdminComment(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: asking Slurm for its annotation: %w", jobID, err)
+	}
+	id := wire.DecisionIDFromComment(comment)
+	if id == "" {
+		return nil, fmt.Errorf("job %d has no Rota annotation: it asked for no GPUs, opted out, or was submitted while the controller was unreachable", jobID)
+	}
+	return c.store.Bind(ctx, id, jobID)
+}
+
+func (c *Controller) onStatus(m *nats.Msg) {
+	var req wire.StatusRequest
+	if err := wire.Decode(m.Data, &req); err != nil {
+		c.respond(m, wire.StatusReply{V: wire.Version})
+		return
+	}
+	rep := wire.StatusReply{V: wire.Version, Policy: c.placer.Name(), Decisions: c.store.Count()}
+	if s := c.snap.Load(); s != nil {
+		rep.RefreshedAt = s.At.UTC().Format(time.RFC3339)
+		for _, t := range s.TypeNames() {
+			tc := s.Types[t]
+			sp := 1.0
+			if v, ok := c.cfg.Placement.Speed[t]; ok {
+				sp = v
+			}
+			rep.Types = append(rep.Types, wire.TypeState{Type: t, Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, Speed: sp})
+		}
+		for _, p := range s.Partitions {
+			rep.Partitions = append(rep.Partitions, wire.Partition{Name: p.Name, MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin, Default: p.Default, Nodes: p.Nodes})
+		}
+	}
+	c.respond(m, rep)
+}

@@ -1,0 +1,116 @@
+// Package cluster is the controller's picture of the Slurm cluster: GPU
+// capacity and use per type, and partitions with their time limits. A
+// Snapshot is immutable once built; the controller swaps in a new one each
+// refresh, so readers on the request path never take a lock.
+package cluster
+
+import (
+	"sort"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/slurm"
+)
+
+// Snapshot is the cluster at one moment.
+type Snapshot struct {
+	At         time.Time
+	Types      map[string]*TypeCap // by GPU type
+	Partitions map[string]slurm.Partition
+	// DefaultPartition is the partition a job that names none goes to.
+	DefaultPartition string
+}
+
+// TypeCap is one GPU type's capacity.
+type TypeCap struct {
+	Type       string
+	Nodes      int // nodes with this type that can take jobs
+	Total      int // GPUs on those nodes
+	Used       int // GPUs allocated now
+	MaxPerNode int // most GPUs of this type on one node
+	// Partitions that contain nodes of this type.
+	Partitions map[string]bool
+}
+
+// Free is Total - Used, never negative.
+func (t *TypeCap) Free() int {
+	if t.Used > t.Total {
+		return 0
+	}
+	return t.Total - t.Used
+}
+
+// unusable node states: their GPUs cannot take a new job now.
+var unusable = map[string]bool{
+	"down": true, "drain": true, "drained": true, "draining": true, "fail": true, "failing": true,
+	"future": true, "inval": true, "invalid": true, "maint": true, "powered_down": true,
+	"powering_down": true, "unknown": true, "not_responding": true, "reboot_issued": true,
+}
+
+// Usable reports whether a node in state s can be given jobs. sinfo's long
+// state may carry flags ("idle+drain", "mixed*"): any unusable part rules
+// the node out.
+func Usable(s string) bool {
+	cur := ""
+	flush := func() bool {
+		ok := !unusable[cur]
+		cur = ""
+		return ok
+	}
+	for _, r := range s {
+		switch r {
+		case '+', '*', '~', '#', '!', '%', '$', '@', '^', '-':
+			if !flush() {
+				return false
+			}
+		default:
+			cur += string(r)
+		}
+	}
+	return flush()
+}
+
+// Build assembles a Snapshot from what Slurm reported.
+func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot {
+	s := &Snapshot{At: at, Types: map[string]*TypeCap{}, Partitions: map[string]slurm.Partition{}}
+	for _, p := range parts {
+		s.Partitions[p.Name] = p
+		if p.Default && s.DefaultPartition == "" {
+			s.DefaultPartition = p.Name
+		}
+	}
+	for _, n := range nodes {
+		if !Usable(n.State) {
+			continue
+		}
+		for typ, count := range n.GPUs {
+			if typ == "" || count <= 0 {
+				continue // untyped GPUs cannot be chosen by type
+			}
+			tc := s.Types[typ]
+			if tc == nil {
+				tc = &TypeCap{Type: typ, Partitions: map[string]bool{}}
+				s.Types[typ] = tc
+			}
+			tc.Nodes++
+			tc.Total += count
+			tc.Used += n.GPUsUsed[typ]
+			if count > tc.MaxPerNode {
+				tc.MaxPerNode = count
+			}
+			for _, p := range n.Partitions {
+				tc.Partitions[p] = true
+			}
+		}
+	}
+	return s
+}
+
+// TypeNames lists the GPU types in name order.
+func (s *Snapshot) TypeNames() []string {
+	names := make([]string, 0, len(s.Types))
+	for t := range s.Types {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	return names
+}

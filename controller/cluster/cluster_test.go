@@ -1,0 +1,44 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/slurm"
+)
+
+func TestUsable(t *testing.T) {
+	for s, want := range map[string]bool{
+		"idle": true, "mixed": true, "allocated": true, "completing": true, "planned": true,
+		"down": false, "drained": false, "idle+drain": false, "mixed*": true, "down*": false,
+		"draining": false, "invalid": false, "idle~": true, "unknown": false,
+	} {
+		if got := Usable(s); got != want {
+			t.Errorf("Usable(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestBuild(t *testing.T) {
+	nodes := []slurm.Node{
+		{Name: "a1", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}, GPUsUsed: map[string]int{"v100": 1}},
+		{Name: "a2", State: "mixed", Partitions: []string{"gpu", "debug"}, GPUs: map[string]int{"v100": 8}, GPUsUsed: map[string]int{"v100": 8}},
+		{Name: "b1", State: "down", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 4}},
+		{Name: "c1", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"p100": 2, "": 1}},
+	}
+	parts := []slurm.Partition{{Name: "debug", MaxTimeMin: 60}, {Name: "gpu", Default: true, MaxTimeMin: 2880}}
+	s := Build(time.Unix(0, 0), nodes, parts)
+	if s.DefaultPartition != "gpu" {
+		t.Fatalf("default partition %q", s.DefaultPartition)
+	}
+	v := s.Types["v100"]
+	if v == nil || v.Nodes != 2 || v.Total != 12 || v.Used != 9 || v.Free() != 3 || v.MaxPerNode != 8 || !v.Partitions["debug"] {
+		t.Fatalf("v100 %+v", v)
+	}
+	if _, ok := s.Types["k80"]; ok {
+		t.Fatal("a down node's GPUs must not count")
+	}
+	if got := s.TypeNames(); len(got) != 2 || got[0] != "p100" || got[1] != "v100" {
+		t.Fatalf("types %v", got)
+	}
+}

@@ -1,0 +1,80 @@
+// Command rota-controller runs Rota's controller: see controller/app.
+// This file only reads flags and config and turns signals into a
+// cancelled context.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/app"
+)
+
+func main() {
+	fs := flag.NewFlagSet("rota-controller", flag.ExitOnError)
+	configPath := fs.String("config", "", "config file (key = value); default: /etc/rota/controller.conf when it exists")
+	natsURL := fs.String("nats", "", "external NATS server or cluster URL; default: run an embedded server")
+	listen := fs.String("listen", "", "embedded NATS server address (default 127.0.0.1:4222)")
+	stateDir := fs.String("state-dir", "", "state directory (default /var/lib/rota)")
+	refresh := fs.Duration("refresh", 0, "how often to re-read the cluster from Slurm (default 1m)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info)")
+	pidFile := fs.String("pid-file", "", "write the process id here")
+	fs.Parse(os.Args[1:])
+
+	path := *configPath
+	if path == "" {
+		if _, err := os.Stat("/etc/rota/controller.conf"); err == nil {
+			path = "/etc/rota/controller.conf"
+		}
+	}
+	cfg, err := app.LoadConfig(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rota-controller: %v\n", err)
+		os.Exit(2)
+	}
+	// Flags override the file.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["nats"] {
+		cfg.NATSURL = *natsURL
+	}
+	if set["listen"] {
+		cfg.Listen = *listen
+	}
+	if set["state-dir"] {
+		cfg.StateDir = *stateDir
+	}
+	if set["refresh"] {
+		cfg.Refresh = *refresh
+	}
+	if set["log-level"] {
+		cfg.LogLevel = *logLevel
+	}
+	lvl, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rota-controller: log level %q: %v\n", cfg.LogLevel, err)
+		os.Exit(2)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("service", "rota-controller").Logger()
+
+	if *pidFile != "" {
+		if err := os.WriteFile(*pidFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644); err != nil {
+			log.Fatal().Err(err).Msg("cannot write pid file")
+		}
+		defer os.Remove(*pidFile)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, app.Options{Config: cfg, Log: log}); err != nil {
+		log.Error().Err(err).Msg("controller failed")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,180 @@
+// Package decisions keeps the controller's record of every placement so
+// that `rota explain <jobid>` can show it: in memory for the recent ones,
+// and in a JetStream key-value bucket so a restart keeps them.
+package decisions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+// Bucket is the JetStream KV bucket holding decisions.
+const Bucket = "rota_decisions"
+
+// ErrNotFound is returned for an unknown decision or job.
+var ErrNotFound = errors.New("no decision recorded")
+
+// Store records decisions. Record never blocks the request path: writes to
+// JetStream happen on a background goroutine (Run).
+type Store struct {
+	kv  jetstream.KeyValue
+	log zerolog.Logger
+
+	mu     sync.RWMutex
+	recent map[string]*wire.Decision
+	order  []string // ids, oldest first, to bound recent
+	limit  int
+
+	queue chan *wire.Decision
+	count atomic.Uint64
+}
+
+// Open creates (or opens) the bucket. keep is how long decisions are kept.
+func Open(ctx context.Context, js jetstream.JetStream, keep time.Duration, log zerolog.Logger) (*Store, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "Rota placement decisions, by decision id (d.<id>) and job id (job.<id>)",
+		History:     1,
+		TTL:         keep,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream bucket %s: %w", Bucket, err)
+	}
+	return &Store{
+		kv:     kv,
+		log:    log,
+		recent: map[string]*wire.Decision{},
+		limit:  100_000,
+		queue:  make(chan *wire.Decision, 10_000),
+	}, nil
+}
+
+// Record keeps d. It returns at once.
+func (s *Store) Record(d *wire.Decision) {
+	s.count.Add(1)
+	s.remember(d)
+	select {
+	case s.queue <- d:
+	default:
+		s.log.Warn().Str("decision", d.ID).Msg("decision write queue full (JetStream slow or down); decision kept in memory only")
+	}
+}
+
+func (s *Store) remember(d *wire.Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.recent[d.ID]; !ok {
+		s.order = append(s.order, d.ID)
+	}
+	s.recent[d.ID] = d
+	for len(s.order) > s.limit {
+		delete(s.recent, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// Count is the number of decisions recorded since start.
+func (s *Store) Count() uint64 { return s.count.Load() }
+
+// Run writes queued decisions until ctx ends, then flushes what is left.
+func (s *Store) Run(ctx context.Context) {
+	for {
+		select {
+		case d := <-s.queue:
+			s.put(context.Background(), d)
+		case <-ctx.Done():
+			for {
+				select {
+				case d := <-s.queue:
+					s.put(context.Background(), d)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Store) put(ctx context.Context, d *wire.Decision) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		s.log.Error().Err(err).Str("decision", d.ID).Msg("cannot encode decision")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
+		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory only")
+		return
+	}
+	if d.JobID != 0 {
+		if _, err := s.kv.Put(ctx, jobKey(d.JobID), []byte(d.ID)); err != nil {
+			s.log.Warn().Err(err).Uint32("job", d.JobID).Msg("cannot store job index")
+		}
+	}
+}
+
+func jobKey(id uint32) string { return "job." + strconv.FormatUint(uint64(id), 10) }
+
+// Get returns a decision by id.
+func (s *Store) Get(ctx context.Context, id string) (*wire.Decision, error) {
+	s.mu.RLock()
+	d, ok := s.recent[id]
+	s.mu.RUnlock()
+	if ok {
+		return d, nil
+	}
+	e, err := s.kv.Get(ctx, "d."+id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: decision %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading decision %s: %w", id, err)
+	}
+	var dec wire.Decision
+	if err := json.Unmarshal(e.Value(), &dec); err != nil {
+		return nil, fmt.Errorf("decision %s is corrupt: %w", id, err)
+	}
+	return &dec, nil
+}
+
+// ByJob returns the decision bound to a job id, if one was bound.
+func (s *Store) ByJob(ctx context.Context, jobID uint32) (*wire.Decision, error) {
+	e, err := s.kv.Get(ctx, jobKey(jobID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: job %d", ErrNotFound, jobID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading job index %d: %w", jobID, err)
+	}
+	return s.Get(ctx, string(e.Value()))
+}
+
+// Bind records that decision id became Slurm job jobID (learned later from
+// the job's annotation), and stores it synchronously.
+func (s *Store) Bind(ctx context.Context, id string, jobID uint32) (*wire.Decision, error) {
+	d, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.JobID == jobID {
+		return d, nil
+	}
+	cp := *d
+	cp.JobID = jobID
+	s.remember(&cp)
+	s.put(ctx, &cp)
+	return &cp, nil
+}

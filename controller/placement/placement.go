@@ -1,0 +1,237 @@
+// Package placement answers the job_submit plugin's question "which GPU
+// type and what walltime?" from state the controller already holds. It runs
+// on slurmctld's submit path (inside the plugin's deadline), so a Placer
+// never solves or does I/O there: the policy engine precomputes, Place
+// looks up.
+package placement
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// Placer decides one placement. Implementations must be safe for
+// concurrent use and fast: microseconds, not milliseconds.
+type Placer interface {
+	// Name is the policy name written into annotations ("interim", "las"...).
+	Name() string
+	// Update gives the Placer a fresh picture of the cluster.
+	Update(s *cluster.Snapshot)
+	Place(req *wire.PlaceRequest) Result
+}
+
+// Result is a placement with the numbers behind it, for `rota explain`.
+type Result struct {
+	GPUType      string // "" keeps the request's type
+	TimeLimitMin uint32 // 0 keeps the request's time limit
+	Reason       string
+	Numbers      map[string]float64
+}
+
+// Config holds the knobs shared by placement rules.
+type Config struct {
+	// Speed is each GPU type's relative speed for a typical job (the
+	// admin's table); a type missing from it counts as 1.
+	Speed map[string]float64
+	// RetypeTyped lets Rota change a type the user named.
+	RetypeTyped bool
+	// WalltimeMargin multiplies an estimated run time (>= 1).
+	WalltimeMargin float64
+	// WalltimeOverheadMin is added to every estimate: start-up, data
+	// loading, checkpoint writing.
+	WalltimeOverheadMin uint32
+}
+
+// DefaultConfig is what an unconfigured controller uses.
+func DefaultConfig() Config {
+	return Config{Speed: map[string]float64{}, WalltimeMargin: 1.5, WalltimeOverheadMin: 5}
+}
+
+func (c *Config) speed(t string) float64 {
+	if s, ok := c.Speed[t]; ok && s > 0 {
+		return s
+	}
+	return 1
+}
+
+// Demand is how many GPUs a request needs in all and on its busiest node.
+func Demand(a wire.GPUAsk) (total, perNode int) {
+	nodes := int(max(a.Nodes, 1))
+	tasks := int(max(a.Tasks, 1))
+	perNode = int(max(a.PerNode, a.PerSocket, a.PerTask))
+	total = max(int(a.PerJob), int(a.PerNode)*nodes, int(a.PerSocket)*nodes, int(a.PerTask)*tasks)
+	if a.Nodes == 1 {
+		// Everything lands on the one node.
+		perNode = max(perNode, total)
+	}
+	if total > 0 {
+		perNode = max(perNode, 1)
+	}
+	return total, perNode
+}
+
+// Interim is the rule Rota uses until the policy engine drives placement:
+// of the GPU types that can hold the job, take the one with the most free
+// GPUs weighted by relative speed; when none has room now, the one with the
+// most total capacity weighted by speed (the job queues where it will run
+// fastest on average). Each placement reserves its GPUs in the view until
+// the next refresh, so a burst of submissions spreads over the types
+// instead of piling onto one.
+type Interim struct {
+	cfg Config
+
+	mu       sync.Mutex
+	snap     *cluster.Snapshot
+	reserved map[string]int
+}
+
+// NewInterim returns an Interim placer with no cluster view yet: until the
+// first Update it keeps every request as it is.
+func NewInterim(cfg Config) *Interim {
+	return &Interim{cfg: cfg, reserved: map[string]int{}}
+}
+
+// Name implements Placer.
+func (p *Interim) Name() string { return "interim" }
+
+// Update implements Placer. Reservations end: the new snapshot's use
+// includes the jobs that have started.
+func (p *Interim) Update(s *cluster.Snapshot) {
+	p.mu.Lock()
+	p.snap = s
+	p.reserved = map[string]int{}
+	p.mu.Unlock()
+}
+
+// Place implements Placer.
+func (p *Interim) Place(req *wire.PlaceRequest) Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	num := map[string]float64{}
+	if p.snap == nil {
+		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
+	}
+	total, perNode := Demand(req.GPU)
+	num["need.total"], num["need.per_node"] = float64(total), float64(perNode)
+	part := req.Partition
+	if part == "" {
+		part = p.snap.DefaultPartition
+	}
+	if i := strings.IndexByte(part, ','); i >= 0 {
+		part = part[:i] // several partitions: judge by the first
+	}
+
+	var res Result
+	switch {
+	case len(req.GPU.Types) > 1:
+		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
+		res.TimeLimitMin = p.walltime(req, "", part, num)
+		return withNumbers(res, num)
+	case req.GPU.Type != "" && !p.cfg.RetypeTyped:
+		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
+		if _, known := p.snap.Types[req.GPU.Type]; !known {
+			res.Reason = "user named type " + req.GPU.Type + ", which no usable node has; request kept"
+		}
+		res.TimeLimitMin = p.walltime(req, req.GPU.Type, part, num)
+		return withNumbers(res, num)
+	}
+
+	type cand struct {
+		t     string
+		free  int
+		score float64
+	}
+	var fits []cand
+	for _, t := range p.snap.TypeNames() {
+		tc := p.snap.Types[t]
+		if part != "" && !tc.Partitions[part] {
+			continue
+		}
+		if tc.MaxPerNode < perNode || tc.Total < total {
+			continue
+		}
+		free := max(tc.Free()-p.reserved[t], 0)
+		sp := p.cfg.speed(t)
+		num["free."+t], num["speed."+t] = float64(free), sp
+		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
+	}
+	if len(fits) == 0 {
+		res.Reason = fmt.Sprintf("no GPU type in partition %q can hold %d GPUs (%d per node); request kept for Slurm to judge", part, total, perNode)
+		return withNumbers(res, num)
+	}
+	best, room := fits[0], false
+	for _, c := range fits {
+		if c.free >= total && (!room || c.score > best.score) {
+			best, room = c, true
+		}
+	}
+	if room {
+		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.2g = %.3g (of %d types that fit)",
+			best.t, best.free, p.cfg.speed(best.t), best.score, len(fits))
+	} else {
+		for _, c := range fits {
+			capScore := float64(p.snap.Types[c.t].Total) * p.cfg.speed(c.t)
+			if capScore > float64(p.snap.Types[best.t].Total)*p.cfg.speed(best.t) {
+				best = c
+			}
+		}
+		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.2g)",
+			total, best.t, p.snap.Types[best.t].Total, p.cfg.speed(best.t))
+	}
+	p.reserved[best.t] += total
+	num["chosen.score"] = best.score
+	if best.t != req.GPU.Type {
+		res.GPUType = best.t
+	}
+	res.TimeLimitMin = p.walltime(req, best.t, part, num)
+	return withNumbers(res, num)
+}
+
+func withNumbers(r Result, num map[string]float64) Result {
+	r.Numbers = num
+	return r
+}
+
+// walltime estimates the run time on type t from the user's hints: total
+// steps over steps/s on t (given for t, or scaled from another type by the
+// speed table), times the margin, plus overhead; capped by the user's limit
+// and the partition's MaxTime. 0 means "no estimate: keep".
+func (p *Interim) walltime(req *wire.PlaceRequest, t, part string, num map[string]float64) uint32 {
+	steps := req.Hints.Steps
+	if steps == 0 || len(req.Hints.Throughput) == 0 {
+		return 0
+	}
+	rate := req.Hints.Throughput[t]
+	if rate <= 0 {
+		if t == "" {
+			return 0
+		}
+		hinted := make([]string, 0, len(req.Hints.Throughput))
+		for h := range req.Hints.Throughput {
+			hinted = append(hinted, h)
+		}
+		sort.Strings(hinted)
+		h := hinted[0]
+		rate = req.Hints.Throughput[h] * p.cfg.speed(t) / p.cfg.speed(h)
+	}
+	if !(rate > 0) {
+		return 0
+	}
+	est := float64(steps)/rate*p.cfg.WalltimeMargin/60 + float64(p.cfg.WalltimeOverheadMin)
+	num["est.steps_per_s"], num["est.minutes_uncapped"] = rate, est
+	m := uint32(math.Min(math.Ceil(est), float64(slurmtime.Unlimited-1)))
+	if pt, ok := p.snap.Partitions[part]; ok && pt.MaxTimeMin > 0 && m > pt.MaxTimeMin {
+		m = pt.MaxTimeMin
+	}
+	if req.TimeLimitMin > 0 && m > req.TimeLimitMin {
+		m = req.TimeLimitMin
+	}
+	return m
+}

@@ -1,0 +1,230 @@
+// Package slurm is the controller's boundary to Slurm: what it reads of
+// the cluster (nodes, GPUs, partitions, a job's annotation). Client is an
+// interface so tests and, later, slurmrestd can stand in for the command
+// line tools.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Node is one Slurm node and its GPUs by type.
+type Node struct {
+	Name       string
+	State      string
+	Partitions []string
+	GPUs       map[string]int // type -> configured count ("" for untyped)
+	GPUsUsed   map[string]int // type -> allocated now
+}
+
+// Partition is what Rota needs of a Slurm partition. Times in minutes,
+// 0 meaning unlimited / not set.
+type Partition struct {
+	Name           string
+	Default        bool
+	MaxTimeMin     uint32
+	DefaultTimeMin uint32
+	Nodes          string
+}
+
+// Client reads Slurm's state.
+type Client interface {
+	Nodes(ctx context.Context) ([]Node, error)
+	Partitions(ctx context.Context) ([]Partition, error)
+	// JobAdminComment returns a job's AdminComment ("" when none).
+	JobAdminComment(ctx context.Context, jobID uint32) (string, error)
+}
+
+// CLI runs sinfo and scontrol: formatted output of these is stable across
+// Slurm versions and needs nothing but the client package.
+type CLI struct {
+	// Env is added to the environment of each command (e.g. SLURM_CONF=...).
+	Env []string
+	// Timeout bounds each command.
+	Timeout time.Duration
+}
+
+func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	t := c.Timeout
+	if t == 0 {
+		t = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(cmd.Environ(), c.Env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// Nodes lists nodes with their GPUs and current GPU use.
+func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
+	out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256")
+	if err != nil {
+		return nil, err
+	}
+	return ParseSinfoNodes(string(out))
+}
+
+// ParseSinfoNodes reads `sinfo -h -N -O NodeList,Gres,GresUsed,StateLong,Partition`.
+// A node in several partitions appears once per partition; they merge.
+func ParseSinfoNodes(out string) ([]Node, error) {
+	byName := map[string]*Node{}
+	for i, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 5 {
+			return nil, fmt.Errorf("sinfo line %d: want 5 fields, got %d: %q", i+1, len(f), line)
+		}
+		n := byName[f[0]]
+		if n == nil {
+			gpus, err := ParseGres(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("node %s: Gres: %w", f[0], err)
+			}
+			used, err := ParseGres(f[2])
+			if err != nil {
+				return nil, fmt.Errorf("node %s: GresUsed: %w", f[0], err)
+			}
+			n = &Node{Name: f[0], State: f[3], GPUs: gpus, GPUsUsed: used}
+			byName[f[0]] = n
+		}
+		n.Partitions = append(n.Partitions, strings.TrimSuffix(f[4], "*"))
+	}
+	nodes := make([]Node, 0, len(byName))
+	for _, n := range byName {
+		nodes = append(nodes, *n)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	return nodes, nil
+}
+
+// ParseGres reads a node's gres list as sinfo prints it, e.g.
+// "gpu:v100:4(S:0-1),nvme:1" or "gpu:k80:2(IDX:0-1,3)", into GPUs by type.
+// "(null)" means none.
+func ParseGres(s string) (map[string]int, error) {
+	s = stripParens(s)
+	out := map[string]int{}
+	if s == "" || s == "null" || s == "(null)" || s == "N/A" {
+		return out, nil
+	}
+	spec, err := gpureq.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range spec.Entries {
+		if e.GPU {
+			out[e.Type] += int(e.Count)
+		}
+	}
+	return out, nil
+}
+
+// stripParens drops "(...)" groups, which may hold commas of their own.
+func stripParens(s string) string {
+	if s == "(null)" {
+		return ""
+	}
+	var b strings.Builder
+	depth := 0
+	for _, r := range s {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			if depth > 0 {
+				depth--
+			}
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Partitions lists partitions with their time limits.
+func (c *CLI) Partitions(ctx context.Context) ([]Partition, error) {
+	out, err := c.run(ctx, "scontrol", "show", "partition", "-o")
+	if err != nil {
+		return nil, err
+	}
+	return ParsePartitions(string(out))
+}
+
+// ParsePartitions reads `scontrol show partition -o`.
+func ParsePartitions(out string) ([]Partition, error) {
+	var ps []Partition
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		kv := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				kv[k] = v
+			}
+		}
+		p := Partition{Name: kv["PartitionName"], Default: kv["Default"] == "YES", Nodes: kv["Nodes"]}
+		if p.Name == "" {
+			return nil, fmt.Errorf("partition line without PartitionName: %q", line)
+		}
+		var err error
+		if p.MaxTimeMin, err = limit(kv["MaxTime"]); err != nil {
+			return nil, fmt.Errorf("partition %s MaxTime: %w", p.Name, err)
+		}
+		if p.DefaultTimeMin, err = limit(kv["DefaultTime"]); err != nil {
+			return nil, fmt.Errorf("partition %s DefaultTime: %w", p.Name, err)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// limit reads a partition time; UNLIMITED and NONE are 0.
+func limit(s string) (uint32, error) {
+	switch strings.ToUpper(s) {
+	case "", "NONE", "UNLIMITED", "INFINITE", "N/A":
+		return 0, nil
+	}
+	return slurmtime.Parse(s)
+}
+
+// JobAdminComment reads a job's AdminComment from `scontrol show job`,
+// which prints it on a line of its own (it may contain spaces).
+func (c *CLI) JobAdminComment(ctx context.Context, jobID uint32) (string, error) {
+	out, err := c.run(ctx, "scontrol", "show", "job", strconv.FormatUint(uint64(jobID), 10))
+	if err != nil {
+		return "", err
+	}
+	return ParseAdminComment(string(out)), nil
+}
+
+// ParseAdminComment finds "AdminComment=..." in `scontrol show job` output.
+func ParseAdminComment(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "AdminComment="); ok {
+			if v == "(null)" {
+				return ""
+			}
+			return v
+		}
+	}
+	return ""
+}

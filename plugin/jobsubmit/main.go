@@ -1,0 +1,207 @@
+// Command jobsubmit is Slurm's job_submit/rota plugin, built with
+// -buildmode=c-shared into job_submit_rota.so and loaded by slurmctld.
+//
+// The C shim (cgo/job_submit_rota.c) owns every Slurm structure; this file
+// converts its plain rota_job_t to submit.Job, runs submit.Handler, and
+// hands back malloc()ed strings. Every exported function recovers from
+// panics: a panic here would take slurmctld down with it.
+//
+// Rules that hold inside slurmctld: never call signal.Notify (the daemon
+// owns signals); init may run again after fini (scontrol reconfigure), so
+// state is rebuilt, never assumed; the Go runtime cannot be unloaded.
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../cgo -Wall
+#include <stdlib.h>
+#include "rota_shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"unsafe"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/plugin/submit"
+)
+
+var (
+	mu      sync.RWMutex
+	handler *submit.Handler
+	asker   *submit.NATSAsker
+	log     = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
+)
+
+//export rota_go_init
+func rota_go_init(path *C.char) {
+	defer recoverAndLog("init")
+	p := "job_submit_rota.conf"
+	if path != nil {
+		p = C.GoString(path)
+	}
+	cfg, err := submit.LoadConfig(p)
+	if err != nil {
+		log.Error().Err(err).Str("config", p).Msg("config unusable; every job passes through unchanged until it is fixed and slurmctld reconfigured")
+	}
+	lvl := zerolog.InfoLevel
+	if cfg.Debug {
+		lvl = zerolog.DebugLevel
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	log = log.Level(lvl)
+	if asker != nil { // a second init after fini or reconfigure
+		asker.Close()
+		asker = nil
+	}
+	h := &submit.Handler{Config: cfg}
+	if cfg.Enabled {
+		a, err := submit.DialNATS(cfg, func(msg string) { log.Warn().Msg(msg) })
+		if err != nil {
+			log.Error().Err(err).Msg("cannot set up the NATS client; jobs pass through unchanged")
+		} else {
+			a.Breaker.OnChange = func(from, to breaker.State) {
+				switch to {
+				case breaker.Open:
+					log.Warn().Dur("cooldown", cfg.BreakerCooldown).Msg("controller not answering in time; passing GPU jobs through unchanged without asking until a probe succeeds")
+				case breaker.Closed:
+					log.Info().Msg("controller answering again; GPU jobs are placed by Rota")
+				}
+			}
+			asker = a
+			h.Asker = a
+		}
+	}
+	handler = h
+	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Dur("deadline", cfg.Deadline).Msg("loaded")
+}
+
+//export rota_go_fini
+func rota_go_fini() {
+	defer recoverAndLog("fini")
+	mu.Lock()
+	defer mu.Unlock()
+	if asker != nil {
+		asker.Close()
+		asker = nil
+	}
+	handler = nil
+}
+
+//export rota_go_job
+func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
+	defer recoverAndLog("job")
+	mu.RLock()
+	h := handler
+	mu.RUnlock()
+	if h == nil {
+		return
+	}
+	job := toJob(j)
+	ch, outcome, err := h.Handle(context.Background(), &job)
+	ev := log.Debug()
+	if err != nil {
+		ev = log.Warn().Err(err)
+	}
+	ev.Str("outcome", string(outcome)).Bool("modify", job.Modify).Uint32("uid", job.UID).
+		Str("name", job.Name).Msg(outcomeMessage(outcome))
+	if err != nil {
+		return
+	}
+	out.tres_per_job = cstr(ch.TresPerJob)
+	out.tres_per_node = cstr(ch.TresPerNode)
+	out.tres_per_socket = cstr(ch.TresPerSocket)
+	out.tres_per_task = cstr(ch.TresPerTask)
+	if ch.TimeLimit != nil {
+		out.set_time_limit = 1
+		out.time_limit = C.uint32_t(*ch.TimeLimit)
+	}
+	if ch.AdminComment != "" {
+		out.admin_comment = C.CString(ch.AdminComment)
+	}
+}
+
+func outcomeMessage(o submit.Outcome) string {
+	if o == submit.FailOpen {
+		return "job passes through unchanged"
+	}
+	return "handled job"
+}
+
+func toJob(j *C.rota_job_t) submit.Job {
+	job := submit.Job{
+		Modify:        j.modify != 0,
+		JobID:         uint32(j.job_id),
+		UID:           uint32(j.uid),
+		TresPerJob:    gostr(j.tres_per_job),
+		TresPerNode:   gostr(j.tres_per_node),
+		TresPerSocket: gostr(j.tres_per_socket),
+		TresPerTask:   gostr(j.tres_per_task),
+		Account:       gostr(j.account),
+		Partition:     gostr(j.partition),
+		Name:          gostr(j.name),
+		TimeLimit:     uint32(j.time_limit),
+		MinNodes:      uint32(j.min_nodes),
+		NumTasks:      uint32(j.num_tasks),
+	}
+	if n := int(j.spank_env_size); n > 0 && n < 1<<16 && j.spank_env != nil {
+		env := unsafe.Slice(j.spank_env, n)
+		for _, e := range env {
+			if e != nil {
+				job.SpankEnv = append(job.SpankEnv, C.GoString(e))
+			}
+		}
+	}
+	return job
+}
+
+func gostr(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+// cstr returns a malloc()ed copy for the shim, or NULL for "unchanged".
+func cstr(s *string) *C.char {
+	if s == nil {
+		return nil
+	}
+	return C.CString(*s)
+}
+
+func recoverAndLog(where string) {
+	if r := recover(); r != nil {
+		log.Error().Str("in", where).Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
+			Msg("recovered from a panic; the job passes through unchanged. Please report this")
+	}
+}
+
+// slurmLog sends each zerolog event to slurmctld's log as one line of
+// key=value text: warnings and errors through slurm_error, the rest
+// through slurm_info.
+type slurmLog struct{}
+
+func (slurmLog) Write(p []byte) (int, error) {
+	return slurmLog{}.WriteLevel(zerolog.InfoLevel, p)
+}
+
+func (slurmLog) WriteLevel(l zerolog.Level, p []byte) (int, error) {
+	line := formatLine(p)
+	cs := C.CString(line)
+	defer C.free(unsafe.Pointer(cs))
+	isErr := C.int(0)
+	if l >= zerolog.WarnLevel {
+		isErr = 1
+	}
+	C.rota_log(isErr, cs)
+	return len(p), nil
+}
+
+func main() {}

@@ -1,0 +1,92 @@
+// Package submit is the logic of the job_submit/rota plugin, in plain Go so
+// tests reach it without cgo or slurmctld: which jobs Rota handles, what it
+// asks the controller, and how the answer rewrites the job. The cgo layer in
+// plugin/jobsubmit only converts Slurm's structures to Job and back.
+package submit
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rota-hpc/rota/internal/conf"
+)
+
+// Config is job_submit_rota.conf, found beside slurm.conf. Every key is
+// optional; see contrib/job_submit_rota.conf for the annotated file.
+type Config struct {
+	// Enabled false makes the plugin pass every job through untouched.
+	Enabled bool
+	// NATSURL is the controller's NATS server (or cluster, comma-separated).
+	NATSURL string
+	// NATSUser / NATSPasswordFile / NATSCredsFile authenticate the plugin;
+	// it needs only to publish placement requests and read replies.
+	NATSUser         string
+	NATSPasswordFile string
+	NATSCredsFile    string
+	// Deadline bounds each placement request: slurmctld holds its job lock
+	// while job_submit runs, so this is what a slow controller can cost.
+	Deadline time.Duration
+	// BreakerFailures consecutive failures open the breaker for
+	// BreakerCooldown, during which jobs pass through without asking.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// OptOutAccounts are accounts whose jobs Rota never touches.
+	OptOutAccounts []string
+	// TrustedUIDs are users whose job updates pass through untouched: the
+	// controller's own `scontrol update` calls, and Slurm administrators.
+	TrustedUIDs []uint32
+	// Debug logs every decision at info level in slurmctld's log.
+	Debug bool
+}
+
+// DefaultConfig is what an empty or missing file means.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:         true,
+		NATSURL:         "nats://127.0.0.1:4222",
+		Deadline:        50 * time.Millisecond,
+		BreakerFailures: 3,
+		BreakerCooldown: 10 * time.Second,
+		TrustedUIDs:     []uint32{0},
+	}
+}
+
+// LoadConfig reads path over the defaults. On error it still returns the
+// defaults with Enabled=false, so a broken file passes jobs through.
+func LoadConfig(path string) (Config, error) {
+	c := DefaultConfig()
+	v, err := conf.ReadFile(path)
+	if err != nil {
+		c.Enabled = false
+		return c, err
+	}
+	var uids []string
+	v.Bool("enabled", &c.Enabled)
+	v.String("nats_url", &c.NATSURL)
+	v.String("nats_user", &c.NATSUser)
+	v.String("nats_password_file", &c.NATSPasswordFile)
+	v.String("nats_creds_file", &c.NATSCredsFile)
+	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
+	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
+	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)
+	v.List("opt_out_accounts", &c.OptOutAccounts)
+	v.List("trusted_uids", &uids)
+	v.Bool("debug", &c.Debug)
+	if uids != nil {
+		c.TrustedUIDs = nil
+		for _, s := range uids {
+			n, perr := strconv.ParseUint(s, 10, 32)
+			if perr != nil {
+				c.Enabled = false
+				return c, fmt.Errorf("%s: trusted_uids: %q is not a uid", path, s)
+			}
+			c.TrustedUIDs = append(c.TrustedUIDs, uint32(n))
+		}
+	}
+	if err := v.Err(); err != nil {
+		c.Enabled = false
+		return c, err
+	}
+	return c, nil
+}

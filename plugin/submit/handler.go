@@ -1,0 +1,276 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Slurm's "no value" markers for 32-bit fields.
+const (
+	NoVal    = 0xfffffffe
+	Infinite = 0xffffffff
+)
+
+// Job is the part of a Slurm job request Rota reads.
+type Job struct {
+	Modify bool   // job_modify (an update) rather than job_submit
+	JobID  uint32 // job_modify only
+	UID    uint32 // who submits or updates
+	// The four GPU-bearing TRES strings, "" when unset.
+	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
+	Account, Partition, Name                            string
+	TimeLimit                                           uint32 // minutes; NoVal unset, Infinite
+	MinNodes, NumTasks                                  uint32 // NoVal or 0 unset
+	// SpankEnv holds the SPANK plugin's options as
+	// "_SLURM_SPANK_OPTION_rota_<option>=<value>".
+	SpankEnv []string
+}
+
+// Change is what to write back; nil fields stay as they are.
+type Change struct {
+	TresPerJob, TresPerNode, TresPerSocket, TresPerTask *string
+	TimeLimit                                           *uint32
+	// AdminComment is appended to the job's admin comment ("" for none).
+	AdminComment string
+}
+
+// Outcome says what happened to a job, for logs and counters.
+type Outcome string
+
+const (
+	NoGPU     Outcome = "no-gpu"    // not a GPU job: untouched
+	Disabled  Outcome = "disabled"  // plugin disabled by config
+	Trusted   Outcome = "trusted"   // an update by a trusted uid
+	OptedOut  Outcome = "opted-out" // --rota=off or an opted-out account
+	Rewritten Outcome = "rewritten" // type and/or time changed
+	Kept      Outcome = "kept"      // the controller said keep
+	FailOpen  Outcome = "fail-open" // something went wrong: untouched
+)
+
+// Asker asks the controller for a placement.
+type Asker interface {
+	Place(ctx context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error)
+}
+
+// Handler applies Rota's rules to one job at a time.
+type Handler struct {
+	Config Config
+	Asker  Asker
+}
+
+// Handle decides what to change in job. It never fails: on any error the
+// Change is empty, the Outcome FailOpen and err says why.
+func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error) {
+	if !h.Config.Enabled {
+		return Change{}, Disabled, nil
+	}
+	if job.Modify && h.trusted(job.UID) {
+		return Change{}, Trusted, nil
+	}
+	req, err := gpureq.ParseRequest(job.TresPerJob, job.TresPerNode, job.TresPerSocket, job.TresPerTask)
+	if err != nil {
+		if !strings.Contains(job.TresPerJob+job.TresPerNode+job.TresPerSocket+job.TresPerTask, "gpu") {
+			return Change{}, NoGPU, nil // not ours to judge
+		}
+		return Change{}, FailOpen, fmt.Errorf("cannot read the GPU request: %w", err)
+	}
+	if !req.HasGPU() {
+		return Change{}, NoGPU, nil
+	}
+	opts, err := ParseSpankOptions(job.SpankEnv)
+	if err != nil {
+		return Change{}, FailOpen, err
+	}
+	if opts.Off || contains(h.Config.OptOutAccounts, job.Account) {
+		return Change{}, OptedOut, nil
+	}
+	if job.Modify && !req.Untyped() {
+		// A user update that names its type is the user's choice.
+		return Change{}, Kept, nil
+	}
+
+	preq := &wire.PlaceRequest{
+		V:         wire.Version,
+		Modify:    job.Modify,
+		JobID:     job.JobID,
+		UID:       job.UID,
+		Account:   job.Account,
+		Partition: job.Partition,
+		Name:      job.Name,
+		GPU:       req.Ask(unset(job.MinNodes), unset(job.NumTasks)),
+		Hints:     opts.Hints,
+	}
+	if userLimit(job.TimeLimit) {
+		preq.TimeLimitMin = job.TimeLimit
+	}
+	if h.Asker == nil {
+		return Change{}, FailOpen, errors.New("no connection to the controller")
+	}
+	reply, err := h.Asker.Place(ctx, preq)
+	if err != nil {
+		return Change{}, FailOpen, err
+	}
+	return apply(job, &req, preq, reply)
+}
+
+// apply turns the controller's answer into a Change, re-checking the
+// rules the plugin owns whatever the controller said: a valid type name,
+// and never a walltime above what the user asked.
+func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.PlaceReply) (Change, Outcome, error) {
+	var ch Change
+	asked := "any"
+	if preq.GPU.Type != "" {
+		asked = preq.GPU.Type
+	} else if len(preq.GPU.Types) > 0 {
+		asked = strings.Join(preq.GPU.Types, "+")
+	}
+	given := asked
+	if reply.GPUType != "" && reply.GPUType != preq.GPU.Type {
+		if err := gpureq.CheckTypeName(reply.GPUType); err != nil {
+			return Change{}, FailOpen, fmt.Errorf("controller answered an invalid GPU type: %w", err)
+		}
+		before := [4]string{job.TresPerJob, job.TresPerNode, job.TresPerSocket, job.TresPerTask}
+		req.SetType(reply.GPUType)
+		after := [4]string{req.PerJob.String(), req.PerNode.String(), req.PerSocket.String(), req.PerTask.String()}
+		dst := [4]**string{&ch.TresPerJob, &ch.TresPerNode, &ch.TresPerSocket, &ch.TresPerTask}
+		for i := range after {
+			if after[i] != before[i] {
+				s := after[i]
+				*dst[i] = &s
+			}
+		}
+		given = reply.GPUType
+	}
+
+	timeAsked := "none"
+	if userLimit(job.TimeLimit) {
+		timeAsked = slurmtime.Format(job.TimeLimit)
+	} else if job.TimeLimit == Infinite {
+		timeAsked = "UNLIMITED"
+	}
+	timeGiven := timeAsked
+	if t := reply.TimeLimitMin; t > 0 && !job.Modify {
+		if userLimit(job.TimeLimit) && t > job.TimeLimit {
+			t = job.TimeLimit // never above what the user asked
+		}
+		if t != job.TimeLimit {
+			ch.TimeLimit = &t
+			timeGiven = slurmtime.Format(t)
+		}
+	}
+
+	// job_modify must not touch admin_comment: slurmctld refuses that
+	// field from non-admins and would reject the user's whole update.
+	if !job.Modify {
+		ch.AdminComment = annotation(asked, given, timeAsked, timeGiven, reply)
+	}
+	if ch.TimeLimit == nil && ch.TresPerJob == nil && ch.TresPerNode == nil && ch.TresPerSocket == nil && ch.TresPerTask == nil {
+		return ch, Kept, nil
+	}
+	return ch, Rewritten, nil
+}
+
+// annotation is the line `scontrol show job` shows in AdminComment.
+func annotation(asked, given, timeAsked, timeGiven string, r *wire.PlaceReply) string {
+	return wire.Annotation(asked, given, timeAsked, timeGiven, r.Policy, r.DecisionID)
+}
+
+func (h *Handler) trusted(uid uint32) bool {
+	for _, u := range h.Config.TrustedUIDs {
+		if u == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func userLimit(t uint32) bool { return t != NoVal && t != Infinite && t != 0 }
+
+func unset(v uint32) uint32 {
+	if v == NoVal || v == Infinite {
+		return 0
+	}
+	return v
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x && x != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// SpankOptions are the sbatch options the SPANK plugin registers.
+type SpankOptions struct {
+	Off   bool // --rota=off
+	Hints wire.Hints
+}
+
+// spankPrefix is how Slurm passes SPANK options to job_submit: the plugin
+// name ("rota"), then the option name with '-' turned into '_'.
+const spankPrefix = "_SLURM_SPANK_OPTION_rota_"
+
+// ParseSpankOptions reads Rota's SPANK options from a job's spank env. An
+// option it cannot read is an error (the job then passes unchanged), not a
+// guess.
+func ParseSpankOptions(env []string) (SpankOptions, error) {
+	var o SpankOptions
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, spankPrefix) {
+			continue
+		}
+		k, v, _ := strings.Cut(kv[len(spankPrefix):], "=")
+		switch strings.ReplaceAll(k, "-", "_") {
+		case "rota":
+			switch strings.ToLower(v) {
+			case "off", "no", "false", "0":
+				o.Off = true
+			case "on", "yes", "true", "1", "":
+			default:
+				return o, fmt.Errorf("--rota=%q: want on or off", v)
+			}
+		case "rota_steps":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n == 0 {
+				return o, fmt.Errorf("--rota-steps=%q: want a positive whole number of steps", v)
+			}
+			o.Hints.Steps = n
+		case "rota_throughput":
+			tp, err := ParseThroughputHint(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Throughput = tp
+		}
+	}
+	return o, nil
+}
+
+// ParseThroughputHint reads --rota-throughput=TYPE:STEPS_PER_S[,...].
+func ParseThroughputHint(v string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, item := range strings.Split(v, ",") {
+		t, rate, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return nil, fmt.Errorf("--rota-throughput: %q is not TYPE:STEPS_PER_S", item)
+		}
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return nil, fmt.Errorf("--rota-throughput: %w", err)
+		}
+		f, err := strconv.ParseFloat(rate, 64)
+		if err != nil || !(f > 0) || f > 1e9 {
+			return nil, fmt.Errorf("--rota-throughput: rate %q for %s is not a positive number", rate, t)
+		}
+		out[t] = f
+	}
+	return out, nil
+}

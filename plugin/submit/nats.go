@@ -1,0 +1,116 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// Errors a placement request can end with; each means "pass unchanged".
+var (
+	ErrBreakerOpen  = errors.New("controller marked unresponsive (circuit breaker open); not asking")
+	ErrNotConnected = errors.New("not connected to NATS")
+)
+
+// NATSAsker asks the controller over NATS request/reply within a hard
+// deadline, behind a circuit breaker: a dead controller costs nothing (the
+// connection is down, so the request is refused at once), a hung one costs
+// the deadline Threshold times and then nothing until a probe gets through.
+type NATSAsker struct {
+	nc       *nats.Conn
+	deadline time.Duration
+	Breaker  *breaker.Breaker
+}
+
+// DialNATS connects in the background: it returns at once even when the
+// server is down, and keeps reconnecting for as long as the plugin lives.
+func DialNATS(c Config, onEvent func(msg string)) (*NATSAsker, error) {
+	opts := []nats.Option{
+		nats.Name("rota-job_submit"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// Notice a frozen server within seconds, not the default minutes.
+		nats.PingInterval(2 * time.Second),
+		nats.MaxPingsOutstanding(2),
+		nats.Timeout(2 * time.Second),
+		// Nothing published while disconnected is worth sending later:
+		// every request has long since timed out.
+		nats.ReconnectBufSize(-1),
+		nats.NoCallbacksAfterClientClose(),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if onEvent != nil {
+				onEvent(fmt.Sprintf("lost the controller's NATS connection (%v); jobs pass through unchanged until it is back", err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			if onEvent != nil {
+				onEvent("reconnected to the controller's NATS at " + nc.ConnectedUrlRedacted())
+			}
+		}),
+	}
+	switch {
+	case c.NATSCredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.NATSCredsFile))
+	case c.NATSUser != "":
+		pw := ""
+		if c.NATSPasswordFile != "" {
+			b, err := os.ReadFile(c.NATSPasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading nats_password_file: %w", err)
+			}
+			pw = strings.TrimSpace(string(b))
+		}
+		opts = append(opts, nats.UserInfo(c.NATSUser, pw))
+	}
+	nc, err := nats.Connect(c.NATSURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", c.NATSURL, err)
+	}
+	return &NATSAsker{nc: nc, deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}, nil
+}
+
+// Place sends req and waits at most the deadline for the answer.
+func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
+	if !a.nc.IsConnected() {
+		return nil, ErrNotConnected
+	}
+	if !a.Breaker.Allow() {
+		return nil, ErrBreakerOpen
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		a.Breaker.Success() // our fault, not the controller's
+		return nil, fmt.Errorf("encoding the placement request: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.deadline)
+	defer cancel()
+	msg, err := a.nc.RequestWithContext(ctx, wire.SubjectPlace, data)
+	if err != nil {
+		a.Breaker.Failure()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("controller did not answer within %v", a.deadline)
+		}
+		return nil, fmt.Errorf("asking the controller: %w", err)
+	}
+	var reply wire.PlaceReply
+	if err := wire.Decode(msg.Data, &reply); err != nil {
+		a.Breaker.Failure()
+		return nil, fmt.Errorf("controller's answer: %w", err)
+	}
+	a.Breaker.Success()
+	return &reply, nil
+}
+
+// Close drops the connection; pending requests fail at once.
+func (a *NATSAsker) Close() { a.nc.Close() }

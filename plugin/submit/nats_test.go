@@ -1,0 +1,142 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/internal/natstest"
+	"github.com/rota-hpc/rota/wire"
+)
+
+func testConfig(url string) Config {
+	c := DefaultConfig()
+	c.NATSURL = url
+	c.Deadline = 30 * time.Millisecond
+	c.BreakerFailures = 2
+	c.BreakerCooldown = 300 * time.Millisecond
+	return c
+}
+
+// responder answers placement requests on a real server; with hang set it
+// receives them but never answers, like a frozen controller.
+func responder(t *testing.T, url string, hang *atomic.Bool, seen *atomic.Int64) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	_, err = nc.Subscribe(wire.SubjectPlace, func(m *nats.Msg) {
+		seen.Add(1)
+		if hang.Load() {
+			return
+		}
+		b, _ := json.Marshal(wire.PlaceReply{V: wire.Version, DecisionID: "x", GPUType: "v100", Policy: "test"})
+		m.Respond(b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+}
+
+func waitConnected(t *testing.T, a *NATSAsker) {
+	natstest.Eventually(t, 5*time.Second, "plugin connected", a.nc.IsConnected)
+}
+
+func TestNATSAskerAnswers(t *testing.T) {
+	s := natstest.Start(t, false)
+	var hang atomic.Bool
+	var seen atomic.Int64
+	responder(t, s.ClientURL(), &hang, &seen)
+	a, err := DialNATS(testConfig(s.ClientURL()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitConnected(t, a)
+	r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+	if err != nil || r.GPUType != "v100" {
+		t.Fatalf("reply %+v err %v", r, err)
+	}
+}
+
+// A frozen controller costs the deadline for BreakerFailures requests, then
+// the breaker stops asking: later requests never reach it. After the
+// cooldown one probe goes through, and a recovered controller closes it.
+func TestNATSAskerBreakerOnHungController(t *testing.T) {
+	s := natstest.Start(t, false)
+	var hang atomic.Bool
+	var seen atomic.Int64
+	hang.Store(true)
+	responder(t, s.ClientURL(), &hang, &seen)
+	a, err := DialNATS(testConfig(s.ClientURL()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitConnected(t, a)
+
+	for i := 0; i < 50; i++ {
+		if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); err == nil {
+			t.Fatal("a hung controller cannot answer")
+		}
+	}
+	if got := seen.Load(); got != 2 {
+		t.Fatalf("hung controller received %d requests, want exactly BreakerFailures=2", got)
+	}
+	if a.Breaker.State() != breaker.Open {
+		t.Fatalf("breaker %v, want open", a.Breaker.State())
+	}
+	_, err = a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+	if !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("err %v, want ErrBreakerOpen", err)
+	}
+
+	hang.Store(false)
+	natstest.Eventually(t, 5*time.Second, "probe closes the breaker", func() bool {
+		r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+		return err == nil && r.GPUType == "v100"
+	})
+	if a.Breaker.State() != breaker.Closed {
+		t.Fatalf("breaker %v after recovery", a.Breaker.State())
+	}
+}
+
+// With the server gone the request is refused at once (not connected), and
+// the plugin reconnects by itself when a server is back on the same port.
+func TestNATSAskerDeadServer(t *testing.T) {
+	s := natstest.Start(t, false)
+	url := s.ClientURL()
+	a, err := DialNATS(testConfig(url), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitConnected(t, a)
+	s.Shutdown()
+	natstest.Eventually(t, 5*time.Second, "disconnect noticed", func() bool { return !a.nc.IsConnected() })
+	if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("err %v, want ErrNotConnected", err)
+	}
+}
+
+// The plugin starts even when no server runs yet (slurmctld may start
+// before the controller) and connects once one appears.
+func TestDialWithoutServer(t *testing.T) {
+	a, err := DialNATS(testConfig("nats://127.0.0.1:1"), nil)
+	if err != nil {
+		t.Fatalf("DialNATS must not fail when the server is down: %v", err)
+	}
+	defer a.Close()
+	if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("err %v, want ErrNotConnected", err)
+	}
+}
