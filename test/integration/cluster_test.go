@@ -1,0 +1,209 @@
+//go:build integration
+
+// Package integration runs Rota against a real Slurm: the dev cluster
+// (slurmctld + three slurmd with typed fake GPUs), the built plugins and the
+// controller. It needs root and Debian's Slurm packages; `make test` sets
+// both up. It uses its own cluster directory and ports, so a running
+// `make demo` is not disturbed.
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	repo    string
+	devDir  string
+	natsURL string
+	env     []string
+)
+
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	repo = filepath.Clean(filepath.Join(wd, "../.."))
+	devDir = filepath.Join(repo, ".dev-cluster-test")
+	natsURL = "nats://127.0.0.1:15222"
+	env = append(os.Environ(),
+		"ROTA_DEV_DIR="+devDir, "ROTA_DEV_PORT=17817", "ROTA_DEV_NATS_PORT=15222",
+		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
+		os.Exit(1)
+	}
+	for _, f := range []string{"bin/job_submit_rota.so", "bin/spank_rota.so", "bin/rota-controller", "bin/rota"} {
+		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
+			fmt.Fprintf(os.Stderr, "%s missing: run make build: FAIL\n", f)
+			os.Exit(1)
+		}
+	}
+	os.RemoveAll(filepath.Join(devDir, "state")) // a clean slurmctld
+	if out, err := dev("up"); err != nil {
+		fmt.Fprintf(os.Stderr, "dev-cluster up: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if out, err := dev("controller", "start"); err != nil {
+		fmt.Fprintf(os.Stderr, "controller start: %v\n%s", err, out)
+		dev("down")
+		os.Exit(1)
+	}
+	// slurmctld started before the controller, so the plugin connects on
+	// its next reconnect attempt (about a second): wait until a submission
+	// is placed, as a user would see it.
+	if err := waitPlaced(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		dev("down")
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		for _, f := range []string{"log/slurmctld.log", "log/rota-controller.log"} {
+			b, _ := os.ReadFile(filepath.Join(devDir, f))
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			fmt.Fprintf(os.Stderr, "--- last lines of %s ---\n%s\n", f, strings.Join(lines, "\n"))
+		}
+	}
+	run("scancel", "--user=root")
+	dev("down")
+	os.Exit(code)
+}
+
+func waitPlaced() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
+		if err != nil {
+			return fmt.Errorf("sbatch: %v: %s", err, out)
+		}
+		id := strings.TrimSpace(out)
+		show, _ := run("scontrol", "show", "job", id)
+		run("scancel", id)
+		if strings.Contains(show, "AdminComment=rota:") {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the plugin never reached the controller within 30 s")
+}
+
+func dev(args ...string) (string, error) {
+	return run(filepath.Join(repo, "scripts/dev-cluster"), args...)
+}
+
+func run(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	return b.String(), err
+}
+
+// sbatch submits a held job (it stays pending, so the cluster never fills
+// up) and returns its id.
+func sbatch(t *testing.T, args ...string) uint32 {
+	t.Helper()
+	all := append([]string{"--parsable", "-H", "-o", "/dev/null"}, args...)
+	all = append(all, "--wrap", "sleep 1")
+	out, err := run("sbatch", all...)
+	if err != nil {
+		t.Fatalf("sbatch %v: %v: %s", args, err, out)
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(strings.Split(out, ";")[0]), 10, 32)
+	if err != nil {
+		t.Fatalf("sbatch %v printed %q", args, out)
+	}
+	t.Cleanup(func() { run("scancel", strconv.FormatUint(id, 10)) })
+	return uint32(id)
+}
+
+// job is what `scontrol show job` says about the fields Rota touches.
+type job struct {
+	TresPerNode, TresPerJob, TresPerTask, TresPerSocket string
+	TimeLimit, AdminComment                             string
+}
+
+var kvRe = regexp.MustCompile(`(TresPerNode|TresPerJob|TresPerTask|TresPerSocket|TimeLimit)=(\S*)`)
+
+func show(t *testing.T, id uint32) job {
+	t.Helper()
+	out, err := run("scontrol", "show", "job", strconv.FormatUint(uint64(id), 10))
+	if err != nil {
+		t.Fatalf("scontrol show job %d: %v: %s", id, err, out)
+	}
+	var j job
+	for _, m := range kvRe.FindAllStringSubmatch(out, -1) {
+		switch m[1] {
+		case "TresPerNode":
+			j.TresPerNode = m[2]
+		case "TresPerJob":
+			j.TresPerJob = m[2]
+		case "TresPerTask":
+			j.TresPerTask = m[2]
+		case "TresPerSocket":
+			j.TresPerSocket = m[2]
+		case "TimeLimit":
+			j.TimeLimit = m[2]
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "AdminComment="); ok && v != "(null)" {
+			j.AdminComment = v
+		}
+	}
+	return j
+}
+
+// gpuTypes are the dev cluster's types; the controller must pick one.
+var typed = regexp.MustCompile(`^gres:gpu:(v100|p100|k80):`)
+
+func controllerPid(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(devDir, "run/rota-controller.pid"))
+	if err != nil {
+		t.Fatalf("controller pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func slurmctldUp(t *testing.T) {
+	t.Helper()
+	out, err := run("scontrol", "ping")
+	if err != nil || !strings.Contains(out, "UP") {
+		t.Fatalf("slurmctld is not up: %v %s", err, out)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func signalController(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(controllerPid(t), sig); err != nil {
+		t.Fatalf("kill -%v controller: %v", sig, err)
+	}
+}

@@ -1,0 +1,341 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Every GPU request form, submitted with plain sbatch, lands typed by the
+// controller (or kept, when the user named a type), with an annotation.
+func TestRequestForms(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, j job)
+	}{
+		{"gres untyped", []string{"--gres=gpu:1"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerNode, ":1")
+		}},
+		{"gres typed kept", []string{"--gres=gpu:p100:2"}, func(t *testing.T, j job) {
+			wantEq(t, "TresPerNode", j.TresPerNode, "gres:gpu:p100:2")
+			wantContains(t, j.AdminComment, "rota: gpu p100->p100")
+		}},
+		{"gres no count", []string{"--gres=gpu"}, func(t *testing.T, j job) {
+			if !regexp.MustCompile(`^gres:gpu:(v100|p100|k80)$`).MatchString(j.TresPerNode) {
+				t.Errorf("TresPerNode %q not typed", j.TresPerNode)
+			}
+		}},
+		{"gpus", []string{"--gpus=2"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerJob, ":2")
+		}},
+		{"gpus typed kept", []string{"--gpus=k80:3"}, func(t *testing.T, j job) {
+			wantEq(t, "TresPerJob", j.TresPerJob, "gres:gpu:k80:3")
+		}},
+		{"-G", []string{"-G", "1"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerJob, ":1")
+		}},
+		{"gpus per node", []string{"--gpus-per-node=2"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerNode, ":2")
+		}},
+		{"gpus per task", []string{"--gpus-per-task=1", "-n", "2"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerTask, ":1")
+		}},
+		{"gpus per socket", []string{"--gpus-per-socket=1", "--sockets-per-node=1"}, func(t *testing.T, j job) {
+			wantTyped(t, j.TresPerSocket, ":1")
+		}},
+		{"gpu mixed with other gres", []string{"--gres=gpu:1,nvme:1"}, func(t *testing.T, j job) {
+			if !regexp.MustCompile(`^gres:gpu:(v100|p100|k80):1,gres:nvme:1$`).MatchString(j.TresPerNode) {
+				t.Errorf("TresPerNode %q", j.TresPerNode)
+			}
+		}},
+		{"other gres only untouched", []string{"--gres=nvme:1"}, func(t *testing.T, j job) {
+			wantEq(t, "TresPerNode", j.TresPerNode, "gres:nvme:1")
+			wantEq(t, "AdminComment", j.AdminComment, "")
+		}},
+		{"no gpu untouched", nil, func(t *testing.T, j job) {
+			wantEq(t, "TresPerNode", j.TresPerNode, "")
+			wantEq(t, "AdminComment", j.AdminComment, "")
+			wantEq(t, "TimeLimit", j.TimeLimit, "2-00:00:00")
+		}},
+		{"rota off", []string{"--gres=gpu:1", "--rota=off"}, func(t *testing.T, j job) {
+			wantEq(t, "TresPerNode", j.TresPerNode, "gres:gpu:1")
+			wantEq(t, "AdminComment", j.AdminComment, "")
+		}},
+		{"time kept without estimate", []string{"--gres=gpu:1", "--time=30"}, func(t *testing.T, j job) {
+			wantEq(t, "TimeLimit", j.TimeLimit, "00:30:00")
+			wantContains(t, j.AdminComment, "time 00:30:00->00:30:00")
+		}},
+		{"time from estimate", []string{"--gres=gpu:1", "--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3"}, func(t *testing.T, j job) {
+			// 36000 steps / rate * 1.5 margin / 60 + 5 min overhead.
+			want := map[string]string{"v100": "01:35:00", "p100": "01:58:00", "k80": "05:05:00"}
+			typ := typeOf(t, j.TresPerNode)
+			wantEq(t, "TimeLimit", j.TimeLimit, want[typ])
+			wantContains(t, j.AdminComment, "time none->"+want[typ])
+		}},
+		{"estimate never above the user's time", []string{"--gres=gpu:1", "--time=20", "--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3"}, func(t *testing.T, j job) {
+			wantEq(t, "TimeLimit", j.TimeLimit, "00:20:00")
+		}},
+		{"estimate shortens a long request", []string{"--gres=gpu:1", "--time=2-00:00:00", "--rota-steps=6000", "--rota-throughput=v100:10,p100:10,k80:10"}, func(t *testing.T, j job) {
+			wantEq(t, "TimeLimit", j.TimeLimit, "00:20:00") // 600 s * 1.5 = 15 min + 5
+			wantContains(t, j.AdminComment, "time 2-00:00:00->00:20:00")
+		}},
+		{"estimate capped by MaxTime", []string{"--gres=gpu:1", "--rota-steps=100000000", "--rota-throughput=v100:1,p100:1,k80:1"}, func(t *testing.T, j job) {
+			wantEq(t, "TimeLimit", j.TimeLimit, "2-00:00:00")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := show(t, sbatch(t, tc.args...))
+			tc.check(t, j)
+		})
+	}
+}
+
+func TestExplain(t *testing.T) {
+	id := sbatch(t, "--gres=gpu:2", "--rota-steps=1000", "--rota-throughput=v100:5")
+	j := show(t, id)
+	typ := typeOf(t, j.TresPerNode)
+	out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, strconv.FormatUint(uint64(id), 10))
+	if err != nil {
+		t.Fatalf("rota explain: %v\n%s", err, out)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"job " + strconv.FormatUint(uint64(id), 10) + " decision ",
+		"asked gpu any type (per job 0, per node 2, per task 0), time not given",
+		"hints steps 1000",
+		// 1000 steps at 5/s on a v100, scaled by the dev speed table
+		// (3.36, 3.17, 1) elsewhere; * 1.5 margin + 5 min.
+		"given gpu " + typ + ", time " + map[string]string{"v100": "00:10:00", "p100": "00:11:00", "k80": "00:22:00"}[typ],
+		"need.total 2",
+	} {
+		wantContains(t, flat, want)
+	}
+	if !regexp.MustCompile(`why (` + typ + ` has the most free GPUs weighted by speed|no type has 2 GPUs free now; ` + typ + ` has the most capacity)`).MatchString(flat) {
+		t.Errorf("explain gives no reason for %s: %s", typ, flat)
+	}
+	out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, "999999")
+	if err == nil || !strings.Contains(out, "999999") {
+		t.Fatalf("explain of an unknown job should fail clearly, got %v: %s", err, out)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL)
+	if err != nil {
+		t.Fatalf("rota status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"policy interim", "v100  1      4", "p100  1      4", "k80   1      4", "gpu        true     2-00:00:00"} {
+		wantContains(t, out, want)
+	}
+}
+
+// The SPANK plugin tells a running job where to report progress, in a
+// directory owned by the job's user.
+func TestSpankEnvironment(t *testing.T) {
+	outFile := filepath.Join(t.TempDir(), "out")
+	out, err := run("sbatch", "--parsable", "--gres=gpu:1", "-o", outFile, "--wrap",
+		`echo "id=$ROTA_JOB_ID file=$ROTA_PROGRESS_FILE"; test -d "$(dirname "$ROTA_PROGRESS_FILE")" && echo dir-ok`)
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	id := strings.TrimSpace(out)
+	waitFor(t, 60*time.Second, "job output", func() bool {
+		b, _ := os.ReadFile(outFile)
+		return strings.Contains(string(b), "dir-ok")
+	})
+	b, _ := os.ReadFile(outFile)
+	want := fmt.Sprintf("id=%s file=%s/progress/%s/progress", id, devDir, id)
+	wantContains(t, string(b), want)
+}
+
+// Fail open, controller stopped: every submission succeeds unchanged and
+// slurmctld stays up.
+func TestFailOpenControllerStopped(t *testing.T) {
+	if out, err := dev("controller", "stop"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	defer func() {
+		if out, err := dev("controller", "start"); err != nil {
+			t.Fatalf("restart controller: %v %s", err, out)
+		}
+	}()
+	assertUnchanged(t)
+}
+
+// Fail open, controller frozen (SIGSTOP: connections open, nobody
+// answers): the plugin's deadline and breaker let every submission through
+// unchanged.
+func TestFailOpenControllerFrozen(t *testing.T) {
+	signalController(t, syscall.SIGSTOP)
+	defer signalController(t, syscall.SIGCONT)
+	assertUnchanged(t)
+	// Each submission took at most the deadline; most took nothing
+	// because the breaker opened. slurmctld's own count says how long.
+	out, _ := run("sdiag")
+	if m := regexp.MustCompile(`REQUEST_SUBMIT_BATCH_JOB\s+\( *\d+\) count:\d+\s+ave_time:(\d+)`).FindStringSubmatch(out); m != nil {
+		t.Logf("sdiag mean REQUEST_SUBMIT_BATCH_JOB time so far: %s us", m[1])
+	}
+}
+
+func assertUnchanged(t *testing.T) {
+	t.Helper()
+	forms := []struct {
+		args  []string
+		field func(job) string
+		want  string
+	}{
+		{[]string{"--gres=gpu:1"}, func(j job) string { return j.TresPerNode }, "gres:gpu:1"},
+		{[]string{"--gpus=2"}, func(j job) string { return j.TresPerJob }, "gres:gpu:2"},
+		{[]string{"--gpus-per-task=1", "-n", "2"}, func(j job) string { return j.TresPerTask }, "gres:gpu:1"},
+		{[]string{"--gres=gpu:1,nvme:1"}, func(j job) string { return j.TresPerNode }, "gres:gpu:1,gres:nvme:1"},
+		{[]string{"--gres=gpu:v100:1", "--time=45"}, func(j job) string { return j.TresPerNode + " " + j.TimeLimit }, "gres:gpu:v100:1 00:45:00"},
+	}
+	for i := 0; i < 3; i++ { // enough to open the breaker, and then some
+		for _, f := range forms {
+			j := show(t, sbatch(t, f.args...))
+			if got := f.field(j); got != f.want {
+				t.Errorf("%v: got %q, want unchanged %q", f.args, got, f.want)
+			}
+			if j.AdminComment != "" {
+				t.Errorf("%v: annotated %q while the controller was away", f.args, j.AdminComment)
+			}
+		}
+	}
+	slurmctldUp(t)
+}
+
+// A burst of 500 submissions while the controller goes down and comes back
+// in the middle loses none.
+func TestBurstWithControllerRestart(t *testing.T) {
+	const n = 500
+	ids := make([]string, 0, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	submit := func() {
+		defer wg.Done()
+		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "sleep 1")
+		if err != nil {
+			errs <- fmt.Errorf("sbatch: %v: %s", err, out)
+			return
+		}
+		mu.Lock()
+		ids = append(ids, strings.TrimSpace(out))
+		mu.Unlock()
+	}
+	// Four submitters at a time, like several users on a login node.
+	sem := make(chan struct{}, 4)
+	for i := 0; i < n; i++ {
+		switch i {
+		case 150:
+			wg.Wait()
+			if out, err := dev("controller", "stop"); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+		case 350:
+			wg.Wait()
+			if out, err := dev("controller", "start"); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { defer func() { <-sem }(); submit() }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Cleanup(func() {
+		args := append([]string{}, ids...)
+		run("scancel", args...)
+	})
+	if len(ids) != n {
+		t.Fatalf("%d of %d submissions got a job id", len(ids), n)
+	}
+	out, err := run("squeue", "-h", "-t", "PD", "-o", "%i", "--jobs", strings.Join(ids, ","))
+	if err != nil {
+		t.Fatalf("squeue: %v %s", err, out)
+	}
+	if got := len(strings.Fields(out)); got != n {
+		t.Fatalf("squeue lists %d of the %d jobs", got, n)
+	}
+	slurmctldUp(t)
+	// After the restart the controller answers again.
+	waitFor(t, 30*time.Second, "controller placing again", func() bool {
+		j := show(t, sbatch(t, "--gres=gpu:1"))
+		return typed.MatchString(j.TresPerNode)
+	})
+}
+
+// A user's update of a pending job's GPU request follows the submission
+// rules. (Trusted-uid updates passing untouched is covered by the unit
+// tests of plugin/submit: root's own untyped update of a typed job is
+// refused by Slurm itself, before any plugin, so it cannot be shown here.)
+func TestJobModify(t *testing.T) {
+	user := "rota-test"
+	if _, err := exec.Command("id", user).Output(); err != nil {
+		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user).CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v %s", err, out)
+		}
+	}
+	asUser := func(args ...string) (string, error) {
+		return run("runuser", append([]string{"-u", user, "--"}, args...)...)
+	}
+	out, err := asUser("sbatch", "--parsable", "-H", "-o", "/dev/null", "-D", "/tmp", "--gres=gpu:k80:1", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatalf("sbatch as %s: %v %s", user, err, out)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", id) })
+	if out, err := asUser("scontrol", "update", "jobid="+id, "gres=gpu:2"); err != nil {
+		t.Fatalf("user update: %v %s", err, out)
+	}
+	n, _ := strconv.ParseUint(id, 10, 32)
+	j := show(t, uint32(n))
+	wantTyped(t, j.TresPerNode, ":2")
+
+}
+
+func typeOf(t *testing.T, tres string) string {
+	t.Helper()
+	m := typed.FindStringSubmatch(tres)
+	if m == nil {
+		t.Fatalf("%q carries no GPU type chosen by the controller", tres)
+	}
+	return m[1]
+}
+
+func wantTyped(t *testing.T, got, suffix string) {
+	t.Helper()
+	if !typed.MatchString(got) || !strings.HasSuffix(got, suffix) {
+		t.Errorf("got %q, want gres:gpu:<type>%s", got, suffix)
+	}
+}
+
+func wantEq(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
+func wantContains(t *testing.T, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Errorf("%q does not contain %q", got, want)
+	}
+}
