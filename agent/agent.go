@@ -56,6 +56,7 @@ type Agent struct {
 	metrics  *metrics.Collector
 	pub      *report.Publisher
 	pidCache map[uint32]pidEntry
+	jobNode  map[uint32]string // job -> node, from environ (JobNodeFromEnviron)
 	seq      uint64
 	lastErr  string
 
@@ -229,6 +230,9 @@ func (a *Agent) Sample(ctx context.Context, now time.Time) *wire.NodeReport {
 		r.Problems = append(r.Problems, err.Error())
 		a.logOnce("progress", err, "cannot read job progress; check progress_dir exists and is readable")
 	}
+	if a.opts.JobNodeFromEnviron {
+		prog = a.onThisNode(prog)
+	}
 	a.mu.Lock()
 	a.jobProgress = prog
 	a.mu.Unlock()
@@ -305,6 +309,34 @@ func (a *Agent) Sample(ctx context.Context, now time.Time) *wire.NodeReport {
 	}
 	sort.Slice(r.Jobs, func(i, k int) bool { return r.Jobs[i].JobID < r.Jobs[k].JobID })
 	return r
+}
+
+// onThisNode keeps the jobs whose processes say they run on this node,
+// scanning the process table only when a job is not known yet.
+func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.JobProgress {
+	if a.jobNode == nil {
+		a.jobNode = map[uint32]string{}
+	}
+	for id := range prog {
+		if _, ok := a.jobNode[id]; !ok {
+			for j, n := range a.proc.NodesFromEnviron() {
+				a.jobNode[j] = n
+			}
+			break
+		}
+	}
+	out := map[uint32]wire.JobProgress{}
+	for id, p := range prog {
+		if a.jobNode[id] == a.opts.Node {
+			out[id] = p
+		}
+	}
+	for id := range a.jobNode {
+		if _, ok := prog[id]; !ok {
+			delete(a.jobNode, id)
+		}
+	}
+	return out
 }
 
 // lookup maps a GPU process to its job, caching while the PID stays on a

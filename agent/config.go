@@ -40,6 +40,11 @@ type Options struct {
 	CheckpointSignal string `yaml:"checkpoint_signal"`
 	// Backlog is how many reports are kept while NATS is unreachable.
 	Backlog int `yaml:"backlog"`
+	// JobNodeFromEnviron attributes progress files to this node only when
+	// a process of the job here has SLURMD_NODENAME=<node> in its
+	// environment. For clusters without cgroup process tracking where one
+	// progress directory serves several nodes (the dev cluster).
+	JobNodeFromEnviron bool `yaml:"job_node_from_environ"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 }

@@ -92,3 +92,35 @@ func readBounded(path string) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, maxProcFile))
 }
+
+// NodesFromEnviron maps job IDs to the node named in their processes'
+// environments (SLURM_JOB_ID, SLURMD_NODENAME). Only for clusters where
+// Slurm puts jobs in no cgroup (proctrack/linuxproc, as in the dev
+// cluster, where several slurmd share one host): a job's user can forge
+// its environment, so this serves to attribute progress files, never to
+// choose whom to signal.
+func (p Proc) NodesFromEnviron() map[uint32]string {
+	out := map[uint32]string{}
+	names, err := os.ReadDir(p.root())
+	if err != nil {
+		return out
+	}
+	for _, e := range names {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		job, ok := p.Env(pid, "SLURM_JOB_ID")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(job, 10, 32)
+		if err != nil || id == 0 {
+			continue
+		}
+		if node, ok := p.Env(pid, "SLURMD_NODENAME"); ok && node != "" {
+			out[uint32(id)] = node
+		}
+	}
+	return out
+}
