@@ -1,0 +1,233 @@
+// Package checkpoint carries out the controller's checkpoint(job, grace)
+// on one node: signal the job's processes, and only them, wait for the job
+// to acknowledge through its progress file or exit, and SIGTERM what is
+// left when the grace period ends.
+//
+// Which processes belong to the job is read from their cgroup (package
+// jobs), never taken from the message. The job's own slurmstepd and its
+// "extern" step (Slurm's placeholder) are left alone.
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/agent/jobs"
+	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// EnvSignal is the job environment variable that overrides the checkpoint
+// signal for that job (set by the user, or by the SPANK option
+// --rota-checkpoint-signal which exports it).
+const EnvSignal = "ROTA_CHECKPOINT_SIGNAL"
+
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM,
+	"TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT, "URG": syscall.SIGURG,
+	"PWR": syscall.SIGPWR, "XCPU": syscall.SIGXCPU,
+}
+
+// ParseSignal reads "USR1", "SIGUSR1", "usr1" or a number. KILL and STOP
+// are refused: a checkpoint signal must be one a job can catch.
+func ParseSignal(s string) (syscall.Signal, error) {
+	name := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
+	if sig, ok := signals[name]; ok {
+		return sig, nil
+	}
+	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 65 && n != int(syscall.SIGKILL) && n != int(syscall.SIGSTOP) {
+		return syscall.Signal(n), nil
+	}
+	return 0, fmt.Errorf("%q is not a signal a job can catch (use e.g. USR1, USR2, TERM)", s)
+}
+
+// SignalName is "SIGUSR1" for SIGUSR1.
+func SignalName(sig syscall.Signal) string {
+	for n, s := range signals {
+		if s == sig {
+			return "SIG" + n
+		}
+	}
+	return strconv.Itoa(int(sig))
+}
+
+// Checkpointer signals jobs on this node.
+type Checkpointer struct {
+	Proc     jobs.Proc
+	Progress *progress.Tracker
+	// Signal is the default checkpoint signal (SIGUSR1 when zero).
+	Signal syscall.Signal
+	// Poll is how often the grace wait looks at the job (default 200 ms).
+	Poll time.Duration
+	Log  zerolog.Logger
+}
+
+// Attempt is a checkpoint in flight.
+type Attempt struct {
+	Job       uint32
+	Signal    syscall.Signal
+	Signalled []int
+	start     time.Time
+	ckpt      uint64
+	hasCk     bool
+}
+
+// ErrNoProcesses means the job has no process on this node.
+var ErrNoProcesses = errors.New("the job has no process on this node")
+
+// targets lists the job's processes that may be signalled.
+func (c *Checkpointer) targets(job uint32) ([]int, error) {
+	pids, err := c.Proc.PIDsOf(job)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, pid := range pids {
+		ref, err := c.Proc.JobOf(uint32(pid))
+		if err != nil || ref.JobID != job || ref.Stepd || ref.Step == "extern" {
+			continue
+		}
+		// Gone already (or, with a fixture /proc, not a live process).
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			continue
+		}
+		out = append(out, pid)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// signalFor is the job's own signal if one of its processes declares it,
+// else the default.
+func (c *Checkpointer) signalFor(pids []int) syscall.Signal {
+	for _, pid := range pids {
+		if v, ok := c.Proc.Env(pid, EnvSignal); ok && v != "" {
+			sig, err := ParseSignal(v)
+			if err == nil {
+				return sig
+			}
+			c.Log.Warn().Int("pid", pid).Str(EnvSignal, v).Msg("job asks for an unusable checkpoint signal; using the default")
+		}
+	}
+	if c.Signal == 0 {
+		return syscall.SIGUSR1
+	}
+	return c.Signal
+}
+
+// send signals each pid after checking once more that it is still the
+// job's, which narrows the window in which a PID could be reused.
+func (c *Checkpointer) send(job uint32, pids []int, sig syscall.Signal) []int {
+	var done []int
+	for _, pid := range pids {
+		if ref, err := c.Proc.JobOf(uint32(pid)); err != nil || ref.JobID != job {
+			continue
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			if err != syscall.ESRCH {
+				c.Log.Warn().Err(err).Int("pid", pid).Uint32("job", job).Str("signal", SignalName(sig)).Msg("could not signal a process of the job")
+			}
+			continue
+		}
+		done = append(done, pid)
+	}
+	return done
+}
+
+// Start signals job's processes. It returns ErrNoProcesses when there are
+// none.
+func (c *Checkpointer) Start(job uint32) (*Attempt, error) {
+	pids, err := c.targets(job)
+	if err != nil {
+		return nil, fmt.Errorf("finding the processes of job %d: %w", job, err)
+	}
+	if len(pids) == 0 {
+		return nil, ErrNoProcesses
+	}
+	a := &Attempt{Job: job, Signal: c.signalFor(pids), start: time.Now()}
+	if c.Progress != nil {
+		if r, err := c.Progress.Latest(job); err == nil {
+			a.ckpt, a.hasCk = r.Ckpt, r.HasCk
+		}
+	}
+	a.Signalled = c.send(job, pids, a.Signal)
+	if len(a.Signalled) == 0 {
+		return nil, ErrNoProcesses
+	}
+	c.Log.Info().Uint32("job", job).Str("signal", SignalName(a.Signal)).Ints("pids", a.Signalled).Msg("sent checkpoint signal")
+	return a, nil
+}
+
+// acked reports whether the job's progress file shows a new checkpoint.
+func (c *Checkpointer) acked(a *Attempt) (uint64, bool) {
+	if c.Progress == nil {
+		return 0, false
+	}
+	r, err := c.Progress.Latest(a.Job)
+	if err != nil || !r.HasCk {
+		return 0, false
+	}
+	if !a.hasCk || r.Ckpt != a.ckpt {
+		return r.Ckpt, true
+	}
+	return 0, false
+}
+
+// Wait follows an attempt until the job's processes are gone or grace has
+// passed, SIGTERMs what is left then, and says how it went.
+func (c *Checkpointer) Wait(ctx context.Context, a *Attempt, grace time.Duration) wire.CheckpointResult {
+	poll := c.Poll
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	res := wire.CheckpointResult{V: wire.Version, JobID: a.Job, Signal: SignalName(a.Signal), Signalled: len(a.Signalled)}
+	deadline := a.start.Add(grace)
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	ack := false
+	for {
+		if step, ok := c.acked(a); ok && !ack {
+			ack, res.CkptStep = true, step
+		}
+		left, err := c.targets(a.Job)
+		if err == nil && len(left) == 0 {
+			res.Exited = true
+			break
+		}
+		if !time.Now().Before(deadline) {
+			res.Terminated = len(c.send(a.Job, left, syscall.SIGTERM))
+			c.Log.Info().Uint32("job", a.Job).Int("terminated", res.Terminated).Dur("grace", grace).Msg("checkpoint grace over; sent SIGTERM")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			res.Error = "agent stopping: " + ctx.Err().Error()
+			res.Outcome = wire.CheckpointTimedOut
+			res.ElapsedSeconds = time.Since(a.start).Seconds()
+			return res
+		case <-t.C:
+		}
+	}
+	if step, ok := c.acked(a); ok && !ack {
+		ack, res.CkptStep = true, step
+	}
+	switch {
+	case ack:
+		res.Outcome = wire.CheckpointAcknowledged
+	case res.Exited:
+		res.Outcome = wire.CheckpointExited
+	default:
+		res.Outcome = wire.CheckpointTimedOut
+	}
+	res.ElapsedSeconds = time.Since(a.start).Seconds()
+	return res
+}
