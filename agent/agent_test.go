@@ -16,8 +16,8 @@ import (
 
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu"
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu/fakenvml"
-	"github.com/rota-hpc/rota/agent/internal/natstest"
 	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
 

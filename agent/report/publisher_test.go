@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/agent/internal/natstest"
+	"github.com/rota-hpc/rota/internal/natstest"
 )
 
 type inbox struct {

@@ -1,51 +1,81 @@
-// Package natstest runs a real NATS server in-process for tests, on a
-// random loopback port, the way nats-server's own tests do.
+// Package natstest runs a real NATS server in-process for tests: on a
+// random loopback port, logging off, restartable on the same port.
 package natstest
 
 import (
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Start runs a server (with JetStream in a temp dir when js is true) and
-// stops it when the test ends.
-func Start(t testing.TB, js bool) *server.Server {
-	t.Helper()
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		NoLog:     true,
-		NoSigs:    true,
-		JetStream: js,
-		StoreDir:  t.TempDir(),
-	}
-	return StartWith(t, opts)
+// Server is one embedded nats-server.
+type Server struct {
+	t         testing.TB
+	port      int
+	jetstream bool
+	storeDir  string
+	s         *server.Server
 }
 
-// StartWith runs a server with the given options.
-func StartWith(t testing.TB, opts *server.Options) *server.Server {
+// Start runs a server on a free port and stops it when the test ends.
+func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("natstest: server not ready")
-	}
-	t.Cleanup(s.Shutdown)
+	s := &Server{t: t, port: -1}
+	s.Restart()
+	t.Cleanup(s.Stop)
 	return s
 }
 
-// Eventually polls cond every 10 ms until it holds or d passes.
-func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+// StartJetStream is Start with JetStream on, its data in a temp dir that
+// survives Restart.
+func StartJetStream(t testing.TB) *Server {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	s := &Server{t: t, port: -1, jetstream: true, storeDir: t.TempDir()}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the client URL.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Stop shuts the server down and waits for it.
+func (s *Server) Stop() {
+	if s.s != nil {
+		s.s.Shutdown()
+		s.s.WaitForShutdown()
+		s.s = nil
+	}
+}
+
+// Restart starts the server again on the same port.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	opts := &server.Options{Host: "127.0.0.1", Port: s.port, NoLog: true, NoSigs: true,
+		JetStream: s.jetstream, StoreDir: s.storeDir}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		s.t.Fatalf("nats server: %v", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		s.t.Fatalf("nats server on port %d not ready", s.port)
+	}
+	s.s = srv
+	s.port = srv.Addr().(*net.TCPAddr).Port
+}
+
+// WaitFor polls cond every 10 ms until it is true or timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -278,20 +278,6 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 	}
 }
 
-func TestDecisionIDFromComment(t *testing.T) {
-	tests := map[string]string{
-		"rota: gpu any->v100, time none->none (interim) [d=abc123]":   "abc123",
-		"admin note; rota: gpu any->v100, time x->y (interim) [d=Z9]": "Z9",
-		"no decision here":      "",
-		"rota: [d=]":            "",
-		"rota: [d=unterminated": "",
-	}
-	for in, want := range tests {
-		if got := wire.DecisionIDFromComment(in); got != want {
-			t.Errorf("%q -> %q, want %q", in, got, want)
-		}
-	}
-}
 
 func FuzzParseSpankOptions(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5")

@@ -48,15 +48,15 @@ func responder(t *testing.T, url string, hang *atomic.Bool, seen *atomic.Int64) 
 }
 
 func waitConnected(t *testing.T, a *NATSAsker) {
-	natstest.Eventually(t, 5*time.Second, "plugin connected", a.nc.IsConnected)
+	natstest.WaitFor(t, 5*time.Second, "plugin connected", a.nc.IsConnected)
 }
 
 func TestNATSAskerAnswers(t *testing.T) {
-	s := natstest.Start(t, false)
+	s := natstest.Start(t)
 	var hang atomic.Bool
 	var seen atomic.Int64
-	responder(t, s.ClientURL(), &hang, &seen)
-	a, err := DialNATS(testConfig(s.ClientURL()), nil)
+	responder(t, s.URL(), &hang, &seen)
+	a, err := DialNATS(testConfig(s.URL()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func TestNATSAskerAnswers(t *testing.T) {
 // the breaker stops asking: later requests never reach it. After the
 // cooldown one probe goes through, and a recovered controller closes it.
 func TestNATSAskerBreakerOnHungController(t *testing.T) {
-	s := natstest.Start(t, false)
+	s := natstest.Start(t)
 	var hang atomic.Bool
 	var seen atomic.Int64
 	hang.Store(true)
-	responder(t, s.ClientURL(), &hang, &seen)
-	a, err := DialNATS(testConfig(s.ClientURL()), nil)
+	responder(t, s.URL(), &hang, &seen)
+	a, err := DialNATS(testConfig(s.URL()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 	}
 
 	hang.Store(false)
-	natstest.Eventually(t, 5*time.Second, "probe closes the breaker", func() bool {
+	natstest.WaitFor(t, 5*time.Second, "probe closes the breaker", func() bool {
 		r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
 		return err == nil && r.GPUType == "v100"
 	})
@@ -113,16 +113,16 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 // With the server gone the request is refused at once (not connected), and
 // the plugin reconnects by itself when a server is back on the same port.
 func TestNATSAskerDeadServer(t *testing.T) {
-	s := natstest.Start(t, false)
-	url := s.ClientURL()
+	s := natstest.Start(t)
+	url := s.URL()
 	a, err := DialNATS(testConfig(url), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	waitConnected(t, a)
-	s.Shutdown()
-	natstest.Eventually(t, 5*time.Second, "disconnect noticed", func() bool { return !a.nc.IsConnected() })
+	s.Stop()
+	natstest.WaitFor(t, 5*time.Second, "disconnect noticed", func() bool { return !a.nc.IsConnected() })
 	if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("err %v, want ErrNotConnected", err)
 	}
