@@ -43,10 +43,10 @@ func TestAnnotationRoundTrip(t *testing.T) {
 		t.Fatalf("annotation %q", a)
 	}
 	for in, want := range map[string]string{
-		a:                        "zRoJxe0UZVrkpfZdUQLBJi",
-		"site note; " + a:        "zRoJxe0UZVrkpfZdUQLBJi",
-		"no decision here":       "",
-		"rota: [d=]":             "",
+		a:                       "zRoJxe0UZVrkpfZdUQLBJi",
+		"site note; " + a:       "zRoJxe0UZVrkpfZdUQLBJi",
+		"no decision here":      "",
+		"rota: [d=]":            "",
 		"rota: [d=unterminated": "",
 	} {
 		if got := DecisionIDFromComment(in); got != want {

@@ -278,7 +278,6 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 	}
 }
 
-
 func FuzzParseSpankOptions(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_steps=100")
