@@ -10,6 +10,8 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +34,16 @@ func TestMain(m *testing.M) {
 	wd, _ := os.Getwd()
 	repo = filepath.Clean(filepath.Join(wd, "../.."))
 	devDir = filepath.Join(repo, ".dev-cluster-test")
-	natsURL = "nats://127.0.0.1:15222"
+	// Free ports, so a demo cluster or another checkout's tests on this
+	// machine never collide with this one.
+	slurmPort, natsPort, err := freePorts()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env = append(os.Environ(),
-		"ROTA_DEV_DIR="+devDir, "ROTA_DEV_PORT=17817", "ROTA_DEV_NATS_PORT=15222",
+		"ROTA_DEV_DIR="+devDir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
 		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
@@ -46,7 +55,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	os.RemoveAll(filepath.Join(devDir, "state")) // a clean slurmctld
+	// A clean slurmctld and controller state.
+	for _, f := range []string{"state", "controller"} {
+		os.RemoveAll(filepath.Join(devDir, f))
+	}
 	if out, err := dev("up"); err != nil {
 		fmt.Fprintf(os.Stderr, "dev-cluster up: %v\n%s", err, out)
 		os.Exit(1)
@@ -78,6 +90,27 @@ func TestMain(m *testing.M) {
 	run("scancel", "--user=root")
 	dev("down")
 	os.Exit(code)
+}
+
+// freePorts finds four consecutive free ports (slurmctld and three
+// slurmd) and one more for NATS.
+func freePorts() (slurm, nats int, err error) {
+	free := func(p int) bool {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return false
+		}
+		l.Close()
+		return true
+	}
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for try := 0; try < 200; try++ {
+		base := 20000 + rng.Intn(20000)
+		if free(base) && free(base+1) && free(base+2) && free(base+3) && free(base+4) {
+			return base, base + 4, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no free ports for the test cluster")
 }
 
 func waitPlaced() error {
