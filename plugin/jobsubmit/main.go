@@ -24,6 +24,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -66,7 +67,13 @@ func rota_go_init(path *C.char) {
 	}
 	h := &submit.Handler{Config: cfg}
 	if cfg.Enabled {
-		a, err := submit.DialNATS(cfg, func(msg string) { log.Warn().Msg(msg) })
+		a, err := submit.DialNATS(cfg, func(warn bool, msg string) {
+			if warn {
+				log.Warn().Msg(msg)
+			} else {
+				log.Info().Msg(msg)
+			}
+		})
 		if err != nil {
 			log.Error().Err(err).Msg("cannot set up the NATS client; jobs pass through unchanged")
 		} else {
@@ -110,7 +117,12 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	job := toJob(j)
 	ch, outcome, err := h.Handle(context.Background(), &job)
 	ev := log.Debug()
-	if err != nil {
+	switch {
+	case errors.Is(err, submit.ErrBreakerOpen), errors.Is(err, submit.ErrNotConnected):
+		// Known and already logged once, when the connection dropped or
+		// the breaker opened: one line per job would flood the log.
+		ev = log.Debug().Err(err)
+	case err != nil:
 		ev = log.Warn().Err(err)
 	}
 	ev.Str("outcome", string(outcome)).Bool("modify", job.Modify).Uint32("uid", job.UID).

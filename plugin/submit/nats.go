@@ -33,7 +33,9 @@ type NATSAsker struct {
 
 // DialNATS connects in the background: it returns at once even when the
 // server is down, and keeps reconnecting for as long as the plugin lives.
-func DialNATS(c Config, onEvent func(msg string)) (*NATSAsker, error) {
+// onEvent, when set, hears connection changes worth a log line; warn marks
+// the ones that mean jobs now pass through unplaced.
+func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
 	opts := []nats.Option{
 		nats.Name("rota-job_submit"),
 		nats.RetryOnFailedConnect(true),
@@ -50,12 +52,17 @@ func DialNATS(c Config, onEvent func(msg string)) (*NATSAsker, error) {
 		nats.NoCallbacksAfterClientClose(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if onEvent != nil {
-				onEvent(fmt.Sprintf("lost the controller's NATS connection (%v); jobs pass through unchanged until it is back", err))
+				onEvent(true, fmt.Sprintf("lost the controller's NATS connection (%v); jobs pass through unchanged until it is back", err))
+			}
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			if onEvent != nil {
+				onEvent(false, "connected to the controller's NATS at "+nc.ConnectedUrlRedacted())
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			if onEvent != nil {
-				onEvent("reconnected to the controller's NATS at " + nc.ConnectedUrlRedacted())
+				onEvent(false, "reconnected to the controller's NATS at "+nc.ConnectedUrlRedacted())
 			}
 		}),
 	}
