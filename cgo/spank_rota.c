@@ -6,6 +6,8 @@
  *   --rota=on|off                     let Rota choose GPU type and walltime
  *   --rota-steps=N                    the job's total training steps
  *   --rota-throughput=TYPE:RATE[,...] your own steps/s estimate per GPU type
+ *   --rota-checkpoint-signal=SIG      the signal this job checkpoints on
+ *                                     (declares that it can be migrated)
  * Slurm hands their values to job_submit/rota in the job's spank env
  * (_SLURM_SPANK_OPTION_rota_<option>), where the controller's request is
  * built. Values are checked here so a typo fails at sbatch time with a
@@ -13,7 +15,8 @@
  *
  * On the node (slurmstepd) it creates <progress_dir>/<jobid>/, owned by the
  * job's user, and exports ROTA_JOB_ID and ROTA_PROGRESS_FILE into the job,
- * where a training loop may write its step count for the node agent.
+ * where a training loop may write its step count for the node agent, and
+ * ROTA_CHECKPOINT_SIGNAL when the job declared one (the agent reads it).
  *
  * plugstack.conf:  optional /usr/lib64/slurm/spank_rota.so progress_dir=/run/rota/progress
  */
@@ -38,6 +41,7 @@ static char progress_dir[PATH_MAX] = DEFAULT_PROGRESS_DIR;
 static int check_onoff(int val, const char *optarg, int remote);
 static int check_steps(int val, const char *optarg, int remote);
 static int check_throughput(int val, const char *optarg, int remote);
+static int check_signal(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -49,6 +53,9 @@ static struct spank_option rota_options[] = {
 	{ "rota-throughput", "TYPE:STEPS_PER_S[,...]",
 	  "Your estimate of this job's steps/s per GPU type, e.g. v100:12.5,k80:3.",
 	  1, 2, check_throughput },
+	{ "rota-checkpoint-signal", "SIG",
+	  "Signal this job saves a checkpoint on (USR1, USR2, TERM...); lets Rota move it between GPU types.",
+	  1, 3, check_signal },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -118,6 +125,27 @@ static int check_throughput(int val, const char *optarg, int remote)
 	return 0;
 bad:
 	slurm_error("--rota-throughput: want TYPE:STEPS_PER_S[,...] such as v100:12.5,k80:3, got '%s'",
+		    optarg ? optarg : "");
+	return -1;
+}
+
+/* Signals a job can catch; the node agent accepts the same names. */
+static const char *catchable[] = {
+	"HUP", "INT", "QUIT", "USR1", "USR2", "ALRM", "TERM", "CONT", "URG", "PWR", "XCPU", NULL
+};
+
+static int check_signal(int val, const char *optarg, int remote)
+{
+	const char *name = optarg;
+
+	(void) val;
+	(void) remote;
+	if (name && !strncmp(name, "SIG", 3))
+		name += 3;
+	for (int i = 0; name && catchable[i]; i++)
+		if (!strcmp(name, catchable[i]))
+			return 0;
+	slurm_error("--rota-checkpoint-signal: want a signal the job can catch, such as USR1, USR2 or TERM, got '%s'",
 		    optarg ? optarg : "");
 	return -1;
 }
@@ -198,5 +226,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	snprintf(file, sizeof(file), "%s/progress", dir);
 	spank_setenv(sp, "ROTA_JOB_ID", id, 1);
 	spank_setenv(sp, "ROTA_PROGRESS_FILE", file, 1);
+
+	for (struct spank_option *o = rota_options; o->name; o++) {
+		char *sig = NULL;
+		if (strcmp(o->name, "rota-checkpoint-signal"))
+			continue;
+		if (spank_option_getopt(sp, o, &sig) == ESPANK_SUCCESS && sig && *sig)
+			spank_setenv(sp, "ROTA_CHECKPOINT_SIGNAL", sig, 1);
+	}
 	return ESPANK_SUCCESS;
 }

@@ -48,6 +48,10 @@ type Hints struct {
 	Steps uint64 `json:"steps,omitempty"`
 	// Throughput is steps/s per GPU type (--rota-throughput).
 	Throughput map[string]float64 `json:"throughput,omitempty"`
+	// CheckpointSignal is the signal the job saves a checkpoint on
+	// (--rota-checkpoint-signal, e.g. "USR1"); set means the job declared
+	// it can be checkpointed, so Rota may move it.
+	CheckpointSignal string `json:"checkpoint_signal,omitempty"`
 }
 
 // PlaceReply is the controller's answer. Empty fields mean "keep what the

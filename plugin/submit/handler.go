@@ -244,6 +244,12 @@ func ParseSpankOptions(env []string) (SpankOptions, error) {
 				return o, fmt.Errorf("--rota-steps=%q: want a positive whole number of steps", v)
 			}
 			o.Hints.Steps = n
+		case "rota_checkpoint_signal":
+			sig := strings.TrimPrefix(strings.ToUpper(v), "SIG")
+			if !catchable[sig] {
+				return o, fmt.Errorf("--rota-checkpoint-signal=%q: want a signal the job can catch (USR1, USR2, TERM...)", v)
+			}
+			o.Hints.CheckpointSignal = sig
 		case "rota_throughput":
 			tp, err := ParseThroughputHint(v)
 			if err != nil {
@@ -253,6 +259,12 @@ func ParseSpankOptions(env []string) (SpankOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// catchable are the checkpoint signals the SPANK plugin and the agent accept.
+var catchable = map[string]bool{
+	"HUP": true, "INT": true, "QUIT": true, "USR1": true, "USR2": true, "ALRM": true,
+	"TERM": true, "CONT": true, "URG": true, "PWR": true, "XCPU": true,
 }
 
 // ParseThroughputHint reads --rota-throughput=TYPE:STEPS_PER_S[,...].

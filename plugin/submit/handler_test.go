@@ -249,7 +249,8 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	h := &Handler{Config: DefaultConfig(), Asker: a}
 	job := &Job{
 		TresPerTask: "gres:gpu:1", NumTasks: 4, MinNodes: NoVal, TimeLimit: 120, Account: "ml", Partition: "gpu", Name: "train",
-		SpankEnv: []string{"OTHER=1", "_SLURM_SPANK_OPTION_rota_rota_steps=5000", "_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5"},
+		SpankEnv: []string{"OTHER=1", "_SLURM_SPANK_OPTION_rota_rota_steps=5000", "_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5",
+			"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=SIGUSR2"},
 	}
 	if _, out, err := h.Handle(context.Background(), job); err != nil || out != Kept {
 		t.Fatalf("outcome %s err %v", out, err)
@@ -257,7 +258,7 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	r := a.got[0]
 	if r.V != wire.Version || r.GPU.PerTask != 1 || r.GPU.Tasks != 4 || r.GPU.Nodes != 0 || r.TimeLimitMin != 120 ||
 		r.Account != "ml" || r.Partition != "gpu" || r.Name != "train" || r.Hints.Steps != 5000 ||
-		r.Hints.Throughput["v100"] != 10 || r.Hints.Throughput["k80"] != 2.5 {
+		r.Hints.Throughput["v100"] != 10 || r.Hints.Throughput["k80"] != 2.5 || r.Hints.CheckpointSignal != "USR2" {
 		t.Fatalf("request %+v", r)
 	}
 }
@@ -271,6 +272,8 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_throughput=v100:fast",
 		"_SLURM_SPANK_OPTION_rota_rota_throughput=v100:-1",
 		"_SLURM_SPANK_OPTION_rota_rota_throughput=v 100:1",
+		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=KILL",
+		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=",
 	} {
 		if _, err := ParseSpankOptions([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)

@@ -145,8 +145,8 @@ func TestStatus(t *testing.T) {
 // directory owned by the job's user.
 func TestSpankEnvironment(t *testing.T) {
 	outFile := filepath.Join(t.TempDir(), "out")
-	out, err := run("sbatch", "--parsable", "--gres=gpu:1", "-o", outFile, "--wrap",
-		`echo "id=$ROTA_JOB_ID file=$ROTA_PROGRESS_FILE"; test -d "$(dirname "$ROTA_PROGRESS_FILE")" && echo dir-ok`)
+	out, err := run("sbatch", "--parsable", "--gres=gpu:1", "--rota-checkpoint-signal=USR2", "-o", outFile, "--wrap",
+		`echo "id=$ROTA_JOB_ID file=$ROTA_PROGRESS_FILE sig=$ROTA_CHECKPOINT_SIGNAL"; test -d "$(dirname "$ROTA_PROGRESS_FILE")" && echo dir-ok`)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
@@ -156,8 +156,14 @@ func TestSpankEnvironment(t *testing.T) {
 		return strings.Contains(string(b), "dir-ok")
 	})
 	b, _ := os.ReadFile(outFile)
-	want := fmt.Sprintf("id=%s file=%s/progress/%s/progress", id, devDir, id)
+	want := fmt.Sprintf("id=%s file=%s/progress/%s/progress sig=USR2", id, devDir, id)
 	wantContains(t, string(b), want)
+
+	// A signal a job cannot catch is refused at sbatch time.
+	if out, err := run("sbatch", "--gres=gpu:1", "--rota-checkpoint-signal=KILL", "--wrap", "true"); err == nil ||
+		!strings.Contains(out, "--rota-checkpoint-signal") {
+		t.Fatalf("sbatch accepted an uncatchable checkpoint signal: %v %s", err, out)
+	}
 }
 
 // Fail open, controller stopped: every submission succeeds unchanged and
