@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/slurm"
 )
@@ -44,12 +46,26 @@ type Controller struct {
 	placer  placement.Placer
 	snap    atomic.Pointer[cluster.Snapshot]
 	ns      *server.Server // embedded server, nil when external
+	lease   *leader.Lease  // nil when alone (embedded server)
 	started time.Time
+
+	// durable counts decisions being stored before their reply; writes
+	// bounds how many, so a stalled JetStream pushes back on the request
+	// subscription instead of piling up goroutines.
+	durable sync.WaitGroup
+	writes  chan struct{}
 }
+
+// maxDurableWrites bounds the decisions being stored at once.
+const maxDurableWrites = 256
 
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
-	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now()}
+	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
+		writes: make(chan struct{}, maxDurableWrites)}
+	if err := c.cfg.Check(); err != nil {
+		return err
+	}
 	if c.slurm == nil {
 		c.slurm = &slurm.CLI{}
 	}
@@ -64,7 +80,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
-	c.store, err = decisions.Open(ctx, js, c.cfg.DecisionTTL, c.log.With().Str("component", "decisions").Logger())
+	c.store, err = decisions.Open(ctx, js, c.cfg.DecisionTTL, c.cfg.Replicas, c.log.With().Str("component", "decisions").Logger())
 	if err != nil {
 		return err
 	}
@@ -73,34 +89,90 @@ func Run(ctx context.Context, o Options) error {
 	go func() { c.store.Run(storeCtx); close(storeDone) }()
 	defer func() { stopStore(); <-storeDone }()
 
+	// Only the leader answers requests and reads Slurm. The embedded
+	// server's controller is alone by construction; on an external NATS
+	// others may share the subjects, so the controllers elect one.
+	var elector leader.Runner = leader.Solo{}
+	if c.cfg.elected() {
+		l, err := leader.NewLease(ctx, js, leader.Config{TTL: c.cfg.LeaseTTL, Replicas: c.cfg.Replicas,
+			Log: c.log.With().Str("component", "leader").Logger()})
+		if err != nil {
+			return err
+		}
+		c.lease = l
+		elector = l
+		c.log.Info().Str("candidate", l.ID()).Str("lease_ttl", c.cfg.LeaseTTL.String()).
+			Msg("contending for the controller lease; only its holder serves requests")
+	}
+	var readyOnce sync.Once
+	ready := func() {
+		if o.Ready == nil {
+			return
+		}
+		url := c.cfg.NATSURL
+		if c.ns != nil {
+			url = c.ns.ClientURL()
+		}
+		readyOnce.Do(func() { o.Ready(url) })
+	}
+	var leadErr error
+	err = elector.Run(ctx, func(lctx context.Context) {
+		if err := c.lead(lctx, ready); err != nil {
+			leadErr = err
+		}
+	})
+	c.log.Info().Msg("controller stopping")
+	return errors.Join(err, leadErr)
+}
+
+// lead is the leader's work: read Slurm, serve the request subjects, and
+// refresh the view periodically, until ctx ends. A lost lease stops
+// serving at once; a shutdown first answers what is already queued.
+func (c *Controller) lead(ctx context.Context, ready func()) error {
 	// A first look at the cluster before answering: until it succeeds the
 	// placer keeps every request as it is, which is safe.
 	if err := c.refresh(ctx); err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the cluster from Slurm yet; requests are kept as they are until a refresh succeeds")
 	}
-	if err := c.subscribe(); err != nil {
+	subs, err := c.subscribe()
+	if err != nil {
 		return err
 	}
 	where := c.cfg.NATSURL
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen
 	}
-	c.log.Info().Str("nats", where).Str("policy", c.placer.Name()).
-		Str("refresh", c.cfg.Refresh.String()).Msg("controller ready")
-	if o.Ready != nil {
-		url := c.cfg.NATSURL
-		if c.ns != nil {
-			url = c.ns.ClientURL()
-		}
-		o.Ready(url)
-	}
+	c.log.Info().Str("nats", where).Str("policy", c.placer.Name()).Str("refresh", c.cfg.Refresh.String()).
+		Bool("durable_decisions", c.cfg.durableDecisions()).Int("replicas", c.cfg.Replicas).Msg("controller ready")
+	ready()
 
 	t := time.NewTicker(c.cfg.Refresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			c.log.Info().Msg("controller stopping")
+			lost := errors.Is(context.Cause(ctx), leader.ErrLost)
+			for _, s := range subs {
+				if lost {
+					// Another controller may lead already: stop now.
+					_ = s.Unsubscribe()
+				} else {
+					_ = s.Drain()
+				}
+			}
+			if !lost {
+				for _, s := range subs {
+					for i := 0; i < 100 && s.IsValid(); i++ {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			}
+			// Decisions being stored are answered (they were made while
+			// leading) before a successor may start.
+			c.durable.Wait()
+			if lost {
+				c.log.Warn().Msg("stopped serving requests; standing by for the controller lease")
+			}
 			return nil
 		case <-t.C:
 			if err := c.refresh(ctx); err != nil {
@@ -115,6 +187,18 @@ func Run(ctx context.Context, o Options) error {
 func (c *Controller) connect() error {
 	opts := []nats.Option{nats.Name("rota-controller"), nats.MaxReconnects(-1)}
 	if c.cfg.NATSURL != "" {
+		// The URL may list several servers of a cluster (comma-separated);
+		// the client moves to another when its server goes away.
+		opts = append(opts,
+			nats.ReconnectWait(250*time.Millisecond),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					c.log.Warn().Err(err).Msg("lost the NATS connection; reconnecting (a leader that cannot renew its lease in time stands down)")
+				}
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) {
+				c.log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+			}))
 		nc, err := nats.Connect(c.cfg.NATSURL, opts...)
 		if err != nil {
 			return fmt.Errorf("connecting to NATS at %s: %w", c.cfg.NATSURL, err)

@@ -3,6 +3,10 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +24,9 @@ import (
 type fakeSlurm struct {
 	mu       sync.Mutex
 	comments map[uint32]string
+	// commentDir, when set, holds the comments as files named by job id,
+	// for a controller in another process.
+	commentDir string
 }
 
 func (f *fakeSlurm) Nodes(context.Context) ([]slurm.Node, error) {
@@ -34,6 +41,13 @@ func (f *fakeSlurm) Partitions(context.Context) ([]slurm.Partition, error) {
 }
 
 func (f *fakeSlurm) JobAdminComment(_ context.Context, id uint32) (string, error) {
+	if f.commentDir != "" {
+		b, err := os.ReadFile(filepath.Join(f.commentDir, strconv.FormatUint(uint64(id), 10)))
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		return string(b), err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.comments[id], nil
@@ -151,7 +165,18 @@ func TestLoadConfig(t *testing.T) {
 	if c.StateDir != "/tmp/x" || c.Refresh != 30*time.Second || c.Placement.Speed["v100"] != 3.5 || !c.Placement.RetypeTyped || c.Placement.WalltimeMargin != 2 {
 		t.Fatalf("%+v", c)
 	}
-	for _, bad := range []string{"speed.v100 = fast\n", "refresh = 0s\n", "bogus = 1\n", "speed.a:b = 1\n"} {
+	if c.Replicas != 1 || c.LeaseTTL != 5*time.Second || c.AsyncDecisions || c.elected() || c.durableDecisions() {
+		t.Fatalf("embedded defaults: %+v", c)
+	}
+	writeFile(t, path, "nats_url = nats://a:4222,nats://b:4222,nats://c:4222\nreplicas = 3\nlease_ttl = 3s\n")
+	if c, err = LoadConfig(path); err != nil {
+		t.Fatal(err)
+	}
+	if c.Replicas != 3 || c.LeaseTTL != 3*time.Second || !c.elected() || !c.durableDecisions() {
+		t.Fatalf("cluster config: %+v", c)
+	}
+	for _, bad := range []string{"speed.v100 = fast\n", "refresh = 0s\n", "bogus = 1\n", "speed.a:b = 1\n",
+		"replicas = 3\n", "nats_url = nats://a:4222\nreplicas = 9\n", "nats_url = nats://a:4222\nlease_ttl = 100ms\n"} {
 		writeFile(t, path, bad)
 		if _, err := LoadConfig(path); err == nil {
 			t.Errorf("%q accepted", bad)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -20,6 +21,19 @@ type Config struct {
 	NATSURL string
 	// Listen is the embedded server's client address.
 	Listen string
+	// Replicas is how many copies JetStream keeps of the controller's
+	// buckets (decisions, leader lease): 1 with the embedded server, 3 on
+	// a 3-node cluster so that losing a node loses nothing.
+	Replicas int
+	// LeaseTTL matters with an external NATS, where controllers elect a
+	// leader through a lease: a standby takes over about this long after
+	// the leader dies. The embedded server's controller is alone and
+	// always leads.
+	LeaseTTL time.Duration
+	// AsyncDecisions answers the plugin before its decision is stored even
+	// with an external NATS (the embedded server always does): a shorter
+	// submit path, but the decisions still in flight die with the leader.
+	AsyncDecisions bool
 	// Refresh is how often the controller re-reads Slurm's nodes and
 	// partitions.
 	Refresh time.Duration
@@ -36,6 +50,8 @@ func DefaultConfig() Config {
 	return Config{
 		StateDir:    "/var/lib/rota",
 		Listen:      "127.0.0.1:4222",
+		Replicas:    1,
+		LeaseTTL:    leader.DefaultTTL,
 		Refresh:     time.Minute,
 		DecisionTTL: 30 * 24 * time.Hour,
 		LogLevel:    "info",
@@ -57,6 +73,9 @@ func LoadConfig(path string) (Config, error) {
 	v.String("state_dir", &c.StateDir)
 	v.String("nats_url", &c.NATSURL)
 	v.String("listen", &c.Listen)
+	v.Int("replicas", &c.Replicas, 1, 5)
+	v.Duration("lease_ttl", &c.LeaseTTL, time.Second, 5*time.Minute)
+	v.Bool("async_decisions", &c.AsyncDecisions)
 	v.Duration("refresh", &c.Refresh, time.Second, 24*time.Hour)
 	v.Duration("decision_ttl", &c.DecisionTTL, time.Hour, 10*365*24*time.Hour)
 	v.String("log_level", &c.LogLevel)
@@ -77,5 +96,36 @@ func LoadConfig(path string) (Config, error) {
 		}
 		c.Placement.Speed[t] = s
 	}
-	return c, v.Err()
+	if err := v.Err(); err != nil {
+		return c, err
+	}
+	return c, c.Check()
 }
+
+// Check rejects combinations no single setting can: run it again after
+// flags change the config.
+func (c Config) Check() error {
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("replicas = %d: must be 1 to 5", c.Replicas)
+	}
+	if c.Replicas > 1 && c.NATSURL == "" {
+		return fmt.Errorf("replicas = %d needs a NATS cluster (nats_url); the embedded server is a single node", c.Replicas)
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("lease_ttl = %v: must be at least 1s", c.LeaseTTL)
+	}
+	return nil
+}
+
+// elected says whether this controller contends for a lease: with an
+// external NATS, others may share it; the embedded server is its own.
+func (c Config) elected() bool { return c.NATSURL != "" }
+
+// durableDecisions says whether a decision is stored in JetStream before
+// the plugin gets it. Whenever a standby may take over (an external NATS),
+// a decision the plugin acted on must outlive the leader's process, so
+// the reply waits for JetStream's acknowledgement (from a quorum of
+// replicas). The embedded server's controller answers first and writes
+// in the background, as it always has: its NATS server dies with it, so
+// no standby could take over from it, and the submit path stays shortest.
+func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }

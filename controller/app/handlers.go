@@ -18,17 +18,31 @@ import (
 // answers each request.
 const queueGroup = "rota-controller"
 
-func (c *Controller) subscribe() error {
+// subscribe serves the request subjects; the leader calls it on taking
+// the lease and drops the subscriptions when it stops leading.
+func (c *Controller) subscribe() ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
 	for subj, h := range map[string]nats.MsgHandler{
 		wire.SubjectPlace:   c.onPlace,
 		wire.SubjectExplain: c.onExplain,
 		wire.SubjectStatus:  c.onStatus,
 	} {
-		if _, err := c.nc.QueueSubscribe(subj, queueGroup, h); err != nil {
-			return fmt.Errorf("subscribing to %s: %w", subj, err)
+		s, err := c.nc.QueueSubscribe(subj, queueGroup, h)
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, fmt.Errorf("subscribing to %s: %w", subj, err)
 		}
+		subs = append(subs, s)
 	}
-	return c.nc.Flush()
+	// Flush so the server knows the subscriptions before we call
+	// ourselves ready; a failure here (server gone) is not fatal: the
+	// client re-subscribes when it reconnects.
+	if err := c.nc.FlushTimeout(2 * time.Second); err != nil {
+		c.log.Warn().Err(err).Msg("NATS did not confirm the request subscriptions yet")
+	}
+	return subs, nil
 }
 
 func (c *Controller) respond(m *nats.Msg, v any) {
@@ -62,10 +76,44 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		Policy:       c.placer.Name(),
 		Reason:       res.Reason,
 	}
-	c.respond(m, reply)
-	c.store.Record(&wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers})
-	c.log.Debug().Str("decision", reply.DecisionID).Str("gpu_type", reply.GPUType).Uint32("time_min", reply.TimeLimitMin).
-		Str("reason", reply.Reason).Msg("placed")
+	d := &wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers}
+	if !c.cfg.durableDecisions() {
+		c.respond(m, reply)
+		c.store.Record(d)
+		c.logPlaced(&reply)
+		return
+	}
+	// Store first, answer after: the plugin writes the decision id into
+	// the job, so an id it was given must be in JetStream even if this
+	// process dies the next instant. The write runs on its own goroutine
+	// so requests keep flowing while JetStream replicates.
+	c.writes <- struct{}{}
+	c.durable.Add(1)
+	go func() {
+		defer func() { <-c.writes; c.durable.Done() }()
+		ctx, cancel := context.WithTimeout(context.Background(), durableWriteTimeout)
+		defer cancel()
+		if err := c.store.Commit(ctx, d); err != nil {
+			// The placer reserved GPUs for this answer; the next refresh
+			// from Slurm clears that.
+			c.log.Warn().Err(err).Msg("cannot store the decision in JetStream; the job keeps its request")
+			c.respond(m, wire.PlaceReply{V: wire.Version, Policy: c.placer.Name(),
+				Reason: "the controller could not record its decision, so it gave none"})
+			return
+		}
+		c.respond(m, reply)
+		c.logPlaced(&reply)
+	}()
+}
+
+// durableWriteTimeout bounds storing a decision before its reply; the
+// plugin stops waiting long before (its deadline_ms), so this only keeps
+// a stalled JetStream from holding a write slot for long.
+const durableWriteTimeout = 2 * time.Second
+
+func (c *Controller) logPlaced(r *wire.PlaceReply) {
+	c.log.Debug().Str("decision", r.DecisionID).Str("gpu_type", r.GPUType).Uint32("time_min", r.TimeLimitMin).
+		Str("reason", r.Reason).Msg("placed")
 }
 
 // onExplain finds the decision behind a job: from the job index, or else

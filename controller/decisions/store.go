@@ -26,7 +26,8 @@ const Bucket = "rota_decisions"
 var ErrNotFound = errors.New("no decision recorded")
 
 // Store records decisions. Record never blocks the request path: writes to
-// JetStream happen on a background goroutine (Run).
+// JetStream happen on a background goroutine (Run). Commit is the durable
+// alternative: it returns once JetStream has the decision.
 type Store struct {
 	kv  jetstream.KeyValue
 	log zerolog.Logger
@@ -40,17 +41,23 @@ type Store struct {
 	count atomic.Uint64
 }
 
-// Open creates (or opens) the bucket. keep is how long decisions are kept.
-func Open(ctx context.Context, js jetstream.JetStream, keep time.Duration, log zerolog.Logger) (*Store, error) {
+// Open creates (or opens) the bucket. keep is how long decisions are kept;
+// replicas how many copies JetStream keeps (an existing bucket is scaled to
+// it).
+func Open(ctx context.Context, js jetstream.JetStream, keep time.Duration, replicas int, log zerolog.Logger) (*Store, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "Rota placement decisions, by decision id (d.<id>) and job id (job.<id>)",
 		History:     1,
 		TTL:         keep,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening JetStream bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("opening JetStream bucket %s (replicas %d): %w", Bucket, replicas, err)
 	}
 	return &Store{
 		kv:     kv,
@@ -70,6 +77,19 @@ func (s *Store) Record(d *wire.Decision) {
 	default:
 		s.log.Warn().Str("decision", d.ID).Msg("decision write queue full (JetStream slow or down); decision kept in memory only")
 	}
+}
+
+// Commit stores d in JetStream and returns once the server acknowledged it
+// (on a replicated bucket: once a quorum of replicas has it), so a decision
+// Commit returned nil for survives the controller's death. On error d is
+// neither stored nor counted; the caller must not hand it out.
+func (s *Store) Commit(ctx context.Context, d *wire.Decision) error {
+	if err := s.write(ctx, d); err != nil {
+		return err
+	}
+	s.count.Add(1)
+	s.remember(d)
+	return nil
 }
 
 func (s *Store) remember(d *wire.Decision) {
@@ -108,22 +128,28 @@ func (s *Store) Run(ctx context.Context) {
 }
 
 func (s *Store) put(ctx context.Context, d *wire.Decision) {
-	b, err := json.Marshal(d)
-	if err != nil {
-		s.log.Error().Err(err).Str("decision", d.ID).Msg("cannot encode decision")
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
+	if err := s.write(ctx, d); err != nil {
 		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory only")
-		return
+	}
+}
+
+// write puts the decision, then its job index when it has a job id.
+func (s *Store) write(ctx context.Context, d *wire.Decision) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encoding decision %s: %w", d.ID, err)
+	}
+	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
+		return fmt.Errorf("storing decision %s: %w", d.ID, err)
 	}
 	if d.JobID != 0 {
 		if _, err := s.kv.Put(ctx, jobKey(d.JobID), []byte(d.ID)); err != nil {
-			s.log.Warn().Err(err).Uint32("job", d.JobID).Msg("cannot store job index")
+			return fmt.Errorf("storing the job index of job %d: %w", d.JobID, err)
 		}
 	}
+	return nil
 }
 
 func jobKey(id uint32) string { return "job." + strconv.FormatUint(uint64(id), 10) }

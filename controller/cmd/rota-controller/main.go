@@ -20,7 +20,9 @@ import (
 func main() {
 	fs := flag.NewFlagSet("rota-controller", flag.ExitOnError)
 	configPath := fs.String("config", "", "config file (key = value); default: /etc/rota/controller.conf when it exists")
-	natsURL := fs.String("nats", "", "external NATS server or cluster URL; default: run an embedded server")
+	natsURL := fs.String("nats", "", "external NATS server or cluster URLs, comma-separated; controllers sharing it elect a leader (default: run an embedded server)")
+	replicas := fs.Int("replicas", 0, "JetStream replicas of the controller's buckets: 1 embedded, 3 on a 3-node cluster (default 1)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "with --nats: a standby takes over this long after the leader dies (default 5s)")
 	listen := fs.String("listen", "", "embedded NATS server address (default 127.0.0.1:4222)")
 	stateDir := fs.String("state-dir", "", "state directory (default /var/lib/rota)")
 	refresh := fs.Duration("refresh", 0, "how often to re-read the cluster from Slurm (default 1m)")
@@ -45,6 +47,12 @@ func main() {
 	if set["nats"] {
 		cfg.NATSURL = *natsURL
 	}
+	if set["replicas"] {
+		cfg.Replicas = *replicas
+	}
+	if set["lease-ttl"] {
+		cfg.LeaseTTL = *leaseTTL
+	}
 	if set["listen"] {
 		cfg.Listen = *listen
 	}
@@ -56,6 +64,10 @@ func main() {
 	}
 	if set["log-level"] {
 		cfg.LogLevel = *logLevel
+	}
+	if err := cfg.Check(); err != nil {
+		fmt.Fprintf(os.Stderr, "rota-controller: %v\n", err)
+		os.Exit(2)
 	}
 	lvl, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil {
