@@ -93,13 +93,20 @@ func (c *Cluster) start(i int) {
 	nd.s = s
 }
 
-// WaitJetStream waits until the cluster can create and answer for streams.
+// WaitJetStream waits until the cluster can place replicated streams: a
+// meta leader that sees every running node as a current JetStream peer.
 func (c *Cluster) WaitJetStream() {
 	c.t.Helper()
-	WaitFor(c.t, 30*time.Second, "a JetStream meta leader", func() bool {
+	running := 0
+	for _, nd := range c.nodes {
+		if nd.s != nil {
+			running++
+		}
+	}
+	WaitFor(c.t, 30*time.Second, "a JetStream meta leader with every node as a peer", func() bool {
 		for _, nd := range c.nodes {
 			if nd.s != nil && nd.s.JetStreamIsLeader() {
-				return true
+				return len(nd.s.JetStreamClusterPeers()) >= running
 			}
 		}
 		return false

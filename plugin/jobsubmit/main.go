@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rs/zerolog"
@@ -37,10 +38,12 @@ import (
 )
 
 var (
-	mu      sync.RWMutex
-	handler *submit.Handler
-	asker   *submit.NATSAsker
-	log     = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
+	// noController is set while NATS reports nobody serving placements.
+	noController atomic.Bool
+	mu           sync.RWMutex
+	handler      *submit.Handler
+	asker        *submit.NATSAsker
+	log          = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
 )
 
 //export rota_go_init
@@ -122,8 +125,17 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 		// Known and already logged once, when the connection dropped or
 		// the breaker opened: one line per job would flood the log.
 		ev = log.Debug().Err(err)
+	case errors.Is(err, submit.ErrNoController):
+		// Logged once per outage for the same reason.
+		if noController.CompareAndSwap(false, true) {
+			log.Warn().Err(err).Msg("no controller answers placements; jobs pass through unchanged until one does")
+		}
+		ev = log.Debug().Err(err)
 	case err != nil:
 		ev = log.Warn().Err(err)
+	}
+	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
+		log.Info().Msg("a controller answers placements again")
 	}
 	ev.Str("outcome", string(outcome)).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))

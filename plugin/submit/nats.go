@@ -19,6 +19,7 @@ import (
 var (
 	ErrBreakerOpen  = errors.New("controller marked unresponsive (circuit breaker open); not asking")
 	ErrNotConnected = errors.New("not connected to NATS")
+	ErrNoController = errors.New("no controller serves placements (none running, or a standby is taking over)")
 )
 
 // NATSAsker asks the controller over NATS request/reply within a hard
@@ -103,6 +104,14 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 	ctx, cancel := context.WithTimeout(ctx, a.deadline)
 	defer cancel()
 	msg, err := a.nc.RequestWithContext(ctx, wire.SubjectPlace, data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// NATS said at once that nobody listens: as cheap as being
+		// disconnected, so not the breaker's business. Counting it would
+		// open the breaker during a controller failover and keep jobs
+		// unplaced for breaker_cooldown after the new leader is up.
+		a.Breaker.Success()
+		return nil, ErrNoController
+	}
 	if err != nil {
 		a.Breaker.Failure()
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -110,6 +110,33 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 	}
 }
 
+// With no controller subscribed (during a failover) NATS answers "no
+// responders" at once: the request fails cheaply and the breaker stays
+// closed, so the first request after a new leader subscribes is placed.
+func TestNATSAskerNoControllerKeepsBreakerClosed(t *testing.T) {
+	s := natstest.Start(t)
+	a, err := DialNATS(testConfig(s.URL()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitConnected(t, a)
+	for i := 0; i < 10; i++ {
+		if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNoController) {
+			t.Fatalf("err %v, want ErrNoController", err)
+		}
+	}
+	if a.Breaker.State() != breaker.Closed {
+		t.Fatalf("breaker %v, want closed", a.Breaker.State())
+	}
+	var hang atomic.Bool
+	var seen atomic.Int64
+	responder(t, s.URL(), &hang, &seen)
+	if r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); err != nil || r.GPUType != "v100" {
+		t.Fatalf("first request after a controller appeared: %+v, %v", r, err)
+	}
+}
+
 // With the server gone the request is refused at once (not connected), and
 // the plugin reconnects by itself when a server is back on the same port.
 func TestNATSAskerDeadServer(t *testing.T) {
