@@ -117,9 +117,10 @@ func NewLease(ctx context.Context, js jetstream.JetStream, cfg Config) (*Lease, 
 		Bucket:      cfg.Bucket,
 		Description: "Rota controller leader lease (holder id under key " + cfg.Key + ")",
 		History:     1,
-		// The lease means nothing once every server has restarted (its
-		// holder is long gone), so it need not reach the disk.
-		Storage:  jetstream.MemoryStorage,
+		// On disk, though the lease is worth little after a restart of
+		// every server: a memory stream would vanish with them, and the
+		// handles the candidates hold would point at nothing.
+		Storage:  jetstream.FileStorage,
 		Replicas: cfg.Replicas,
 	})
 	if err != nil {
@@ -199,22 +200,28 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		updates = w.Updates()
 		stopW = func() { _ = w.Stop() }
 	}
-	// seen handles one view of the key; it returns true when the key is
-	// free (absent or deleted) and this candidate should create it.
-	seen := func(e jetstream.KeyValueEntry) bool {
+	// seen handles one view of the key; it returns the revision to take
+	// the lease over from (0: create it) and true when this candidate
+	// should try now: the key is free, or it still names this candidate,
+	// which stepped down because it could not renew (say JetStream lost a
+	// stream leader for longer than the TTL): no one else has written
+	// since, so taking it back at once is as safe as any other takeover
+	// (the compare-and-set still decides) and saves waiting out a TTL.
+	seen := func(e jetstream.KeyValueEntry) (uint64, bool) {
 		if e.Operation() != jetstream.KeyValuePut {
-			return true
+			return 0, true
 		}
-		if e.Revision() == lastRev {
-			return false
-		}
-		if e.Revision() < lastRev {
-			// A replica that is behind answered the poll; the watcher
-			// or a later read will bring the real revision.
-			return false
+		if e.Revision() <= lastRev {
+			// Unchanged, or a replica that is behind answered the poll;
+			// the watcher or a later read brings the real revision.
+			return 0, false
 		}
 		lastRev = e.Revision()
-		if h := string(e.Value()); h != holder || announce {
+		h := string(e.Value())
+		if h == l.cfg.ID {
+			return lastRev, true
+		}
+		if h != holder || announce {
 			holder = h
 			announce = false
 			l.setHolder(h, false)
@@ -222,30 +229,33 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		}
 		// Unchanged for a whole TTL from now means the holder is gone.
 		expiry.Reset(l.cfg.TTL)
-		return false
+		return 0, false
 	}
-	try := func(create bool) (uint64, time.Time, bool) {
-		from := lastRev
-		if create {
-			from = 0
+	try := func(from uint64) (uint64, time.Time, bool) {
+		// Twice at most: when the first write loses, the key is read
+		// again, and it may be free or ours after all.
+		for range 2 {
+			rev, sent, err := l.acquire(ctx, from)
+			if err == nil {
+				return rev, sent, true
+			}
+			if !isConflict(err) {
+				l.log.Warn().Err(err).Msg("cannot write the controller lease (NATS or its JetStream unavailable?); will retry")
+			}
+			// Someone else wrote first (or we cannot tell): read the key
+			// again and count the TTL from what is there now.
+			lastRev = 0
+			var ok bool
+			if from, ok = l.readNow(ctx, seen); !ok || ctx.Err() != nil {
+				break
+			}
 		}
-		rev, sent, err := l.acquire(ctx, from)
-		if err == nil {
-			return rev, sent, true
-		}
-		if !isConflict(err) {
-			l.log.Warn().Err(err).Msg("cannot write the controller lease (NATS or JetStream unavailable?); will retry")
-		}
-		// Someone else wrote first (or we cannot tell): read the key
-		// again and count the TTL from what is there now.
-		lastRev = 0
-		l.readNow(ctx, seen)
 		return 0, time.Time{}, false
 	}
 
 	startWatch()
-	if l.readNow(ctx, seen) {
-		if rev, sent, ok := try(true); ok {
+	if from, ok := l.readNow(ctx, seen); ok {
+		if rev, sent, ok := try(from); ok {
 			return rev, sent, nil
 		}
 	}
@@ -261,22 +271,22 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 			if e == nil { // the watcher has delivered the current value
 				continue
 			}
-			if seen(e) {
-				if rev, sent, ok := try(true); ok {
+			if from, ok := seen(e); ok {
+				if rev, sent, ok := try(from); ok {
 					return rev, sent, nil
 				}
 			}
 		case <-poll.C:
 			startWatch()
-			if l.readNow(ctx, seen) {
-				if rev, sent, ok := try(true); ok {
+			if from, ok := l.readNow(ctx, seen); ok {
+				if rev, sent, ok := try(from); ok {
 					return rev, sent, nil
 				}
 			}
 		case <-expiry.C:
 			l.log.Warn().Str("leader", holder).Dur("lease_ttl", l.cfg.TTL).
 				Msg("the controller lease was not renewed within its TTL; taking over")
-			if rev, sent, ok := try(false); ok {
+			if rev, sent, ok := try(lastRev); ok {
 				return rev, sent, nil
 			}
 		}
@@ -299,20 +309,19 @@ func (l *Lease) acquire(ctx context.Context, from uint64) (rev uint64, sent time
 	return rev, sent, err
 }
 
-// readNow reads the key and passes what it finds to seen; it reports
-// whether the key is free.
-func (l *Lease) readNow(ctx context.Context, seen func(jetstream.KeyValueEntry) bool) bool {
+// readNow reads the key and passes what it finds to seen.
+func (l *Lease) readNow(ctx context.Context, seen func(jetstream.KeyValueEntry) (uint64, bool)) (uint64, bool) {
 	octx, cancel := l.op(ctx)
 	defer cancel()
 	e, err := l.kv.Get(octx, l.cfg.Key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return true
+		return 0, true
 	case err != nil:
 		if ctx.Err() == nil {
 			l.log.Debug().Err(err).Msg("cannot read the controller lease")
 		}
-		return false
+		return 0, false
 	}
 	return seen(e)
 }
@@ -363,7 +372,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, sent time.Time, lead func(
 			return errors.New("the leader's work ended while it still held the lease")
 		case <-lapse.C:
 			l.log.Error().Time("valid_until", until).
-				Msg("lost the controller lease: could not renew it in time (NATS unreachable?); standing by")
+				Msg("lost the controller lease: could not renew it in time (NATS or its JetStream unavailable?); standing by")
 			stepDown(ErrLost)
 			return nil
 		case <-tick.C:

@@ -108,7 +108,7 @@ func (c *candidate) leads() bool { _, ok := c.lease.Holder(); return ok }
 
 func connect(t *testing.T, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestManyCandidatesOneLeads(t *testing.T) {
 	srv := natstest.StartJetStream(t)
 	nc := connect(t, srv.URL())
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: DefaultBucket, History: 1, Storage: jetstream.MemoryStorage})
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: DefaultBucket, History: 1, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +293,29 @@ func TestLeaderStepsDownWhenLeaseChangesUnderIt(t *testing.T) {
 	}
 	// The intruder never renews: a takes the lease back after a TTL.
 	natstest.WaitFor(t, 10*time.Second, "a to lead again", a.leads)
+}
+
+// A leader that stepped down because JetStream was gone longer than its
+// TTL finds the lease still naming it when JetStream is back: no one took
+// over, so it takes the lease back at once, before a standby that saw the
+// same lease waits out its TTL.
+func TestLeaderReclaimsItsOwnLapsedLease(t *testing.T) {
+	srv := natstest.StartJetStream(t)
+	g := newLedger()
+	a := startCandidate(t, connect(t, srv.URL()), "a", g)
+	natstest.WaitFor(t, 10*time.Second, "a to lead", a.leads)
+	b := startCandidate(t, connect(t, srv.URL()), "b", g)
+	natstest.WaitFor(t, 10*time.Second, "b to stand by", func() bool { h, _ := b.lease.Holder(); return h == "a" })
+
+	srv.Stop()
+	natstest.WaitFor(t, 10*time.Second, "a to step down", func() bool { return !a.leads() })
+	srv.Restart()
+	natstest.WaitFor(t, 20*time.Second, "a leader again", func() bool { return a.leads() || b.leads() })
+	waitRevisions(t, a.lease.kv, 3)
+	_, most, starts, lost := g.snapshot()
+	if most != 1 || lost["a"] != 1 || starts["a"] != 2 || starts["b"] != 0 {
+		t.Fatalf("at most %d leading, terms %v, lost %v: %v", most, starts, lost, g.history)
+	}
 }
 
 // On a 3-node cluster with the lease replicated 3 times, a leader whose
