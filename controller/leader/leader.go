@@ -1,8 +1,8 @@
 // Package leader decides which of several controllers sharing a NATS
 // cluster serves requests. One holds a lease, a key in a JetStream KV
 // bucket that it rewrites (compare-and-set on the key's revision) every
-// renewal interval; the others watch the key and take it over, again by
-// compare-and-set, once it has not changed for a whole lease TTL.
+// renewal interval; the others read the key twice per interval and take it
+// over, again by compare-and-set, once it has not changed for a whole TTL.
 //
 // The lease never relies on clocks agreeing across machines: a standby
 // measures "unchanged for TTL" on its own monotonic clock from the moment
@@ -68,7 +68,8 @@ type Config struct {
 	// TTL is how long an unrenewed lease stays valid: a standby takes
 	// over at most about TTL after the leader dies. Default DefaultTTL.
 	TTL time.Duration
-	// Renew is the renewal (and standby polling) interval; default TTL/5,
+	// Renew is the renewal interval (standbys read the lease twice per
+	// interval); default TTL/5,
 	// at most TTL/2 so a leader gets more than one try before its lease
 	// lapses.
 	Renew time.Duration
@@ -172,34 +173,16 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		lastRev  uint64
 		holder   string
 		expiry   = time.NewTimer(time.Hour)
-		poll     = time.NewTicker(l.cfg.Renew)
-		updates  <-chan jetstream.KeyValueEntry
-		stopW    func()
 		announce = true
+		// Polling (a plain read) rather than a JetStream watcher: creating
+		// a watcher blocks for seconds while the lease's stream elects a
+		// new leader, exactly when a standby must be quick. A renewal is
+		// seen at most one poll late, which only delays a takeover (the
+		// TTL then counts from later): safe.
+		poll = time.NewTicker(l.cfg.Renew / 2)
 	)
 	expiry.Stop()
 	defer poll.Stop()
-	defer func() {
-		if stopW != nil {
-			stopW()
-		}
-	}()
-	// A watcher sees renewals the moment they are written, so the TTL is
-	// counted from the write and not from the next poll; the poll is the
-	// fallback when the watcher is broken (it is recreated on the next
-	// poll) and reads the key afresh.
-	startWatch := func() {
-		if stopW != nil {
-			return
-		}
-		w, err := l.kv.Watch(ctx, l.cfg.Key)
-		if err != nil {
-			l.log.Debug().Err(err).Msg("cannot watch the lease; polling it")
-			return
-		}
-		updates = w.Updates()
-		stopW = func() { _ = w.Stop() }
-	}
 	// seen handles one view of the key; it returns the revision to take
 	// the lease over from (0: create it) and true when this candidate
 	// should try now: the key is free, or it still names this candidate,
@@ -211,16 +194,19 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		if e.Operation() != jetstream.KeyValuePut {
 			return 0, true
 		}
+		h := string(e.Value())
+		if h == l.cfg.ID {
+			// At every read, not only when the revision changed: an
+			// earlier try may have failed for want of JetStream.
+			lastRev = max(lastRev, e.Revision())
+			return e.Revision(), true
+		}
 		if e.Revision() <= lastRev {
 			// Unchanged, or a replica that is behind answered the poll;
-			// the watcher or a later read brings the real revision.
+			// a later read brings the real revision.
 			return 0, false
 		}
 		lastRev = e.Revision()
-		h := string(e.Value())
-		if h == l.cfg.ID {
-			return lastRev, true
-		}
 		if h != holder || announce {
 			holder = h
 			announce = false
@@ -253,7 +239,6 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		return 0, time.Time{}, false
 	}
 
-	startWatch()
 	if from, ok := l.readNow(ctx, seen); ok {
 		if rev, sent, ok := try(from); ok {
 			return rev, sent, nil
@@ -263,21 +248,7 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		select {
 		case <-ctx.Done():
 			return 0, time.Time{}, ctx.Err()
-		case e, ok := <-updates:
-			if !ok {
-				updates, stopW = nil, nil
-				continue
-			}
-			if e == nil { // the watcher has delivered the current value
-				continue
-			}
-			if from, ok := seen(e); ok {
-				if rev, sent, ok := try(from); ok {
-					return rev, sent, nil
-				}
-			}
 		case <-poll.C:
-			startWatch()
 			if from, ok := l.readNow(ctx, seen); ok {
 				if rev, sent, ok := try(from); ok {
 					return rev, sent, nil

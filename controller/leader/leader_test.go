@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,6 +316,61 @@ func TestLeaderReclaimsItsOwnLapsedLease(t *testing.T) {
 	_, most, starts, lost := g.snapshot()
 	if most != 1 || lost["a"] != 1 || starts["a"] != 2 || starts["b"] != 0 {
 		t.Fatalf("at most %d leading, terms %v, lost %v: %v", most, starts, lost, g.history)
+	}
+}
+
+// flakyKV fails the lease's writes while reads still work, as when the
+// lease's stream has lost its leader but a replica answers reads.
+type flakyKV struct {
+	jetstream.KeyValue
+	fail atomic.Bool
+}
+
+var errNoStream = errors.New("no response from stream (test)")
+
+func (f *flakyKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if f.fail.Load() {
+		return 0, errNoStream
+	}
+	return f.KeyValue.Update(ctx, key, value, rev)
+}
+
+func (f *flakyKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if f.fail.Load() {
+		return 0, errNoStream
+	}
+	return f.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// A leader whose writes fail (reads working) lapses, keeps trying to take
+// its own lease back while writes fail, and succeeds once they work.
+func TestLeaderReclaimsAfterWritesFailed(t *testing.T) {
+	srv := natstest.StartJetStream(t)
+	js, _ := jetstream.New(connect(t, srv.URL()))
+	l, err := NewLease(context.Background(), js, Config{ID: "a", TTL: testTTL, Renew: testRenew, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &flakyKV{KeyValue: l.kv}
+	l.kv = kv
+	g := newLedger()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx, g.lead("a")) }()
+	defer func() { cancel(); <-done }()
+	leads := func() bool { _, ok := l.Holder(); return ok }
+	natstest.WaitFor(t, 10*time.Second, "a to lead", leads)
+
+	kv.fail.Store(true)
+	natstest.WaitFor(t, 10*time.Second, "a to lapse", func() bool { return !leads() })
+	// Several standby reads (each a failed reclaim) while writes fail.
+	for range 3 {
+		time.Sleep(testRenew)
+	}
+	kv.fail.Store(false)
+	natstest.WaitFor(t, 10*time.Second, "a to take its lease back", leads)
+	if _, most, starts, lost := g.snapshot(); most != 1 || starts["a"] != 2 || lost["a"] != 1 {
+		t.Fatalf("terms %v, lost %v, at most %d", starts, lost, most)
 	}
 }
 

@@ -3,6 +3,7 @@
 //
 //	failover-client ports N                 print N free loopback TCP ports
 //	failover-client wait-js -nats URLS      wait until JetStream places replicated streams
+//	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
 //	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
@@ -49,6 +50,8 @@ func main() {
 		err = ports(os.Args[2:])
 	case "wait-js":
 		err = waitJS(os.Args[2:])
+	case "stream-leader":
+		err = streamLeader(os.Args[2:])
 	case "place":
 		err = place(os.Args[2:])
 	case "report":
@@ -130,6 +133,37 @@ func waitJS(args []string) error {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+func streamLeader(args []string) error {
+	fs := flag.NewFlagSet("stream-leader", flag.ExitOnError)
+	url := fs.String("nats", "", "NATS URLs, comma-separated")
+	stream := fs.String("stream", "", "stream name (a KV bucket B is stream KV_B)")
+	fs.Parse(args)
+	nc, err := nats.Connect(*url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, *stream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return fmt.Errorf("stream %s has no leader", *stream)
+	}
+	fmt.Println(info.Cluster.Leader)
+	return nil
 }
 
 func place(args []string) error {
@@ -276,25 +310,33 @@ func report(args []string) error {
 	fmt.Printf("placements: %d attempted, %d answered with a decision, %d not\n", len(atts), acked, len(atts)-acked)
 
 	// Takeover as the plugin sees it: from the old leader's last answer
-	// to the new leader's first (the old one is dead after the kill, so
-	// any answer after it is the new leader's).
-	var lastBefore, firstAfter time.Time
+	// to the new leader's first. Which controller answered is told by the
+	// decision id: ids are NUIDs, whose first 12 characters are a random
+	// prefix fixed for the life of a process (it changes only after about
+	// 10^15 ids). Telling them apart by time alone would count an answer
+	// still in flight at the kill as the new leader's.
+	const prefix = 12
+	var old string
+	var lastOld, firstNew time.Time
 	for _, a := range atts {
-		if !a.ok {
+		if !a.ok || len(a.id) < prefix {
 			continue
 		}
-		if a.at.Before(kill.at) {
-			lastBefore = a.at
-		} else if firstAfter.IsZero() {
-			firstAfter = a.at
+		switch {
+		case a.at.Before(kill.at):
+			old, lastOld = a.id[:prefix], a.at
+		case a.id[:prefix] == old:
+			lastOld = a.at // answered by the old leader just before its death
+		case firstNew.IsZero():
+			firstNew = a.at
 		}
 	}
-	if lastBefore.IsZero() || firstAfter.IsZero() {
-		return fmt.Errorf("no answers on both sides of the leader's kill (before: %v, after: %v)", !lastBefore.IsZero(), !firstAfter.IsZero())
+	if lastOld.IsZero() || firstNew.IsZero() {
+		return fmt.Errorf("no answers from both leaders (old: %v, new: %v)", !lastOld.IsZero(), !firstNew.IsZero())
 	}
-	takeover := firstAfter.Sub(lastBefore)
-	fmt.Printf("leader (%s) killed with SIGKILL; last answer %.3f s before, first answer from the new leader %.3f s after\n",
-		kill.what, kill.at.Sub(lastBefore).Seconds(), firstAfter.Sub(kill.at).Seconds())
+	takeover := firstNew.Sub(lastOld)
+	fmt.Printf("leader (%s) killed with SIGKILL; its last answer %.3f s before, the new leader's first %.3f s after\n",
+		kill.what, kill.at.Sub(lastOld).Seconds(), firstNew.Sub(kill.at).Seconds())
 	if acq, ok := leaseAcquired(*logs, kill.at); ok {
 		fmt.Printf("the standby acquired the lease %.3f s after the kill\n", acq.Sub(kill.at).Seconds())
 	}
