@@ -55,6 +55,12 @@ lint:
 unit:
 	$(GO) test -count=1 ./...
 
+# Controller failover on a 3-node NATS cluster (nats-server from apt):
+# kills the leader and a NATS node; last line takeover_s=<x> lost_decisions=<n>.
+.PHONY: failover-test
+failover-test:
+	scripts/failover-test
+
 integration: build
 	$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration 2>&1 | tee /tmp/rota-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
 
