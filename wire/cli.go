@@ -26,6 +26,10 @@ type StatusReply struct {
 	Types       []TypeState `json:"types"`
 	Partitions  []Partition `json:"partitions"`
 	Decisions   uint64      `json:"decisions"`
+	// Leader is the answering controller's lease id (host:pid:random)
+	// when controllers share a NATS cluster and elect one; empty when the
+	// controller runs its own embedded server.
+	Leader string `json:"leader,omitempty"`
 }
 
 // TypeState is one GPU type's capacity as the controller last saw it.

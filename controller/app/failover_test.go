@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -167,6 +168,16 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 	var ex wire.ExplainReply
 	if err := json.Unmarshal(m.Data, &ex); err != nil || ex.Decision == nil || ex.Decision.ID != given[0] || ex.Decision.JobID != 42 {
 		t.Fatalf("explain after takeover: %s (%v)", m.Data, err)
+	}
+
+	// The status names the new leader.
+	body, _ = json.Marshal(wire.StatusRequest{V: wire.Version})
+	if m, err = nc.Request(wire.SubjectStatus, body, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var st wire.StatusReply
+	if err := json.Unmarshal(m.Data, &st); err != nil || !strings.Contains(st.Leader, fmt.Sprintf(":%d:", b.cmd.Process.Pid)) {
+		t.Fatalf("status after takeover names leader %q, want controller pid %d (%v)", st.Leader, b.cmd.Process.Pid, err)
 	}
 
 	// Losing one of three NATS nodes loses neither quorum nor service.

@@ -159,6 +159,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 		return
 	}
 	rep := wire.StatusReply{V: wire.Version, Policy: c.placer.Name(), Decisions: c.store.Count()}
+	if c.lease != nil {
+		rep.Leader = c.lease.ID()
+	}
 	if s := c.snap.Load(); s != nil {
 		rep.RefreshedAt = s.At.UTC().Format(time.RFC3339)
 		for _, t := range s.TypeNames() {

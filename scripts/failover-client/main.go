@@ -4,11 +4,12 @@
 //	failover-client ports N                 print N free loopback TCP ports
 //	failover-client wait-js -nats URLS      wait until JetStream places replicated streams
 //	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
-//	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s]
+//	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
 //	    itself); one line per attempt: "<unix ns> ok <decision id>" or
-//	    "<unix ns> fail <error>"
+//	    "<unix ns> fail <error>"; with -agents also "<unix ns> agent
+//	    <subject>" per agent report heard
 //	failover-client report -nats URLS -placements FILE -events FILE [-logs A,B]
 //	    takeover time, decisions missing from JetStream, service with a
 //	    NATS node down; last line "takeover_s=<x> lost_decisions=<n>"
@@ -29,6 +30,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -171,6 +173,7 @@ func place(args []string) error {
 	url := fs.String("nats", "", "NATS URLs, comma-separated")
 	out := fs.String("out", "", "file to write one line per attempt to")
 	interval := fs.Duration("interval", 10*time.Millisecond, "pause between requests")
+	agents := fs.Bool("agents", false, "also log every agent report heard (\"<unix ns> agent <subject>\")")
 	cfg := submit.DefaultConfig()
 	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "the plugin's deadline_ms")
 	fs.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", cfg.BreakerCooldown, "the plugin's breaker_cooldown")
@@ -181,7 +184,22 @@ func place(args []string) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
+	w := &lockedWriter{w: bufio.NewWriter(f)}
+	if *agents {
+		// Agents' reports, heard on a connection of our own (which also
+		// reconnects by itself), show the agents reconnecting.
+		sub, err := nats.Connect(*url, nats.Name("failover-client-agents"), nats.MaxReconnects(-1),
+			nats.ReconnectWait(250*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		if _, err := sub.Subscribe(wire.SubjectAgentReports, func(m *nats.Msg) {
+			w.printf("%d agent %s\n", time.Now().UnixNano(), m.Subject)
+		}); err != nil {
+			return err
+		}
+	}
 	asker, err := submit.DialNATS(cfg, func(warn bool, msg string) {
 		fmt.Fprintf(os.Stderr, "%s plugin client: %s\n", time.Now().Format(time.RFC3339Nano), msg)
 	})
@@ -198,21 +216,38 @@ func place(args []string) error {
 		now := time.Now().UnixNano()
 		switch {
 		case err != nil:
-			fmt.Fprintf(w, "%d fail %s\n", now, strings.ReplaceAll(err.Error(), "\n", " "))
+			w.printf("%d fail %s\n", now, strings.ReplaceAll(err.Error(), "\n", " "))
 		case rep.DecisionID == "":
-			fmt.Fprintf(w, "%d fail answer without a decision: %s\n", now, rep.Reason)
+			w.printf("%d fail answer without a decision: %s\n", now, rep.Reason)
 		default:
-			fmt.Fprintf(w, "%d ok %s\n", now, rep.DecisionID)
+			w.printf("%d ok %s\n", now, rep.DecisionID)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(*interval):
 		}
 	}
-	if err := w.Flush(); err != nil {
+	if err := w.flush(); err != nil {
 		return err
 	}
 	return f.Close()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (l *lockedWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, args...)
+}
+
+func (l *lockedWriter) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Flush()
 }
 
 type attempt struct {
@@ -258,6 +293,11 @@ func report(args []string) error {
 	if err != nil {
 		return err
 	}
+	type report struct {
+		at      time.Time
+		subject string
+	}
+	var reports []report
 	for _, l := range lines {
 		if len(l) < 2 {
 			continue
@@ -265,6 +305,10 @@ func report(args []string) error {
 		at, err := unixNano(l[0])
 		if err != nil {
 			return fmt.Errorf("%s: %q: %w", *placements, l, err)
+		}
+		if l[1] == "agent" && len(l) == 3 {
+			reports = append(reports, report{at, l[2]})
+			continue
 		}
 		a := attempt{at: at, ok: l[1] == "ok"}
 		if a.ok && len(l) == 3 {
@@ -361,6 +405,32 @@ func report(args []string) error {
 			nk.what, n, bad, gap.Seconds())
 		if n == 0 {
 			return errors.New("no placement answered after a NATS node was killed")
+		}
+		if len(reports) > 0 {
+			// Every agent must be heard again, whichever server it was on.
+			before, after := map[string]bool{}, map[string]int{}
+			var gap time.Duration
+			last := map[string]time.Time{}
+			for _, r := range reports {
+				if r.at.Before(nk.at) {
+					before[r.subject] = true
+					continue
+				}
+				prev, ok := last[r.subject]
+				if !ok {
+					prev = nk.at
+				}
+				gap = max(gap, r.at.Sub(prev))
+				last[r.subject] = r.at
+				after[r.subject]++
+			}
+			fmt.Printf("agent reports: %d agents heard before the NATS node was killed, %d after; longest wait for an agent's next report %.3f s\n",
+				len(before), len(after), gap.Seconds())
+			for s := range before {
+				if after[s] == 0 {
+					return fmt.Errorf("no report on %s after the NATS node was killed", s)
+				}
+			}
 		}
 	}
 

@@ -33,7 +33,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "policy %s, cluster read %s, %d decisions since start\n\n", rep.Policy, rep.RefreshedAt, rep.Decisions)
+	fmt.Fprintf(stdout, "policy %s, cluster read %s, %d decisions since start\n", rep.Policy, rep.RefreshedAt, rep.Decisions)
+	if rep.Leader != "" {
+		fmt.Fprintf(stdout, "answered by the leading controller %s\n", rep.Leader)
+	}
+	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tNODES\tGPUS\tUSED\tFREE\tSPEED")
 	for _, t := range rep.Types {
