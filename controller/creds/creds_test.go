@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,18 @@ func servers(t *testing.T, ids []Identity) map[string]*natstest.Server {
 	}
 	if len(parsed.Nkeys) != len(ids) {
 		t.Fatalf("generated config has %d nkey users, want %d", len(parsed.Nkeys), len(ids))
+	}
+	// Same rules both ways (a "$" or quote lost in the config would show here).
+	want := NkeyUsers(ids)
+	for i, u := range parsed.Nkeys {
+		w := want[i]
+		if u.Nkey != w.Nkey || !reflect.DeepEqual(u.Permissions.Publish.Allow, w.Permissions.Publish.Allow) ||
+			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, w.Permissions.Subscribe.Allow) ||
+			(u.Permissions.Response == nil) != (w.Permissions.Response == nil) ||
+			u.Permissions.Response != nil && *u.Permissions.Response != *w.Permissions.Response {
+			t.Fatalf("config user %d: %+v %+v %+v, want %+v %+v %+v", i, u.Permissions.Publish, u.Permissions.Subscribe, u.Permissions.Response,
+				w.Permissions.Publish, w.Permissions.Subscribe, w.Permissions.Response)
+		}
 	}
 	return map[string]*natstest.Server{
 		"embedded": natstest.StartWith(t, func(o *server.Options) { o.Nkeys = NkeyUsers(ids) }),
