@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 	natsURL = "nats://127.0.0.1:15222"
 	env = append(os.Environ(),
 		"ROTA_DEV_DIR="+devDir, "ROTA_DEV_PORT=17817", "ROTA_DEV_NATS_PORT=15222",
+		// bin/rota signs in with the dev cluster's read-only credential.
+		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
