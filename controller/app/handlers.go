@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,14 @@ func (c *Controller) subscribe() error {
 }
 
 func (c *Controller) respond(m *nats.Msg, v any) {
+	// The controller may publish under rota.v1.>, so a requester that named
+	// a protocol subject as its reply could make the controller publish
+	// there for it (say, onto an agent's checkpoint subject). Replies go
+	// to inboxes only.
+	if !strings.HasPrefix(m.Reply, "_INBOX") {
+		c.log.Warn().Str("subject", m.Subject).Str("reply", m.Reply).Msg("request with a reply subject that is no inbox; not answering")
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		c.log.Error().Err(err).Str("subject", m.Subject).Msg("cannot encode reply")

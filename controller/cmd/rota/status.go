@@ -18,13 +18,13 @@ func init() {
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	url, timeout := natsFlags(fs)
+	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	var rep wire.StatusReply
-	if err := ask(ctx, *url, *timeout, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &rep); err != nil {
 		return err
 	}
 	if *asJSON {
