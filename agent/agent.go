@@ -81,7 +81,7 @@ func New(o Options, d Deps) (*Agent, error) {
 		opts:        o,
 		log:         d.Log.With().Str("node", o.Node).Logger(),
 		reg:         d.Registry,
-		proc:        jobs.Proc{Root: o.ProcRoot},
+		proc:        jobs.Proc{Root: o.ProcRoot, Node: o.Node},
 		tracker:     &progress.Tracker{Dir: o.ProgressDir},
 		pidCache:    map[uint32]pidEntry{},
 		jobProgress: map[uint32]wire.JobProgress{},
