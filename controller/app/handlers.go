@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +34,14 @@ func (c *Controller) subscribe() error {
 }
 
 func (c *Controller) respond(m *nats.Msg, v any) {
+	// The controller may publish under rota.v1.>, so a requester that named
+	// a protocol subject as its reply could make the controller publish
+	// there for it (say, onto an agent's checkpoint subject). Replies go
+	// to inboxes only.
+	if !strings.HasPrefix(m.Reply, "_INBOX") {
+		c.log.Warn().Str("subject", m.Subject).Str("reply", m.Reply).Msg("request with a reply subject that is no inbox; not answering")
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		c.log.Error().Err(err).Str("subject", m.Subject).Msg("cannot encode reply")
@@ -124,6 +134,7 @@ func (c *Controller) onStatus(m *nats.Msg) {
 		for _, p := range s.Partitions {
 			rep.Partitions = append(rep.Partitions, wire.Partition{Name: p.Name, MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin, Default: p.Default, Nodes: p.Nodes})
 		}
+		sort.Slice(rep.Partitions, func(i, j int) bool { return rep.Partitions[i].Name < rep.Partitions[j].Name })
 	}
 	c.respond(m, rep)
 }
