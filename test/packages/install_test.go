@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/internal/auth"
 )
 
 // TestInstall installs the three .debs on this machine, starts the installed
@@ -117,14 +119,21 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("slurm.conf does not load job_submit/rota from %s alone:\n%s", debPluginDir, conf)
 	}
 
+	// Credentials as in production (docs/operations.md, Security): the dev
+	// cluster made them for its plugin and nodes; the installed
+	// rota-controller adds an identity for the installed agent.
+	creds := filepath.Join(dir, "creds")
+	if out, err := sh("/usr/bin/rota-controller", "creds", "add-agent", "--dir", creds, "pkgtest"); err != nil {
+		t.Fatalf("rota-controller creds add-agent: %v\n%s", err, out)
+	}
 	// The units' environment files, as an admin would edit them: this
-	// cluster's slurm.conf and NATS port; the controller keeps
+	// cluster's slurm.conf, NATS port and credentials; the controller keeps
 	// /etc/rota/controller.conf and its state_dir /var/lib/rota.
 	writeFile(t, "/etc/default/rota-controller", fmt.Sprintf(
-		"ROTA_CONTROLLER_OPTS=\"--listen 127.0.0.1:%d --refresh 10s\"\nSLURM_CONF=%s\n", natsPort, filepath.Join(dir, "slurm.conf")))
+		"ROTA_CONTROLLER_OPTS=\"--listen 127.0.0.1:%d --creds-dir %s --refresh 10s\"\nSLURM_CONF=%s\n", natsPort, creds, filepath.Join(dir, "slurm.conf")))
 	writeFile(t, "/etc/default/rota-agent", fmt.Sprintf(
-		"ROTA_AGENT_OPTS=\"--node pkgtest --gpu-type v100 --backend sim --sim-gpus 2 --nats %s --interval 1s --metrics-addr= --progress-dir %s --log-level info\"\n",
-		natsURL, filepath.Join(dir, "progress")))
+		"ROTA_AGENT_OPTS=\"--node pkgtest --gpu-type v100 --backend sim --sim-gpus 2 --nats %s --nats-nkey-seed %s --interval 1s --metrics-addr= --progress-dir %s --log-level info\"\n",
+		natsURL, filepath.Join(creds, "agents/pkgtest.nk"), filepath.Join(dir, "progress")))
 	ctlLog := filepath.Join(dir, "log/installed-rota-controller.log")
 	startUnit(t, "rota-controller.service", ctlLog)
 	waitFor(t, 30*time.Second, "the installed controller to be ready", func() bool {
@@ -135,8 +144,13 @@ func TestInstall(t *testing.T) {
 		t.Errorf("the controller does not keep its state in /var/lib/rota: %v", err)
 	}
 
-	// The installed agent reports to the installed controller's NATS.
-	nc, err := nats.Connect(natsURL)
+	// The installed agent reports to the installed controller's NATS. Only
+	// the controller's identity may read reports: the test stands in for it.
+	ctlCreds, err := auth.ClientOptions(filepath.Join(creds, "controller.nk"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL, ctlCreds...)
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}
@@ -197,10 +211,11 @@ func TestInstall(t *testing.T) {
 	}
 
 	// The installed CLI.
-	if out, err := sh("/usr/bin/rota", "explain", "--nats", natsURL, id); err != nil || !strings.Contains(out, id) {
+	cli := filepath.Join(creds, "cli.nk")
+	if out, err := sh("/usr/bin/rota", "explain", "--nats", natsURL, "--nkey-seed", cli, id); err != nil || !strings.Contains(out, id) {
 		t.Errorf("rota explain %s: %v\n%s", id, err, out)
 	}
-	if out, err := sh("/usr/bin/rota", "status", "--nats", natsURL); err != nil || !strings.Contains(out, "v100") {
+	if out, err := sh("/usr/bin/rota", "status", "--nats", natsURL, "--nkey-seed", cli); err != nil || !strings.Contains(out, "v100") {
 		t.Errorf("rota status: %v\n%s", err, out)
 	}
 }
