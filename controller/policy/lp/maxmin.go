@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -85,6 +86,68 @@ func (mm *MaxMin) FullLP() *Problem {
 	return p
 }
 
+// fix is a job's block held at one vertex: x[k1] = a1 + b1 t and, for a
+// split between a slow cheap type and a fast dear one (the job's time limit
+// binding), x[k2] = a2 + b2 t. k1 < 0 means the job is solved in full.
+type fix struct {
+	k1, k2         int
+	a1, b1, a2, b2 float64
+}
+
+var free = fix{k1: -1, k2: -1}
+
+// vertex builds the fix for job b on type k1 alone (k2 < 0) or split.
+func vertex(b *BlockJob, k1, k2 int) fix {
+	if k2 < 0 {
+		return fix{k1: k1, k2: -1, a1: b.C / b.A[k1], b1: b.D / b.A[k1]}
+	}
+	d := b.A[k2] - b.A[k1]
+	a2, b2 := (b.C-b.A[k1])/d, b.D/d
+	return fix{k1: k1, k2: k2, a1: 1 - a2, b1: -b2, a2: a2, b2: b2}
+}
+
+// blockDuals returns the job's requirement dual y and time dual u at the
+// vertex f for capacity prices p.
+func blockDuals(b *BlockJob, p []float64, f fix) (y, u float64) {
+	c1 := b.S * p[f.k1]
+	if f.k2 < 0 {
+		return c1 / b.A[f.k1], 0
+	}
+	c2 := b.S * p[f.k2]
+	y = (c2 - c1) / (b.A[f.k2] - b.A[f.k1])
+	return y, b.A[f.k1]*y - c1
+}
+
+// optimalAt reports whether vertex f is an optimal solution of job b's
+// block (cheapest way to reach its requirement at prices p and value t),
+// by checking primal feasibility and dual feasibility of its block duals.
+func optimalAt(b *BlockJob, p []float64, t float64, f fix, tol float64) bool {
+	x1 := f.a1 + f.b1*t
+	if x1 < -tol || x1 > 1+tol {
+		return false
+	}
+	if f.k2 >= 0 {
+		if x2 := f.a2 + f.b2*t; x2 < -tol || x2 > 1+tol {
+			return false
+		}
+	}
+	y, u := blockDuals(b, p, f)
+	scale := 0.0
+	for k := range p {
+		scale = math.Max(scale, b.S*p[k])
+	}
+	dt := tol * (scale + 1e-300)
+	if y < -dt || u < -dt {
+		return false
+	}
+	for k, a := range b.A {
+		if a > 0 && a*y-u > b.S*p[k]+dt*(1+a) {
+			return false
+		}
+	}
+	return true
+}
+
 // SolveMaxMin returns an exact optimum of mm (see MaxMin).
 func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	n := len(mm.Jobs)
@@ -109,46 +172,49 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	if tmax < 0 {
 		return MaxMinResult{}, fmt.Errorf("lp: max-min problem infeasible (t bound %g)", tmax)
 	}
-	p, that := mm.approxPrices()
-	that = math.Min(that, tmax)
+	p, that := mm.approxPrices(tmax)
+	if debugMM {
+		fmt.Fprintf(os.Stderr, "approx p=%v that=%g tmax=%g\n", p, that, tmax)
+	}
 
-	// Classify at the approximate prices: fixed[j] = cheapest type, or -1
-	// when the job is near a tie or near its time limit and must be solved
-	// in full.
-	const margin = 1e-4
-	fixed := make([]int, n)
+	// Classify at the approximate prices; then alternate exact small solves
+	// with reclassification at the exact prices of the restricted problem
+	// (a few times, which moves the prices to the true ones fast), and
+	// finally only release jobs that fail the optimality proof, which
+	// terminates because the released set only grows.
+	const margin = 1e-3
+	fixed := make([]fix, n)
 	for j := range mm.Jobs {
 		fixed[j] = mm.classify(j, p, that, margin)
 	}
 	res := MaxMinResult{}
+	var lastGood []fix // the last feasible structure, its violators freed
 	for round := 1; ; round++ {
 		res.Rounds = round
 		sol, red, atLimit, err := mm.solveReduced(fixed)
 		if err != nil {
 			return res, err
 		}
-		// Prove optimality: every fixed job must still be on a cheapest type
-		// at the exact prices, and within its time limit at the exact t; a
-		// fixed job whose time limit is what stops t must be split instead.
+		if debugMM {
+			fmt.Fprintf(os.Stderr, "round %d reduced %d t=%.10g p=%v\n", round, red, sol.T, sol.Price)
+		}
+		if sol.Price == nil { // restricted problem infeasible
+			if lastGood != nil {
+				copy(fixed, lastGood)
+				lastGood = nil
+			}
+			for _, j := range atLimit {
+				fixed[j] = free
+			}
+			continue
+		}
 		bad := len(atLimit)
 		for _, j := range atLimit {
-			fixed[j] = -1
+			fixed[j] = free
 		}
 		for j := range mm.Jobs {
-			k := fixed[j]
-			if k < 0 {
-				continue
-			}
-			b := &mm.Jobs[j]
-			ok := b.C+b.D*sol.T <= b.A[k]*(1+1e-12)
-			rk := ratio(b, sol.Price, k)
-			for kk, a := range b.A {
-				if ok && a > 0 && kk != k && ratio(b, sol.Price, kk) < rk*(1-1e-10)-1e-300 {
-					ok = false
-				}
-			}
-			if !ok {
-				fixed[j] = -1
+			if fixed[j].k1 >= 0 && !optimalAt(&mm.Jobs[j], sol.Price, sol.T, fixed[j], 1e-10) {
+				fixed[j] = free
 				bad++
 			}
 		}
@@ -156,80 +222,155 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 			res.T, res.X, res.Price, res.Y, res.Reduced = sol.T, sol.X, sol.Price, sol.Y, red
 			return res, nil
 		}
+		if round <= 3 && bad > n/20 {
+			// Far from the optimum: reclassify everyone at the exact prices
+			// of the restricted problem, remembering where to fall back to.
+			lastGood = append(lastGood[:0], fixed...)
+			for j := range mm.Jobs {
+				fixed[j] = mm.classify(j, sol.Price, sol.T, margin)
+			}
+		}
 		if round > 50 {
-			// Cannot happen in exact arithmetic (the set only grows); guard
-			// against numerical ping-pong by solving everything in full.
+			// Cannot happen in exact arithmetic; guard against numerical
+			// ping-pong by solving everything in full.
 			for j := range fixed {
-				fixed[j] = -1
+				fixed[j] = free
 			}
 		}
 	}
 }
 
-// classify returns the type a job can be fixed to at prices p and value t,
-// or -1 if it is ambiguous within the relative margin.
-func (mm *MaxMin) classify(j int, p []float64, t, margin float64) int {
+// classify returns the vertex a job can be fixed to at prices p and value
+// t: the cheapest way to meet its requirement, provided no other vertex is
+// within the relative margin and the requirement is not near a breakpoint.
+func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 	b := &mm.Jobs[j]
-	k1, r1, r2 := -1, math.Inf(1), math.Inf(1)
-	for k, a := range b.A {
-		if a <= 0 {
+	R := b.C + b.D*t
+	best, second := math.Inf(1), math.Inf(1)
+	bf := free
+	consider := func(cost float64, f fix) {
+		if cost < best {
+			best, second, bf = cost, best, f
+		} else if cost < second {
+			second = cost
+		}
+	}
+	for k1, a1 := range b.A {
+		if a1 <= 0 {
 			continue
 		}
-		r := ratio(b, p, k)
-		if r < r1 {
-			k1, r1, r2 = k, r, r1
-		} else if r < r2 {
-			r2 = r
+		c1 := b.S * p[k1]
+		if R <= a1*(1-margin) {
+			consider(c1*R/a1, vertex(b, k1, -1))
+		} else if R < a1*(1+margin) {
+			return free // at a breakpoint
+		}
+		for k2, a2 := range b.A {
+			if a2 > a1*(1+margin) && R > a1*(1+margin) && R < a2*(1-margin) {
+				x2 := (R - a1) / (a2 - a1)
+				consider(c1*(1-x2)+b.S*p[k2]*x2, vertex(b, k1, k2))
+			}
 		}
 	}
-	if k1 < 0 || !(r2 > r1*(1+margin)) || r1 <= 0 {
-		return -1
+	if !(best > 0) || !(second > best*(1+margin)) {
+		return free
 	}
-	if b.C+b.D*t > b.A[k1]*(1-margin) {
-		return -1
-	}
-	return k1
+	return bf
 }
 
-// approxPrices minimises the Lagrangian bound
-//
-//	h(p) = (N·p - sum_j C_j m_j(p)) / sum_j D_j m_j(p),  m_j(p) = min_k S_j p_k / A_jk
-//
-// over the price simplex. h is quasi-convex (convex numerator, concave
-// denominator), so golden-section searches along the simplex's edge
-// directions converge; only a good starting point is needed, since the
-// exact phase corrects any job the estimate misclassifies.
-func (mm *MaxMin) approxPrices() ([]float64, float64) {
+// blockCost is the cheapest way (at prices p) for job b to reach
+// requirement R within its time limit, and the derivative of that cost in
+// R; +Inf when R is out of reach. It is convex and piecewise linear in R.
+func blockCost(b *BlockJob, p []float64, R float64) (cost, slope float64) {
+	if R <= 0 {
+		return 0, 0
+	}
+	cost, slope = math.Inf(1), 0
+	for k1, a1 := range b.A {
+		if a1 <= 0 {
+			continue
+		}
+		c1 := b.S * p[k1]
+		if R <= a1 {
+			if c := c1 * R / a1; c < cost {
+				cost, slope = c, c1/a1
+			}
+			continue
+		}
+		for k2, a2 := range b.A {
+			if a2 >= R {
+				x2 := (R - a1) / (a2 - a1)
+				c2 := b.S * p[k2]
+				if c := c1*(1-x2) + c2*x2; c < cost {
+					cost, slope = c, (c2-c1)/(a2-a1)
+				}
+			}
+		}
+	}
+	return cost, slope
+}
+
+// valueAt is the Lagrangian bound t*(p): the largest t whose cheapest
+// requirements fit the priced capacity, found by Newton's method from
+// above (exact for a convex piecewise-linear function in a few steps).
+func (mm *MaxMin) valueAt(p []float64, hi float64) float64 {
+	budget := 0.0
+	for k, c := range mm.Cap {
+		budget += c * p[k]
+	}
+	t := hi
+	for it := 0; it < 30; it++ {
+		g, dg := -budget, 0.0
+		for j := range mm.Jobs {
+			b := &mm.Jobs[j]
+			c, s := blockCost(b, p, b.C+b.D*t)
+			g += c
+			dg += s * b.D
+		}
+		if math.IsInf(g, 1) {
+			t *= 1 - 1e-9 // just past some job's reach; step inside
+			continue
+		}
+		if math.Abs(g) <= budget*1e-12 || dg <= 0 {
+			return t
+		}
+		nt := t - g/dg
+		if g < 0 || !(nt < t) {
+			return t
+		}
+		t = math.Max(nt, 0)
+	}
+	return t
+}
+
+// approxPrices minimises the Lagrangian bound t*(p) over the price
+// simplex. It is quasi-convex, so golden-section searches along the
+// simplex's edge directions converge; the estimate only has to be good,
+// since the exact phase corrects any job it misclassifies. The bound
+// accounts for time limits, which bind for many jobs when the cluster is
+// not heavily oversubscribed.
+func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 	K := len(mm.Cap)
 	p := make([]float64, K)
+	tot := 0.0
+	for _, c := range mm.Cap {
+		tot += c
+	}
 	for k := range p {
 		p[k] = 1 / float64(K)
 	}
+	// Warm-start Newton at the last value: g is convex, so from below the
+	// first step overshoots above the root and it converges from there.
+	warm := tmax
 	h := func(p []float64) float64 {
-		num, den := 0.0, 0.0
-		for k, c := range mm.Cap {
-			num += c * p[k]
+		// start a little above the last value found, but never below
+		// the root: fall back to tmax if the start is already feasible
+		v := mm.valueAt(p, math.Min(tmax, warm*1.02))
+		if v >= math.Min(tmax, warm*1.02)*(1-1e-12) {
+			v = mm.valueAt(p, tmax)
 		}
-		for j := range mm.Jobs {
-			b := &mm.Jobs[j]
-			m := math.Inf(1)
-			for k, a := range b.A {
-				if a > 0 {
-					if r := b.S * p[k] / a; r < m {
-						m = r
-					}
-				}
-			}
-			if math.IsInf(m, 1) {
-				continue
-			}
-			num -= b.C * m
-			den += b.D * m
-		}
-		if den <= 0 {
-			return math.Inf(1)
-		}
-		return num / den
+		warm = v
+		return v
 	}
 	best := h(p)
 	if K == 1 {
@@ -237,11 +378,10 @@ func (mm *MaxMin) approxPrices() ([]float64, float64) {
 	}
 	q := make([]float64, K)
 	const gr = 0.6180339887498949
-	for sweep := 0; sweep < 8; sweep++ {
+	for sweep := 0; sweep < 4; sweep++ {
 		start := best
 		for i := 0; i < K; i++ {
 			for k := i + 1; k < K; k++ {
-				// move d from k to i, d in [-p[i], p[k]]
 				f := func(d float64) float64 {
 					copy(q, p)
 					q[i] += d
@@ -251,7 +391,7 @@ func (mm *MaxMin) approxPrices() ([]float64, float64) {
 				lo, hi := -p[i], p[k]
 				x1, x2 := hi-gr*(hi-lo), lo+gr*(hi-lo)
 				f1, f2 := f(x1), f(x2)
-				for it := 0; it < 45; it++ {
+				for it := 0; it < 28; it++ {
 					if f1 <= f2 {
 						hi, x2, f2 = x2, x1, f1
 						x1 = hi - gr*(hi-lo)
@@ -270,7 +410,7 @@ func (mm *MaxMin) approxPrices() ([]float64, float64) {
 				}
 			}
 		}
-		if !(best < start*(1-1e-9)) {
+		if !(best < start*(1-1e-7)) {
 			break
 		}
 	}
@@ -284,10 +424,11 @@ type reducedSol struct {
 	Y     []float64
 }
 
-// solveReduced solves the problem with every job j where fixed[j] >= 0
-// restricted to x[j][fixed[j]] = (C_j + D_j t)/A, i.e. exactly its
-// requirement on that type, which makes its use of capacity linear in t.
-func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
+// solveReduced solves the problem with every fixed job held at its vertex,
+// which makes its use of capacity linear in t; only the free jobs are
+// carried in full. It returns the fixed jobs whose vertex validity range
+// is what limits t, so that the caller frees them.
+func (mm *MaxMin) solveReduced(fixed []fix) (reducedSol, int, []int, error) {
 	K := len(mm.Cap)
 	p := &Problem{}
 	p.AddVar("t", 1)
@@ -296,7 +437,19 @@ func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
 	for k := range capRows {
 		capRows[k] = Row{Sense: LE, RHS: mm.Cap[k]}
 	}
-	tBound := math.Inf(1)
+	tHi, tLo := math.Inf(1), math.Inf(-1)
+	// bound on t from keeping x = a + b t within [0, hiX]
+	bound := func(a, b, hiX float64) {
+		switch {
+		case b > 0:
+			tLo = math.Max(tLo, -a/b)
+			if hiX < math.Inf(1) {
+				tHi = math.Min(tHi, (hiX-a)/b)
+			}
+		case b < 0:
+			tHi = math.Min(tHi, -a/b)
+		}
+	}
 	type amb struct {
 		j      int
 		vars   []int
@@ -307,11 +460,16 @@ func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
 	var jobRows []Row
 	for j := range mm.Jobs {
 		b := &mm.Jobs[j]
-		if k := fixed[j]; k >= 0 {
-			capRows[k].RHS -= b.S * b.C / b.A[k]
-			tcoef[k] += b.S * b.D / b.A[k]
-			if b.D > 0 {
-				tBound = math.Min(tBound, (b.A[k]-b.C)/b.D)
+		if f := fixed[j]; f.k1 >= 0 {
+			capRows[f.k1].RHS -= b.S * f.a1
+			tcoef[f.k1] += b.S * f.b1
+			if f.k2 >= 0 {
+				capRows[f.k2].RHS -= b.S * f.a2
+				tcoef[f.k2] += b.S * f.b2
+				bound(f.a1, f.b1, math.Inf(1))
+				bound(f.a2, f.b2, math.Inf(1))
+			} else {
+				bound(f.a1, f.b1, 1)
 			}
 			continue
 		}
@@ -338,19 +496,34 @@ func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
 		}
 	}
 	p.Rows = append(capRows, jobRows...)
-	boundRow := -1
-	if !math.IsInf(tBound, 1) {
-		boundRow = p.AddRow(Row{Sense: LE, RHS: tBound, Idx: []int{0}, Val: []float64{1}})
+	hiRow, loRow := -1, -1
+	if !math.IsInf(tHi, 1) {
+		hiRow = p.AddRow(Row{Sense: LE, RHS: tHi, Idx: []int{0}, Val: []float64{1}})
 	}
+	// Lower limits (a split job's fast share must not go negative) are
+	// left out on purpose: as hard rows they can make the restricted
+	// problem infeasible, while left out a violation just shows up as a
+	// negative share that the optimality check rejects.
+	_ = tLo
 	r := SolveDense(p)
 	if r.Status == Infeasible && len(ambs) < len(mm.Jobs) {
-		// The fixed structure is too restrictive (only possible with frozen
-		// requirements C > 0); solve everything in full.
-		all := make([]int, len(fixed))
-		for j := range all {
-			all[j] = -1
+		// The fixed vertices do not fit together: free every fixed job with
+		// a lower limit on t (splits, frozen requirements), or failing
+		// that, everyone.
+		var out []int
+		for j, f := range fixed {
+			if f.k1 >= 0 && (f.k2 >= 0 || mm.Jobs[j].C > 0) {
+				out = append(out, j)
+			}
 		}
-		return mm.solveReduced(all)
+		if len(out) == 0 {
+			for j, f := range fixed {
+				if f.k1 >= 0 {
+					out = append(out, j)
+				}
+			}
+		}
+		return reducedSol{}, len(ambs), out, nil
 	}
 	if r.Status != Optimal {
 		return reducedSol{}, len(ambs), nil, ErrNotOptimal{r.Status}
@@ -361,10 +534,12 @@ func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
 	}
 	for j := range mm.Jobs {
 		sol.X[j] = make([]float64, K)
-		if k := fixed[j]; k >= 0 {
-			b := &mm.Jobs[j]
-			sol.X[j][k] = (b.C + b.D*sol.T) / b.A[k]
-			sol.Y[j] = ratio(b, sol.Price, k)
+		if f := fixed[j]; f.k1 >= 0 {
+			sol.X[j][f.k1] = math.Max(0, f.a1+f.b1*sol.T)
+			if f.k2 >= 0 {
+				sol.X[j][f.k2] = math.Max(0, f.a2+f.b2*sol.T)
+			}
+			sol.Y[j], _ = blockDuals(&mm.Jobs[j], sol.Price, f)
 		}
 	}
 	for _, a := range ambs {
@@ -373,16 +548,28 @@ func (mm *MaxMin) solveReduced(fixed []int) (reducedSol, int, []int, error) {
 		}
 		sol.Y[a.j] = math.Max(0, -r.Dual[a.reqRow])
 	}
-	// A binding bound row means a fixed job's time limit caps t: those jobs
-	// go back to the caller to be solved in full.
+	// A binding validity bound means some fixed job's vertex is what stops
+	// t; those jobs go back to the caller to be solved in full.
 	var atLimit []int
-	if boundRow >= 0 && r.Dual[boundRow] > 1e-12 {
+	if (hiRow >= 0 && r.Dual[hiRow] > 1e-12) || (loRow >= 0 && r.Dual[loRow] < -1e-12) {
 		for j := range mm.Jobs {
-			b := &mm.Jobs[j]
-			if k := fixed[j]; k >= 0 && b.D > 0 && (b.A[k]-b.C)/b.D <= tBound*(1+1e-12) {
+			if f := fixed[j]; f.k1 >= 0 && atBound(f, sol.T) {
 				atLimit = append(atLimit, j)
 			}
 		}
 	}
 	return sol, len(ambs), atLimit, nil
 }
+
+// atBound reports whether a fixed vertex sits at the edge of its validity
+// range at t.
+func atBound(f fix, t float64) bool {
+	const eps = 1e-9
+	x1 := f.a1 + f.b1*t
+	if x1 < eps || (f.k2 < 0 && x1 > 1-eps) {
+		return true
+	}
+	return f.k2 >= 0 && f.a2+f.b2*t < eps
+}
+
+var debugMM = os.Getenv("ROTA_DEBUG_MM") != ""
