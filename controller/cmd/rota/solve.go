@@ -155,7 +155,7 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 
 // lpObjectiveValue inverts LPObjective: the LP's own (maximised) optimum.
 func lpObjectiveValue(a policy.Allocation, p policy.LPPolicy) float64 {
-	if p.LPObjective(1) != 1 { // makespan reports 1/t
+	if p.LPObjective(2) != 2 { // makespan reports 1/t
 		return 1 / a.Objective
 	}
 	return a.Objective
