@@ -12,7 +12,7 @@ SLURM_INCLUDE ?= /usr/include/slurm
 
 GO_BINARIES := rota-controller rota rota-agent
 
-.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit
+.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
 
 all: build
 
@@ -69,6 +69,10 @@ demo-down:
 
 bench-submit: build
 	scripts/bench-submit
+
+# Policy solver speed (controller/policy/lp) on synthetic instances.
+bench-policy:
+	$(GO) test -run XXX -bench . -benchtime 3x ./controller/policy/...
 
 vet:
 	$(GO) vet ./...

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 )
 
@@ -173,9 +172,6 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 		return MaxMinResult{}, fmt.Errorf("lp: max-min problem infeasible (t bound %g)", tmax)
 	}
 	p, that := mm.approxPrices(tmax)
-	if debugMM {
-		fmt.Fprintf(os.Stderr, "approx p=%v that=%g tmax=%g\n", p, that, tmax)
-	}
 
 	// Classify at the approximate prices; then alternate exact small solves
 	// with reclassification at the exact prices of the restricted problem
@@ -194,9 +190,6 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 		sol, red, atLimit, err := mm.solveReduced(fixed)
 		if err != nil {
 			return res, err
-		}
-		if debugMM {
-			fmt.Fprintf(os.Stderr, "round %d reduced %d t=%.10g p=%v\n", round, red, sol.T, sol.Price)
 		}
 		if sol.Price == nil { // restricted problem infeasible
 			if lastGood != nil {
@@ -571,5 +564,3 @@ func atBound(f fix, t float64) bool {
 	}
 	return f.k2 >= 0 && f.a2+f.b2*t < eps
 }
-
-var debugMM = os.Getenv("ROTA_DEBUG_MM") != ""
