@@ -12,7 +12,7 @@ SLURM_INCLUDE ?= /usr/include/slurm
 
 GO_BINARIES := rota-controller rota rota-agent
 
-.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit
+.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
 
 all: build
 
@@ -45,12 +45,13 @@ FORCE:
 
 # Everything: unit tests (with fuzz seed corpora), then integration tests on
 # a real Slurm dev cluster (set up here, as root, when missing).
-test: deps build lint unit integration
+test: deps build lint unit integration packages-test
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/...
+	$(GO) vet -tags install ./test/packages
 
 unit:
 	$(GO) test -count=1 ./...
@@ -75,6 +76,10 @@ demo-down:
 bench-submit: build
 	scripts/bench-submit
 
+# Policy solver speed (controller/policy/lp) on synthetic instances.
+bench-policy:
+	$(GO) test -run XXX -bench . -benchtime 3x ./controller/policy/...
+
 vet:
 	$(GO) vet ./...
 
@@ -82,22 +87,52 @@ fmt:
 	gofmt -l -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf $(BIN) dist
+	rm -rf $(BIN) dist $(DIST)
 
-# --- rota-agent (agent/, packaging/agent/) ---
+# --- packages (packaging/<part>/, one folder per package) ---
 # nfpm builds the packages; pinned, fetched through the Go module proxy.
 # (v2.43.0: later releases need modules the proxy does not serve here.)
 NFPM        ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.43.0
 PKG_VERSION ?= 0.1.0
 PKG_ARCH    ?= $(shell $(GO) env GOARCH)
+DIST        ?= dist
+PKG_PARTS   := agent controller slurm-plugins
+# The Slurm release the plugins are built for, from $(SLURM_INCLUDE); the
+# plugin package is stamped with it and requires exactly it.
+SLURM_VERSION      ?= $(shell scripts/slurm-version $(SLURM_INCLUDE))
+SLURM_VERSION_NEXT  = $(shell echo '$(SLURM_VERSION)' | awk -F. '{ printf "%s.%s.%d", $$1, $$2, $$3 + 1 }')
+# Debian's PluginDir is /usr/lib/<multiarch>/slurm-wlm.
+DEB_MULTIARCH      ?= $(shell $(CC) -print-multiarch)
+PKG_BUILD           = $(DIST)/build
+
+.PHONY: packages packages-test
+# RPM and .deb of every part into $(DIST)/: rota-agent, rota-controller (with
+# the rota CLI), rota-slurm-plugins (for Slurm $(SLURM_VERSION)).
+packages: build
+	@[ -n "$(SLURM_VERSION)" ] || { echo "no Slurm version from $(SLURM_INCLUDE)/slurm_version.h"; exit 1; }
+	mkdir -p $(PKG_BUILD)/rpm $(PKG_BUILD)/deb
+	cp contrib/slurm/plugstack.conf.snippet $(PKG_BUILD)/rpm/plugstack.conf.snippet
+	sed 's#/usr/lib64/slurm/#/usr/lib/$(DEB_MULTIARCH)/slurm-wlm/#' contrib/slurm/plugstack.conf.snippet >$(PKG_BUILD)/deb/plugstack.conf.snippet
+	set -e; export PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) SLURM_VERSION=$(SLURM_VERSION) \
+		SLURM_VERSION_NEXT=$(SLURM_VERSION_NEXT) DEB_MULTIARCH=$(DEB_MULTIARCH) PKG_BUILD=$(PKG_BUILD); \
+	for part in $(PKG_PARTS); do for p in rpm deb; do \
+		$(NFPM) package --config packaging/$$part/nfpm.yaml --packager $$p --target $(DIST)/; \
+	done; done
+
+# Installs the .debs on this machine, runs a job through the installed
+# plugin and controller on a dev cluster, removes them again (root).
+packages-test: build
+	$(GO) test -count=1 -tags install -timeout 15m -v ./test/packages 2>&1 | tee /tmp/rota-packages-test.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+
+# --- rota-agent (agent/, packaging/agent/) ---
 
 $(BIN)/rota-agent: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./agent/cmd/rota-agent
 
 .PHONY: rpm deb bench-agent
 rpm deb: $(BIN)/rota-agent
-	mkdir -p dist
-	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(NFPM) package --config packaging/agent/nfpm.yaml --packager $@ --target dist/
+	mkdir -p $(DIST)
+	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(NFPM) package --config packaging/agent/nfpm.yaml --packager $@ --target $(DIST)/
 
 # CPU and RSS of the agent sampling 8 mock GPUs with 16 jobs at 1 Hz.
 bench-agent:

@@ -31,6 +31,7 @@ import (
 	"github.com/rota-hpc/rota/agent/metrics"
 	"github.com/rota-hpc/rota/agent/progress"
 	"github.com/rota-hpc/rota/agent/report"
+	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -80,7 +81,7 @@ func New(o Options, d Deps) (*Agent, error) {
 		opts:        o,
 		log:         d.Log.With().Str("node", o.Node).Logger(),
 		reg:         d.Registry,
-		proc:        jobs.Proc{Root: o.ProcRoot},
+		proc:        jobs.Proc{Root: o.ProcRoot, Node: o.Node},
 		tracker:     &progress.Tracker{Dir: o.ProgressDir},
 		pidCache:    map[uint32]pidEntry{},
 		jobProgress: map[uint32]wire.JobProgress{},
@@ -152,7 +153,12 @@ func (a *Agent) stats() metrics.Stats {
 // from starting (metrics address taken, bad NATS URL).
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.gpu.Close()
-	pub, err := report.Connect(report.Options{URL: a.opts.NATS, Name: "rota-agent " + a.opts.Node, Backlog: a.opts.Backlog, Log: a.log.With().Str("component", "nats").Logger()})
+	creds, err := auth.ClientOptions(a.opts.NATSNkeySeedFile, a.opts.NATSTLSCA)
+	if err != nil {
+		return fmt.Errorf("NATS credentials: %w", err)
+	}
+	pub, err := report.Connect(report.Options{URL: a.opts.NATS, Name: "rota-agent " + a.opts.Node, Backlog: a.opts.Backlog,
+		Log: a.log.With().Str("component", "nats").Logger(), Auth: creds})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,13 @@ type Options struct {
 	SimGPUs int `yaml:"sim_gpus"`
 	// NATS is the controller's NATS URL.
 	NATS string `yaml:"nats_url"`
+	// NATSNkeySeedFile is this node's nkey seed from `rota-controller
+	// creds add-agent <node>` (mode 0600); "" connects without
+	// credentials (a controller without creds_dir).
+	NATSNkeySeedFile string `yaml:"nats_nkey_seed_file"`
+	// NATSTLSCA is the CA (PEM) of the server's certificate when NATS
+	// uses TLS.
+	NATSTLSCA string `yaml:"nats_tls_ca"`
 	// Interval between samples.
 	Interval time.Duration `yaml:"interval"`
 	// MetricsAddr serves Prometheus /metrics; "" turns it off.

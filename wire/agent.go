@@ -49,6 +49,9 @@ func SubjectAgentJob(node string, job uint32) string {
 	return agentPrefix + AgentToken(node) + ".job." + itoa(uint64(job))
 }
 
+// SubjectAgentNodeJobs matches every JobReport subject of node.
+func SubjectAgentNodeJobs(node string) string { return agentPrefix + AgentToken(node) + ".job.*" }
+
 // SubjectAgentCheckpoint is the request/reply subject the controller sends
 // node's checkpoint commands to.
 func SubjectAgentCheckpoint(node string) string {

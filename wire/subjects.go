@@ -20,3 +20,15 @@ const (
 	// view of the cluster. Body StatusRequest, reply StatusReply.
 	SubjectStatus = "rota.v1.status"
 )
+
+// Admin subjects: everything that changes the controller's behaviour
+// (policy changes, migrations) goes under "rota.v1.admin.", which only the
+// admin credential may publish to; the read-only CLI credential may not.
+// Nothing answers on them yet; the prefix is reserved so permissions can
+// be granted today.
+const (
+	// SubjectAdminPrefix starts every admin subject.
+	SubjectAdminPrefix = "rota.v1.admin."
+	// SubjectAdminAll matches every admin subject.
+	SubjectAdminAll = "rota.v1.admin.>"
+)

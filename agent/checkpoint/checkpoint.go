@@ -4,7 +4,8 @@
 // left when the grace period ends.
 //
 // Which processes belong to the job is read from their cgroup (package
-// jobs), never taken from the message. The job's own slurmstepd and its
+// jobs), never taken from the message. The job's own slurmstepd (at the
+// job level of the cgroup tree in v1, in step_*/slurm in v2) and its
 // "extern" step (Slurm's placeholder) are left alone.
 package checkpoint
 
@@ -93,7 +94,10 @@ func (c *Checkpointer) targets(job uint32) ([]int, error) {
 	var out []int
 	for _, pid := range pids {
 		ref, err := c.Proc.JobOf(uint32(pid))
-		if err != nil || ref.JobID != job || ref.Stepd || ref.Step == "extern" {
+		// Only the user's own tasks, which Slurm always puts in a step's
+		// cgroup: a process at the job level (Step "") is the job's
+		// slurmstepd (cgroup v1 keeps it there), never the user's.
+		if err != nil || ref.JobID != job || ref.Stepd || ref.Step == "" || ref.Step == "extern" {
 			continue
 		}
 		// Gone already (or, with a fixture /proc, not a live process).

@@ -200,12 +200,15 @@ func TestNoProcesses(t *testing.T) {
 	}
 }
 
-// slurmstepd (cgroup v2 .../step_0/slurm) and the extern step are the
+// slurmstepd (cgroup v2 .../step_0/slurm; cgroup v1 at the job level, as
+// seen on Slurm 22.05 with proctrack/cgroup) and the extern step are the
 // job's but never signalled.
 func TestSkipsStepdAndExtern(t *testing.T) {
 	n := newNode(t)
 	pid := n.spawn("stepd", 100, "ignore")
 	os.WriteFile(filepath.Join(n.proc, strconv.Itoa(pid), "cgroup"), []byte("0::/system.slice/slurmstepd.scope/job_100/step_0/slurm\n"), 0o644)
+	pid = n.spawn("stepd-v1", 100, "ignore")
+	os.WriteFile(filepath.Join(n.proc, strconv.Itoa(pid), "cgroup"), []byte("6:freezer:/slurm_node-a/uid_0/job_100\n"), 0o644)
 	pid = n.spawn("extern", 100, "ignore")
 	os.WriteFile(filepath.Join(n.proc, strconv.Itoa(pid), "cgroup"), []byte("0::/system.slice/slurmstepd.scope/job_100/step_extern/user/task_0\n"), 0o644)
 	if _, err := n.checkpointer().Start(100); err != ErrNoProcesses {

@@ -25,6 +25,9 @@ type Ref struct {
 	// Stepd is set for Slurm's own slurmstepd, which cgroup v2 keeps in
 	// .../step_<s>/slurm: it belongs to the job but is not the user's.
 	Stepd bool
+	// Node is the slurmd a v1 path names ("/slurm_<node>/..."), as Slurm
+	// lays cgroups out when several slurmd share one host; "" otherwise.
+	Node string
 }
 
 // ParseCgroup reads the contents of /proc/<pid>/cgroup. ok is false when
@@ -62,6 +65,9 @@ func ParsePath(path string) (ref Ref, ok bool) {
 		switch {
 		case !inSlurm:
 			inSlurm = strings.HasPrefix(p, "slurm")
+			if n, ok := strings.CutPrefix(p, "slurm_"); ok {
+				ref.Node = n
+			}
 		case strings.HasPrefix(p, "uid_"):
 			if u, err := strconv.ParseInt(p[4:], 10, 64); err == nil && u >= 0 {
 				ref.UID = u

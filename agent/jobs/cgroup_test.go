@@ -17,24 +17,24 @@ var cgroupCases = []struct {
 	want Ref
 	ok   bool
 }{
-	{"v2 step", "0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n", Ref{123, "0", -1, false}, true},
-	{"v2 batch", "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0", Ref{77, "batch", -1, false}, true},
-	{"v2 per-node scope", "0::/system.slice/slurmstepd_node1.scope/job_9/step_extern/slurm\n", Ref{9, "extern", -1, true}, true},
-	{"v2 job level", "0::/system.slice/slurmstepd.scope/job_5\n", Ref{5, "", -1, false}, true},
+	{"v2 step", "0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n", Ref{123, "0", -1, false, ""}, true},
+	{"v2 batch", "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0", Ref{77, "batch", -1, false, ""}, true},
+	{"v2 per-node scope", "0::/system.slice/slurmstepd_node1.scope/job_9/step_extern/slurm\n", Ref{9, "extern", -1, true, ""}, true},
+	{"v2 job level", "0::/system.slice/slurmstepd.scope/job_5\n", Ref{5, "", -1, false, ""}, true},
 	{"v2 slurmstepd itself", "0::/system.slice/slurmstepd.scope/system\n", Ref{}, false},
-	{"v2 step's slurmstepd", "0::/system.slice/slurmstepd.scope/job_8/step_0/slurm\n", Ref{8, "0", -1, true}, true},
-	{"v1", "12:pids:/user.slice\n7:devices:/slurm/uid_1000/job_123/step_4/task_0\n4:freezer:/slurm/uid_1000/job_123/step_4\n", Ref{123, "4", 1000, false}, true},
-	{"v1 per node", "4:memory:/slurm_n1/uid_0/job_42/step_interactive\n", Ref{42, "interactive", 0, false}, true},
-	{"user nested fake job", "0::/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/job_2/step_0\n", Ref{1, "0", -1, false}, true},
+	{"v2 step's slurmstepd", "0::/system.slice/slurmstepd.scope/job_8/step_0/slurm\n", Ref{8, "0", -1, true, ""}, true},
+	{"v1", "12:pids:/user.slice\n7:devices:/slurm/uid_1000/job_123/step_4/task_0\n4:freezer:/slurm/uid_1000/job_123/step_4\n", Ref{123, "4", 1000, false, ""}, true},
+	{"v1 per node", "4:memory:/slurm_n1/uid_0/job_42/step_interactive\n", Ref{42, "interactive", 0, false, "n1"}, true},
+	{"user nested fake job", "0::/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/job_2/step_0\n", Ref{1, "0", -1, false, ""}, true},
 	{"not slurm", "0::/user.slice/user-1000.slice/session-3.scope\n", Ref{}, false},
 	{"job outside slurm", "0::/user.slice/job_12/step_0\n", Ref{}, false},
 	{"job 0", "0::/slurmstepd.scope/job_0/step_0\n", Ref{}, false},
 	{"job overflow", "0::/slurmstepd.scope/job_4294967296/step_0\n", Ref{}, false},
 	{"job garbage", "0::/slurmstepd.scope/job_12a/step_0\n", Ref{}, false},
-	{"colon in path", "0::/weird:name/slurmstepd.scope/job_3/step_1\n", Ref{3, "1", -1, false}, true},
+	{"colon in path", "0::/weird:name/slurmstepd.scope/job_3/step_1\n", Ref{3, "1", -1, false, ""}, true},
 	{"empty", "", Ref{}, false},
 	{"no colons", "garbage\n\n", Ref{}, false},
-	{"bad step", "0::/slurmstepd.scope/job_3/step_\n", Ref{3, "", -1, false}, true},
+	{"bad step", "0::/slurmstepd.scope/job_3/step_\n", Ref{3, "", -1, false, ""}, true},
 }
 
 func TestParseCgroup(t *testing.T) {
@@ -117,6 +117,24 @@ func TestProc(t *testing.T) {
 	if len(pids) != 2 || !(pids[0] == 10 && pids[1] == 11 || pids[0] == 11 && pids[1] == 10) {
 		t.Errorf("PIDsOf(5) = %v", pids)
 	}
+	// Several slurmd on one host (/slurm_<node>/...): each agent keeps its
+	// own node's jobs and never signals another's.
+	writeProc(t, root, 20, "4:freezer:/slurm_node-a/uid_0/job_7/step_batch\n", "")
+	writeProc(t, root, 21, "4:freezer:/slurm_node-b/uid_0/job_8/step_batch\n", "")
+	a := Proc{Root: root, Node: "node-a"}
+	if ref, err := a.JobOf(20); err != nil || ref.JobID != 7 || ref.Node != "node-a" {
+		t.Errorf("node-a JobOf(20) = %+v, %v", ref, err)
+	}
+	if _, err := a.JobOf(21); !errors.Is(err, ErrOtherNode) || !errors.Is(err, ErrNoJob) {
+		t.Errorf("node-a JobOf(21) err = %v, want ErrOtherNode", err)
+	}
+	if pids, _ := a.PIDsOf(8); len(pids) != 0 {
+		t.Errorf("node-a PIDsOf(8) = %v: another slurmd's job", pids)
+	}
+	if pids, _ := (Proc{Root: root, Node: "node-b"}).PIDsOf(8); len(pids) != 1 || pids[0] != 21 {
+		t.Errorf("node-b PIDsOf(8) = %v", pids)
+	}
+
 	if v, ok := p.Env(10, "ROTA_CHECKPOINT_SIGNAL"); !ok || v != "USR2" {
 		t.Errorf("Env = %q,%v", v, ok)
 	}

@@ -13,6 +13,11 @@ import (
 // ErrNoJob means a process exists but belongs to no Slurm job.
 var ErrNoJob = errors.New("process belongs to no Slurm job")
 
+// ErrOtherNode means a process belongs to a job of another slurmd that
+// shares this host (Slurm's multiple-slurmd layout, as in the dev cluster):
+// not this agent's to report or signal.
+var ErrOtherNode = fmt.Errorf("%w on this node: it runs under another slurmd on this host", ErrNoJob)
+
 // maxProcFile bounds what is read from /proc/<pid>/cgroup and environ.
 const maxProcFile = 256 << 10
 
@@ -21,6 +26,9 @@ const maxProcFile = 256 << 10
 // job).
 type Proc struct {
 	Root string
+	// Node is this agent's Slurm node name. Processes whose cgroup names
+	// another node's slurmd (/slurm_<other>/...) are not this node's.
+	Node string
 }
 
 func (p Proc) root() string {
@@ -40,6 +48,9 @@ func (p Proc) JobOf(pid uint32) (Ref, error) {
 	ref, ok := ParseCgroup(data)
 	if !ok {
 		return Ref{}, ErrNoJob
+	}
+	if ref.Node != "" && p.Node != "" && ref.Node != p.Node {
+		return Ref{}, ErrOtherNode
 	}
 	return ref, nil
 }

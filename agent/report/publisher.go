@@ -34,6 +34,7 @@ type Publisher struct {
 	// dropping is set while the backlog overflows, so the warning is
 	// logged once per outage.
 	dropping bool
+	lastErr  string // last async NATS error logged
 }
 
 type msg struct {
@@ -48,6 +49,8 @@ type Options struct {
 	Backlog int           // reports kept while disconnected (DefaultBacklog)
 	Reconn  time.Duration // wait between reconnect attempts (2 s)
 	Log     zerolog.Logger
+	// Auth are the credential and TLS options (internal/auth).
+	Auth []nats.Option
 }
 
 // Connect dials NATS without waiting for the server: a server that is down
@@ -61,8 +64,12 @@ func Connect(o Options) (*Publisher, error) {
 		o.Reconn = 2 * time.Second
 	}
 	p := &Publisher{log: o.Log, backlog: o.Backlog}
-	nc, err := nats.Connect(o.URL,
+	opts := append([]nats.Option{
 		nats.Name(o.Name),
+		// A refused key is retried like a server that is down: the admin
+		// may be restarting the controller with the node added.
+		nats.IgnoreAuthErrorAbort(),
+		nats.ErrorHandler(p.onError),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(o.Reconn),
@@ -80,12 +87,37 @@ func Connect(o Options) (*Publisher, error) {
 		nats.ConnectHandler(func(c *nats.Conn) {
 			p.log.Info().Str("server", c.ConnectedUrlRedacted()).Msg("connected to NATS")
 		}),
-	)
+	}, o.Auth...)
+	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
 	}
 	p.nc = nc
 	return p, nil
+}
+
+// onError logs what the server refused, each distinct error once in a
+// row: while the key is refused, every reconnect brings the same one.
+func (p *Publisher) onError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	p.mu.Lock()
+	seen := err.Error() == p.lastErr
+	p.lastErr = err.Error()
+	p.mu.Unlock()
+	if seen {
+		return
+	}
+	ev := p.log.Error().Err(err)
+	if sub != nil {
+		ev = ev.Str("subject", sub.Subject)
+	}
+	switch {
+	case errors.Is(err, nats.ErrPermissionViolation):
+		ev.Msg("NATS refused this agent an action: is nats_nkey_seed_file this node's seed (rota-controller creds add-agent <node>) and node its Slurm name?")
+	case errors.Is(err, nats.ErrAuthorization):
+		ev.Msg("NATS refused this agent's credentials: set nats_nkey_seed_file to this node's seed, listed in the controller's creds dir (restart the controller after add-agent)")
+	default:
+		ev.Msg("NATS error")
+	}
 }
 
 // Conn is the underlying connection, for subscriptions.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -19,10 +20,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/auth"
 )
 
 // Options are what Run needs besides the config.
@@ -47,6 +50,7 @@ type Controller struct {
 	snap    atomic.Pointer[cluster.Snapshot]
 	ns      *server.Server // embedded server, nil when external
 	lease   *leader.Lease  // nil when alone (embedded server)
+	auth    string         // how clients authenticate, for the log
 	started time.Time
 
 	// durable counts decisions being stored before their reply; writes
@@ -142,7 +146,10 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen
 	}
-	c.log.Info().Str("nats", where).Str("policy", c.placer.Name()).Str("refresh", c.cfg.Refresh.String()).
+	if c.auth == "" {
+		c.auth = "external server's"
+	}
+	c.log.Info().Str("nats", where).Str("auth", c.auth).Str("policy", c.placer.Name()).Str("refresh", c.cfg.Refresh.String()).
 		Bool("durable_decisions", c.cfg.durableDecisions()).Int("replicas", c.cfg.Replicas).Msg("controller ready")
 	ready()
 
@@ -183,9 +190,56 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 }
 
 // connect starts the embedded NATS server (JetStream on, data under the
-// state dir) or connects to the configured external one.
+// state dir) or connects to the configured external one. With a creds dir
+// the embedded server admits only the listed identities, each with its
+// role's rights, and the controller signs in with its own seed.
 func (c *Controller) connect() error {
-	opts := []nats.Option{nats.Name("rota-controller"), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.Name("rota-controller"), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := c.log.Error().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			if auth.IsPermissionError(err) {
+				ev.Msg("NATS refused the controller an action; an external server needs the permissions from 'rota-controller creds server-config'")
+				return
+			}
+			ev.Msg("NATS error")
+		})}
+	var users []*server.NkeyUser
+	if dir := c.cfg.CredsDir; dir != "" {
+		ids, err := creds.ReadIdentities(dir)
+		if err != nil {
+			return fmt.Errorf("creds_dir: %w", err)
+		}
+		me, ok := creds.Find(ids, creds.Controller, "")
+		if !ok {
+			return fmt.Errorf("creds_dir: %s lists no controller identity; run 'rota-controller creds init --dir %s'", filepath.Join(dir, creds.IdentitiesFile), dir)
+		}
+		seed := creds.SeedPath(dir, creds.Controller, "")
+		if pub, err := auth.PublicKey(seed); err != nil {
+			return fmt.Errorf("creds_dir: controller's %w", err)
+		} else if pub != me.PublicKey {
+			return fmt.Errorf("creds_dir: %s is not the controller key listed in %s (%s); regenerate one or the other", seed, creds.IdentitiesFile, me.PublicKey)
+		}
+		ca := ""
+		if c.cfg.NATSURL != "" {
+			ca = c.cfg.TLSCA
+		}
+		ao, err := auth.ClientOptions(seed, ca)
+		if err != nil {
+			return fmt.Errorf("creds_dir: %w", err)
+		}
+		opts = append(opts, ao...)
+		users = creds.NkeyUsers(ids)
+		c.auth = fmt.Sprintf("nkeys (%d identities)", len(ids))
+	} else if c.cfg.NATSURL != "" && c.cfg.TLSCA != "" {
+		ao, err := auth.ClientOptions("", c.cfg.TLSCA)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, ao...)
+	}
 	if c.cfg.NATSURL != "" {
 		// The URL may list several servers of a cluster (comma-separated);
 		// the client moves to another when its server goes away.
@@ -210,7 +264,18 @@ func (c *Controller) connect() error {
 	if err != nil {
 		return fmt.Errorf("listen %q: %w", c.cfg.Listen, err)
 	}
-	ns, err := server.NewServer(&server.Options{
+	if users == nil {
+		// An open server is anyone's controller: anyone who reaches it
+		// can read every decision and impersonate every node. Only this
+		// host's users may reach it on loopback; anything wider needs
+		// credentials.
+		if !isLoopback(host) {
+			return fmt.Errorf("listen %s without creds_dir would let anyone on the network use the controller's NATS; set creds_dir (see 'rota-controller creds init') or listen on 127.0.0.1", c.cfg.Listen)
+		}
+		c.log.Warn().Str("listen", c.cfg.Listen).Msg("NATS authentication is off (no creds_dir): any local user can talk to the controller and act as any agent; set creds_dir for production")
+		c.auth = "none (loopback only)"
+	}
+	sopts := &server.Options{
 		ServerName: "rota-controller",
 		Host:       host,
 		Port:       port,
@@ -218,7 +283,20 @@ func (c *Controller) connect() error {
 		StoreDir:   filepath.Join(c.cfg.StateDir, "jetstream"),
 		NoSigs:     true, // signals belong to main
 		NoLog:      true,
-	})
+		Nkeys:      users,
+	}
+	if c.cfg.TLSCert != "" || c.cfg.TLSKey != "" {
+		if c.cfg.TLSCert == "" || c.cfg.TLSKey == "" {
+			return errors.New("tls_cert and tls_key go together: set both or neither")
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.cfg.TLSCert, KeyFile: c.cfg.TLSKey})
+		if err != nil {
+			return fmt.Errorf("TLS for the embedded NATS server: %w", err)
+		}
+		sopts.TLSConfig, sopts.TLS, sopts.TLSTimeout = tc, true, 2
+		c.auth += ", TLS"
+	}
+	ns, err := server.NewServer(sopts)
 	if err != nil {
 		return fmt.Errorf("embedded NATS server: %w", err)
 	}
@@ -228,12 +306,21 @@ func (c *Controller) connect() error {
 		return fmt.Errorf("embedded NATS server did not start on %s (port in use? state dir %s writable?)", c.cfg.Listen, c.cfg.StateDir)
 	}
 	c.ns = ns
+	// In-process: no TLS on this connection, but the same nkey check.
 	nc, err := nats.Connect("", append(opts, nats.InProcessServer(ns))...)
 	if err != nil {
 		return fmt.Errorf("connecting to the embedded NATS server: %w", err)
 	}
 	c.nc = nc
 	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c *Controller) shutdown() {

@@ -58,10 +58,20 @@ func (f *fakeSlurm) JobAdminComment(_ context.Context, id uint32) (string, error
 // start runs a controller on stateDir and returns its URL and a stop func.
 func start(t *testing.T, stateDir string, fs *fakeSlurm) (string, func()) {
 	t.Helper()
+	return startWith(t, testConfig(stateDir), fs)
+}
+
+func testConfig(stateDir string) Config {
 	cfg := DefaultConfig()
 	cfg.StateDir = stateDir
 	cfg.Listen = "127.0.0.1:-1" // random port
 	cfg.Placement.Speed = map[string]float64{"v100": 3, "k80": 1}
+	return cfg
+}
+
+// startWith runs a controller with cfg until the returned stop is called.
+func startWith(t *testing.T, cfg Config, fs *fakeSlurm) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	urlc := make(chan string, 1)
 	done := make(chan error, 1)

@@ -34,6 +34,18 @@ type Config struct {
 	// with an external NATS (the embedded server always does): a shorter
 	// submit path, but the decisions still in flight die with the leader.
 	AsyncDecisions bool
+	// CredsDir holds the NATS identities (see controller/creds). Set, the
+	// embedded server admits only the listed nkeys, each with its role's
+	// permissions, and the controller authenticates with its own seed
+	// (also to an external NATS). Empty, the embedded server is open and
+	// must listen on loopback only.
+	CredsDir string
+	// TLSCert and TLSKey (PEM files) turn on TLS for the embedded server's
+	// clients; every client then needs the CA (TLSCA on their side).
+	TLSCert, TLSKey string
+	// TLSCA is the CA the controller trusts when it joins an external NATS
+	// over TLS; "" means the system's roots.
+	TLSCA string
 	// Refresh is how often the controller re-reads Slurm's nodes and
 	// partitions.
 	Refresh time.Duration
@@ -76,6 +88,10 @@ func LoadConfig(path string) (Config, error) {
 	v.Int("replicas", &c.Replicas, 1, 5)
 	v.Duration("lease_ttl", &c.LeaseTTL, time.Second, 5*time.Minute)
 	v.Bool("async_decisions", &c.AsyncDecisions)
+	v.String("creds_dir", &c.CredsDir)
+	v.String("tls_cert", &c.TLSCert)
+	v.String("tls_key", &c.TLSKey)
+	v.String("tls_ca", &c.TLSCA)
 	v.Duration("refresh", &c.Refresh, time.Second, 24*time.Hour)
 	v.Duration("decision_ttl", &c.DecisionTTL, time.Hour, 10*365*24*time.Hour)
 	v.String("log_level", &c.LogLevel)

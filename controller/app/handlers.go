@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +48,14 @@ func (c *Controller) subscribe() ([]*nats.Subscription, error) {
 }
 
 func (c *Controller) respond(m *nats.Msg, v any) {
+	// The controller may publish under rota.v1.>, so a requester that named
+	// a protocol subject as its reply could make the controller publish
+	// there for it (say, onto an agent's checkpoint subject). Replies go
+	// to inboxes only.
+	if !strings.HasPrefix(m.Reply, "_INBOX") {
+		c.log.Warn().Str("subject", m.Subject).Str("reply", m.Reply).Msg("request with a reply subject that is no inbox; not answering")
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		c.log.Error().Err(err).Str("subject", m.Subject).Msg("cannot encode reply")
@@ -57,8 +67,9 @@ func (c *Controller) respond(m *nats.Msg, v any) {
 }
 
 // onPlace answers the job_submit plugin. It is on slurmctld's submit path:
-// a lookup in the placer's precomputed view, then the reply; recording the
-// decision happens off this path.
+// a lookup in the placer's precomputed view, then the reply. The embedded
+// controller records the decision off this path; on an external NATS it
+// stores it first (Config.durableDecisions).
 func (c *Controller) onPlace(m *nats.Msg) {
 	var req wire.PlaceRequest
 	if err := wire.Decode(m.Data, &req); err != nil {
@@ -175,6 +186,7 @@ func (c *Controller) onStatus(m *nats.Msg) {
 		for _, p := range s.Partitions {
 			rep.Partitions = append(rep.Partitions, wire.Partition{Name: p.Name, MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin, Default: p.Default, Nodes: p.Nodes})
 		}
+		sort.Slice(rep.Partitions, func(i, j int) bool { return rep.Partitions[i].Name < rep.Partitions[j].Name })
 	}
 	c.respond(m, rep)
 }

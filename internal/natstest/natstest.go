@@ -17,6 +17,7 @@ type Server struct {
 	port      int
 	jetstream bool
 	storeDir  string
+	configure func(*server.Options)
 	s         *server.Server
 }
 
@@ -34,6 +35,16 @@ func Start(t testing.TB) *Server {
 func StartJetStream(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, port: -1, jetstream: true, storeDir: t.TempDir()}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartWith is Start with configure applied to the server's options before
+// every (re)start: users and permissions, TLS.
+func StartWith(t testing.TB, configure func(*server.Options)) *Server {
+	t.Helper()
+	s := &Server{t: t, port: -1, configure: configure}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -57,6 +68,9 @@ func (s *Server) Restart() {
 	s.Stop()
 	opts := &server.Options{Host: "127.0.0.1", Port: s.port, NoLog: true, NoSigs: true,
 		JetStream: s.jetstream, StoreDir: s.storeDir}
+	if s.configure != nil {
+		s.configure(opts)
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		s.t.Fatalf("nats server: %v", err)

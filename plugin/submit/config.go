@@ -19,11 +19,19 @@ type Config struct {
 	Enabled bool
 	// NATSURL is the controller's NATS server (or cluster, comma-separated).
 	NATSURL string
-	// NATSUser / NATSPasswordFile / NATSCredsFile authenticate the plugin;
-	// it needs only to publish placement requests and read replies.
+	// NATSNkeySeedFile is the plugin's nkey seed from `rota-controller
+	// creds init` (plugin.nk, owned by SlurmUser, mode 0600): the identity
+	// the controller's server lets publish placement requests and read
+	// their replies, and nothing else.
+	NATSNkeySeedFile string
+	// NATSUser / NATSPasswordFile / NATSCredsFile (a JWT .creds file) are
+	// for an external NATS run with its own users or operator.
 	NATSUser         string
 	NATSPasswordFile string
 	NATSCredsFile    string
+	// NATSTLSCA is the CA certificate (PEM) that signed the server's
+	// certificate, when the controller's NATS uses TLS.
+	NATSTLSCA string
 	// Deadline bounds each placement request: slurmctld holds its job lock
 	// while job_submit runs, so this is what a slow controller can cost.
 	Deadline time.Duration
@@ -67,6 +75,8 @@ func LoadConfig(path string) (Config, error) {
 	v.String("nats_user", &c.NATSUser)
 	v.String("nats_password_file", &c.NATSPasswordFile)
 	v.String("nats_creds_file", &c.NATSCredsFile)
+	v.String("nats_nkey_seed_file", &c.NATSNkeySeedFile)
+	v.String("nats_tls_ca", &c.NATSTLSCA)
 	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
 	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
 	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)
@@ -87,6 +97,16 @@ func LoadConfig(path string) (Config, error) {
 	if err := v.Err(); err != nil {
 		c.Enabled = false
 		return c, err
+	}
+	n := 0
+	for _, set := range []bool{c.NATSNkeySeedFile != "", c.NATSCredsFile != "", c.NATSUser != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		c.Enabled = false
+		return c, fmt.Errorf("%s: nats_nkey_seed_file, nats_creds_file and nats_user are alternatives; set one", path)
 	}
 	return c, nil
 }

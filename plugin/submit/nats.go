@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/internal/breaker"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -66,6 +68,39 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 				onEvent(false, "reconnected to the controller's NATS at "+nc.ConnectedUrlRedacted())
 			}
 		}),
+	}
+	// Authentication failures and permission violations come back
+	// asynchronously and, while the server keeps refusing, on every
+	// reconnect: say each distinct one once, not once a second.
+	var (
+		mu      sync.Mutex
+		lastErr string
+	)
+	opts = append(opts,
+		// Keep retrying after the server refused our key: the admin may be
+		// restarting the controller with a fixed identities file, and the
+		// plugin lives as long as slurmctld.
+		nats.IgnoreAuthErrorAbort(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			seen := err.Error() == lastErr
+			lastErr = err.Error()
+			mu.Unlock()
+			if seen || onEvent == nil {
+				return
+			}
+			if auth.IsPermissionError(err) {
+				onEvent(true, fmt.Sprintf("the controller's NATS refused the plugin (%v); check that nats_nkey_seed_file is the plugin's seed from 'rota-controller creds init'", err))
+				return
+			}
+			onEvent(true, fmt.Sprintf("NATS error: %v", err))
+		}))
+	if c.NATSTLSCA != "" || c.NATSNkeySeedFile != "" {
+		ao, err := auth.ClientOptions(c.NATSNkeySeedFile, c.NATSTLSCA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ao...)
 	}
 	switch {
 	case c.NATSCredsFile != "":

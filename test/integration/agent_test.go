@@ -3,6 +3,8 @@
 package integration
 
 import (
+	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -17,7 +20,13 @@ import (
 // by the sim agent of the node it runs on: its JobReport carries the
 // measured steps/s, the node's GPU type and the simulated GPU memory.
 func TestAgentSeesJobProgress(t *testing.T) {
-	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
+	// Only the controller's identity may read agents' reports; the test
+	// stands in for the controller's subscription.
+	creds, err := auth.ClientOptions(filepath.Join(devDir, "creds", "controller.nk"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL, append(creds, nats.Timeout(5*time.Second))...)
 	if err != nil {
 		t.Fatalf("connecting to the controller's NATS: %v", err)
 	}
@@ -71,4 +80,16 @@ func TestAgentSeesJobProgress(t *testing.T) {
 		t.Errorf("node %q type %q", got.Node, got.GPUType)
 	}
 	t.Logf("job %d on %s (%s): step %d, %.2f steps/s, GPU memory %d MiB", id, got.Node, got.GPUType, got.Progress.Step, got.Progress.StepsPerSec, got.GPUMemoryBytes>>20)
+}
+
+// The dev cluster runs with credentials: a client without one is refused.
+func TestNATSRefusesAnonymous(t *testing.T) {
+	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
+	if err == nil {
+		nc.Close()
+		t.Fatal("connected to the controller's NATS without credentials")
+	}
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("want an authorization error, got %v", err)
+	}
 }

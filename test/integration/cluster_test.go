@@ -44,6 +44,8 @@ func TestMain(m *testing.M) {
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env = append(os.Environ(),
 		"ROTA_DEV_DIR="+devDir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		// bin/rota signs in with the dev cluster's read-only credential.
+		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")

@@ -41,6 +41,8 @@ func run(args []string) error {
 	fs_.StringVar(&f.Backend, "backend", o.Backend, "GPU backend: nvml, sim or nvml-mock")
 	fs_.IntVar(&f.SimGPUs, "sim-gpus", o.SimGPUs, "GPUs the sim and nvml-mock backends pretend to have")
 	fs_.StringVar(&f.NATS, "nats", o.NATS, "NATS URL of the controller")
+	fs_.StringVar(&f.NATSNkeySeedFile, "nats-nkey-seed", o.NATSNkeySeedFile, "this node's nkey seed file (rota-controller creds add-agent)")
+	fs_.StringVar(&f.NATSTLSCA, "nats-tls-ca", o.NATSTLSCA, "CA certificate (PEM) of the NATS server, when it uses TLS")
 	fs_.DurationVar(&f.Interval, "interval", o.Interval, "sampling interval")
 	fs_.StringVar(&f.MetricsAddr, "metrics-addr", o.MetricsAddr, "address for Prometheus /metrics (\"\" turns it off)")
 	fs_.StringVar(&f.ProgressDir, "progress-dir", o.ProgressDir, "directory of <jobid>/progress files")
@@ -61,6 +63,7 @@ func run(args []string) error {
 		"node": func() { o.Node = f.Node }, "gpu-type": func() { o.GPUType = f.GPUType },
 		"backend": func() { o.Backend = f.Backend }, "sim-gpus": func() { o.SimGPUs = f.SimGPUs },
 		"nats": func() { o.NATS = f.NATS }, "interval": func() { o.Interval = f.Interval },
+		"nats-nkey-seed": func() { o.NATSNkeySeedFile = f.NATSNkeySeedFile }, "nats-tls-ca": func() { o.NATSTLSCA = f.NATSTLSCA },
 		"metrics-addr": func() { o.MetricsAddr = f.MetricsAddr }, "progress-dir": func() { o.ProgressDir = f.ProgressDir },
 		"proc-root": func() { o.ProcRoot = f.ProcRoot }, "checkpoint-signal": func() { o.CheckpointSignal = f.CheckpointSignal },
 		"log-level": func() { o.LogLevel = f.LogLevel },

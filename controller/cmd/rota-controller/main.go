@@ -1,6 +1,7 @@
 // Command rota-controller runs Rota's controller: see controller/app.
 // This file only reads flags and config and turns signals into a
-// cancelled context.
+// cancelled context; `rota-controller creds ...` (creds.go) manages the
+// NATS credentials.
 package main
 
 import (
@@ -18,6 +19,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "creds" {
+		os.Exit(runCreds(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	fs := flag.NewFlagSet("rota-controller", flag.ExitOnError)
 	configPath := fs.String("config", "", "config file (key = value); default: /etc/rota/controller.conf when it exists")
 	natsURL := fs.String("nats", "", "external NATS server or cluster URLs, comma-separated; controllers sharing it elect a leader (default: run an embedded server)")
@@ -25,6 +29,7 @@ func main() {
 	leaseTTL := fs.Duration("lease-ttl", 0, "with --nats: a standby takes over this long after the leader dies (default 5s)")
 	listen := fs.String("listen", "", "embedded NATS server address (default 127.0.0.1:4222)")
 	stateDir := fs.String("state-dir", "", "state directory (default /var/lib/rota)")
+	credsDir := fs.String("creds-dir", "", "NATS credentials directory (see 'rota-controller creds'); default: none, an open server on loopback")
 	refresh := fs.Duration("refresh", 0, "how often to re-read the cluster from Slurm (default 1m)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info)")
 	pidFile := fs.String("pid-file", "", "write the process id here")
@@ -55,6 +60,9 @@ func main() {
 	}
 	if set["listen"] {
 		cfg.Listen = *listen
+	}
+	if set["creds-dir"] {
+		cfg.CredsDir = *credsDir
 	}
 	if set["state-dir"] {
 		cfg.StateDir = *stateDir

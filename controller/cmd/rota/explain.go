@@ -21,7 +21,7 @@ func init() {
 
 func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	url, timeout := natsFlags(fs)
+	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -34,7 +34,7 @@ func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("%q is not a job id", fs.Arg(0))}
 	}
 	var rep wire.ExplainReply
-	if err := ask(ctx, *url, *timeout, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: uint32(id)}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: uint32(id)}, &rep); err != nil {
 		return err
 	}
 	if rep.Error != "" {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"text/tabwriter"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -19,13 +18,13 @@ func init() {
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	url, timeout := natsFlags(fs)
+	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	var rep wire.StatusReply
-	if err := ask(ctx, *url, *timeout, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &rep); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -44,7 +43,6 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\n", t.Type, t.Nodes, t.Total, t.Used, t.Total-t.Used, t.Speed)
 	}
 	tw.Flush()
-	sort.Slice(rep.Partitions, func(i, j int) bool { return rep.Partitions[i].Name < rep.Partitions[j].Name })
 	fmt.Fprintln(stdout)
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tDEFAULT\tMAXTIME\tNODES")

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/policy"
+	"github.com/rota-hpc/rota/controller/policy/lp"
+	"github.com/rota-hpc/rota/controller/policy/workload"
+)
+
+func init() {
+	register("solve", command{summary: "solve one policy on a generated workload (speed and correctness check)", run: runSolve})
+}
+
+// solveReport is `rota solve --json`'s output.
+type solveReport struct {
+	Policy        string  `json:"policy"`
+	Jobs          int     `json:"jobs"`
+	Objective     float64 `json:"objective"`
+	ObjectiveName string  `json:"objective_name"`
+	SolveSeconds  float64 `json:"solve_seconds"`
+	ReducedJobs   int     `json:"reduced_jobs"`
+	Unschedulable int     `json:"unschedulable"`
+	Note          string  `json:"note,omitempty"`
+	MPS           string  `json:"mps,omitempty"`
+	// MPSObjective is the optimum of the exported minimisation, which an
+	// independent solver must reproduce.
+	MPSObjective *float64 `json:"mps_objective,omitempty"`
+	CLPObjective *float64 `json:"clp_objective,omitempty"`
+	CLPSeconds   *float64 `json:"clp_seconds,omitempty"`
+}
+
+func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("solve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	name := fs.String("policy", "las", "policy: "+strings.Join(policy.Names(), ", "))
+	agnostic := fs.Bool("agnostic", false, "heterogeneity-agnostic baseline")
+	innerFIFO := fs.Bool("inner-fifo", false, "hierarchical: FIFO inside each entity")
+	n := fs.Int("jobs", 2048, "number of jobs to draw")
+	cluster := fs.String("cluster", "v100=512,p100=512,k80=512", "GPU types and counts")
+	costs := fs.String("cost", "v100=2.48,p100=1.46,k80=0.45", "dollars per GPU-hour per type (min-cost policies)")
+	tput := fs.String("throughputs", "../shared/data/gavel/simulation_throughputs.json", "Gavel throughput table")
+	seed := fs.Int64("seed", 1, "random seed")
+	multi := fs.Bool("multi-gpu", false, "draw Gavel's multi-GPU scale factors")
+	jitter := fs.Float64("jitter", 0.2, "scale each (job, type) throughput by a factor in [1-J, 1+J]")
+	entities := fs.Int("entities", 8, "hierarchical: number of entities jobs are spread over")
+	emit := fs.String("emit-mps", "", "write the LP as free MPS (a minimisation) to this file")
+	withCLP := fs.Bool("clp", false, "also solve the exported LP with clp and report its optimum and time")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"solve: " + err.Error()}
+	}
+	if *n < 0 || *jitter < 0 || *jitter >= 1 || *entities < 1 {
+		return usageError{"solve: --jobs must be >= 0, --jitter in [0,1), --entities >= 1"}
+	}
+	types, caps, err := parseCluster(*cluster)
+	if err != nil {
+		return usageError{"solve: " + err.Error()}
+	}
+	pol, err := policy.New(*name, policy.Options{Agnostic: *agnostic, InnerFIFO: *innerFIFO})
+	if err != nil {
+		return usageError{"solve: " + err.Error()}
+	}
+	tab, err := workload.Load(*tput, types)
+	if err != nil {
+		return err
+	}
+	prob, err := drawProblem(tab, types, caps, *n, *seed, *multi, *jitter, *entities)
+	if err != nil {
+		return err
+	}
+	if prob.CostPerHour, err = parseCosts(*costs, types); err != nil {
+		return usageError{"solve: " + err.Error()}
+	}
+
+	start := time.Now()
+	alloc, err := pol.Allocate(ctx, prob)
+	secs := time.Since(start).Seconds()
+	if err != nil {
+		return err
+	}
+	rep := solveReport{Policy: pol.Name(), Jobs: *n, Objective: alloc.Objective, ObjectiveName: alloc.ObjectiveName,
+		SolveSeconds: secs, ReducedJobs: alloc.ReducedJobs, Unschedulable: len(alloc.Unschedulable), Note: alloc.Note}
+
+	if *emit != "" || *withCLP {
+		lpp, ok := pol.(policy.LPPolicy)
+		if !ok {
+			return fmt.Errorf("solve: %s is not a single linear program; nothing to export", pol.Name())
+		}
+		form, err := lpp.Formulate(prob)
+		if err != nil {
+			return err
+		}
+		path := *emit
+		if path == "" {
+			dir, err := os.MkdirTemp("", "rota-solve")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "policy.mps")
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := lp.WriteFreeMPS(f, form, pol.Name()); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if *emit != "" {
+			rep.MPS = path
+		}
+		mo := -lpObjectiveValue(alloc, lpp)
+		rep.MPSObjective = &mo
+		if *withCLP {
+			v, t, err := lp.SolveWithCLPTimed(path)
+			if err != nil {
+				return err
+			}
+			rep.CLPObjective, rep.CLPSeconds = &v, &t
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s: %d jobs, %s = %.10g, solved in %.4fs (%d jobs in the exact finish)\n",
+		rep.Policy, rep.Jobs, rep.ObjectiveName, rep.Objective, rep.SolveSeconds, rep.ReducedJobs)
+	if rep.Note != "" {
+		fmt.Fprintln(stdout, "note:", rep.Note)
+	}
+	if rep.MPSObjective != nil {
+		fmt.Fprintf(stdout, "MPS minimisation optimum: %.10g\n", *rep.MPSObjective)
+	}
+	if rep.CLPObjective != nil {
+		fmt.Fprintf(stdout, "clp: %.10g in %.4fs\n", *rep.CLPObjective, *rep.CLPSeconds)
+	}
+	return nil
+}
+
+// lpObjectiveValue inverts LPObjective: the LP's own (maximised) optimum.
+func lpObjectiveValue(a policy.Allocation, p policy.LPPolicy) float64 {
+	if p.LPObjective(2) != 2 { // makespan reports 1/t
+		return 1 / a.Objective
+	}
+	return a.Objective
+}
+
+// drawProblem draws n jobs with Gavel's generator and jitters throughputs.
+func drawProblem(tab *workload.Table, types []string, caps []int, n int, seed int64, multi bool, jitter float64, entities int) (*policy.Problem, error) {
+	gen := workload.NewGenerator(tab, seed, multi)
+	rng := rand.New(rand.NewSource(seed ^ 0x5eed))
+	p := &policy.Problem{Types: types, Capacity: caps, EntityWeights: map[string]float64{}}
+	for i := 0; i < n; i++ {
+		j := gen.Next(0)
+		ent := "e" + strconv.Itoa(rng.Intn(entities))
+		p.EntityWeights[ent] = float64(1 + len(ent)%3)
+		p.Jobs = append(p.Jobs, policy.Job{
+			ID: strconv.Itoa(j.ID), Throughput: workload.Jitter(rng, j.Rates, jitter), Scale: j.Scale,
+			Steps: j.Steps, Entity: ent, Arrival: float64(i),
+			// Deadlines for min-cost-slo: between 1.5x and 5x the job's
+			// duration on a V100.
+			Deadline: j.Duration * (1.5 + 3.5*rng.Float64()),
+		})
+	}
+	return p, nil
+}
+
+// parseCluster reads "v100=36,p100=36,k80=36".
+func parseCluster(s string) ([]string, []int, error) {
+	var types []string
+	var caps []int
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		c, err := strconv.Atoi(val)
+		if !ok || name == "" || err != nil || c < 0 {
+			return nil, nil, fmt.Errorf("bad --cluster entry %q (want type=count)", part)
+		}
+		types = append(types, name)
+		caps = append(caps, c)
+	}
+	return types, caps, nil
+}
+
+// parseCosts reads "v100=2.48,..." for the given types; missing types cost 1.
+func parseCosts(s string, types []string) ([]float64, error) {
+	out := make([]float64, len(types))
+	for i := range out {
+		out[i] = 1
+	}
+	if s == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		c, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil || c <= 0 {
+			return nil, fmt.Errorf("bad --cost entry %q (want type=dollars)", part)
+		}
+		for i, t := range types {
+			if t == name {
+				out[i] = c
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,173 @@
+// Package workload reads Gavel's measured throughput table and draws jobs
+// the way Gavel's simulator does, so that `rota solve` and `rota sim` run on
+// workloads comparable with the paper's.
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+)
+
+// Table holds isolated throughputs (steps/s) per (job type, scale factor)
+// and GPU type, read from the "null" entries of simulation_throughputs.json.
+type Table struct {
+	GPUTypes []string
+	// JobTypes lists the single-GPU job types in a fixed (sorted) order so a
+	// seed always draws the same workload.
+	JobTypes []string
+	rates    map[key][]float64 // per GPUTypes index
+}
+
+type key struct {
+	Name  string
+	Scale int
+}
+
+var keyRE = regexp.MustCompile(`^\('(.*)', (\d+)\)$`)
+
+// Load reads Gavel's table for the given GPU types (e.g. v100, p100, k80).
+func Load(path string, gpuTypes []string) (*Table, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t := &Table{GPUTypes: gpuTypes, rates: map[key][]float64{}}
+	for gi, g := range gpuTypes {
+		entries, ok := doc[g]
+		if !ok {
+			return nil, fmt.Errorf("%s: no GPU type %q", path, g)
+		}
+		for ks, v := range entries {
+			m := keyRE.FindStringSubmatch(ks)
+			if m == nil {
+				return nil, fmt.Errorf("%s: bad job key %q", path, ks)
+			}
+			sf, _ := strconv.Atoi(m[2])
+			var rate float64
+			if err := json.Unmarshal(v["null"], &rate); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s: null: %w", path, g, ks, err)
+			}
+			k := key{m[1], sf}
+			if t.rates[k] == nil {
+				t.rates[k] = make([]float64, len(gpuTypes))
+			}
+			t.rates[k][gi] = rate
+		}
+	}
+	for k := range t.rates {
+		if k.Scale == 1 {
+			t.JobTypes = append(t.JobTypes, k.Name)
+		}
+	}
+	sort.Strings(t.JobTypes)
+	return t, nil
+}
+
+// Rates returns the isolated throughput per GPU type of a job type at a
+// scale factor, or nil if the table has no such entry.
+func (t *Table) Rates(name string, scale int) []float64 {
+	r := t.rates[key{name, scale}]
+	if r == nil {
+		return nil
+	}
+	return append([]float64(nil), r...)
+}
+
+// typesWithScale lists the job types measured at a scale factor.
+func (t *Table) typesWithScale(sf int) []string {
+	var out []string
+	for _, n := range t.JobTypes {
+		if t.rates[key{n, sf}] != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Job is one drawn job.
+type Job struct {
+	ID       int
+	Type     string
+	Scale    int
+	Steps    float64   // total steps to run
+	Rates    []float64 // isolated steps/s per GPU type (aggregate over Scale GPUs)
+	Arrival  float64   // seconds
+	Duration float64   // seconds on a V100 (the generator's draw)
+}
+
+// Generator draws Gavel-style jobs from a seeded source.
+type Generator struct {
+	T        *Table
+	MultiGPU bool
+	rng      *rand.Rand
+	next     int
+	clock    float64
+	v100     int
+}
+
+// NewGenerator makes a generator; GPU type "v100" (if present) anchors the
+// duration draw, as in Gavel, otherwise the first type does.
+func NewGenerator(t *Table, seed int64, multiGPU bool) *Generator {
+	g := &Generator{T: t, MultiGPU: multiGPU, rng: rand.New(rand.NewSource(seed))}
+	for i, n := range t.GPUTypes {
+		if n == "v100" {
+			g.v100 = i
+		}
+	}
+	return g
+}
+
+// Next draws one job; arrivals advance by an exponential gap of mean
+// 3600/rate seconds when rate > 0, and stay at 0 otherwise (static trace).
+func (g *Generator) Next(rate float64) Job {
+	if rate > 0 {
+		g.clock += g.rng.ExpFloat64() * 3600 / rate
+	}
+	sf := 1
+	if g.MultiGPU {
+		switch u := g.rng.Float64(); {
+		case u < 0.70:
+			sf = 1
+		case u < 0.80:
+			sf = 2
+		case u < 0.95:
+			sf = 4
+		default:
+			sf = 8
+		}
+	}
+	types := g.T.typesWithScale(sf)
+	name := types[g.rng.Intn(len(types))]
+	var dur float64
+	if g.rng.Float64() < 0.8 {
+		dur = 60 * math.Pow(10, 1.5+1.5*g.rng.Float64())
+	} else {
+		dur = 60 * math.Pow(10, 3+g.rng.Float64())
+	}
+	rates := g.T.Rates(name, sf)
+	j := Job{ID: g.next, Type: name, Scale: sf, Rates: rates, Arrival: g.clock, Duration: dur,
+		Steps: dur * rates[g.v100]}
+	g.next++
+	return j
+}
+
+// Jitter scales each rate by an independent factor in [1-j, 1+j]; measured
+// throughputs of real jobs are never identical, and a solver must not rely
+// on duplicate rows.
+func Jitter(rng *rand.Rand, rates []float64, j float64) []float64 {
+	out := make([]float64, len(rates))
+	for i, r := range rates {
+		out[i] = r * (1 - j + 2*j*rng.Float64())
+	}
+	return out
+}

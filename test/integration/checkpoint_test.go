@@ -1,0 +1,149 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// trapScript records every checkpoint-like signal it gets in marker, and on
+// USR2 reports a checkpoint through its progress file and exits, as a
+// training loop would.
+func trapScript(marker string) string {
+	return `trap 'echo USR1 >> ` + marker + `' USR1
+trap 'echo USR2 >> ` + marker + `; [ -n "$ROTA_PROGRESS_FILE" ] && echo "step=10 ckpt=10" > "$ROTA_PROGRESS_FILE"; exit 0' USR2
+while true; do sleep 0.2; done`
+}
+
+// A checkpoint command sent to a node's agent reaches exactly the processes
+// of that job, identified from their cgroups: not a second job on the same
+// node, not a process outside Slurm, and nothing on another node.
+func TestCheckpointReachesOnlyThatJob(t *testing.T) {
+	conf, err := os.ReadFile(filepath.Join(devDir, "slurm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "ProctrackType=proctrack/cgroup") {
+		t.Fatal("the dev cluster runs without cgroups (no writable cgroup v1 freezer on this machine), so no agent can tell jobs' processes apart")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	markA, markB, markHost := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "host")
+
+	submit := func(marker string, extra ...string) string {
+		args := append([]string{"--parsable", "-o", "/dev/null", "-w", "node-v100", "--gres=gpu:v100:1", "-t", "5"}, extra...)
+		args = append(args, "--wrap", trapScript(marker))
+		out, err := run("sbatch", args...)
+		if err != nil {
+			t.Fatalf("sbatch: %v %s", err, out)
+		}
+		id := strings.TrimSpace(out)
+		t.Cleanup(func() { run("scancel", id) })
+		return id
+	}
+	jobA := submit(markA, "--rota-checkpoint-signal=USR2")
+	jobB := submit(markB)
+	for _, id := range []string{jobA, jobB} {
+		waitFor(t, 60*time.Second, "job "+id+" running", func() bool {
+			out, _ := run("squeue", "-h", "-j", id, "-o", "%T")
+			return strings.TrimSpace(out) == "RUNNING"
+		})
+	}
+	// A process outside Slurm with the same traps.
+	host := exec.Command("bash", "-c", trapScript(markHost))
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	time.Sleep(500 * time.Millisecond) // let every trap be installed
+
+	creds, err := auth.ClientOptions(filepath.Join(devDir, "creds", "controller.nk"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL, creds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	results := make(chan *nats.Msg, 8)
+	if _, err := nc.ChanSubscribe(wire.SubjectAgentCheckpointResult("node-v100"), results); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(node string, job string) wire.CheckpointReply {
+		t.Helper()
+		id, _ := strconv.ParseUint(job, 10, 32)
+		b, _ := json.Marshal(wire.CheckpointRequest{V: wire.Version, JobID: uint32(id), GraceSeconds: 10, ID: "it-" + job + "-" + node})
+		m, err := nc.Request(wire.SubjectAgentCheckpoint(node), b, 10*time.Second)
+		if err != nil {
+			t.Fatalf("checkpoint request to %s: %v", node, err)
+		}
+		var r wire.CheckpointReply
+		if err := wire.Decode(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// The k80 node's agent has none of job A's processes.
+	if r := ask("node-k80", jobA); r.Accepted || r.Processes != 0 {
+		t.Fatalf("node-k80 agent signalled job %s, which runs on node-v100: %+v", jobA, r)
+	}
+	// The job's own tasks, as Slurm placed them: its step cgroups (the
+	// job-level cgroup holds Slurm's slurmstepd, which must not be hit).
+	steps, _ := filepath.Glob("/sys/fs/cgroup/freezer/slurm_node-v100/uid_*/job_" + jobA + "/step_*/cgroup.procs")
+	tasks := 0
+	for _, f := range steps {
+		b, _ := os.ReadFile(f)
+		tasks += len(strings.Fields(string(b)))
+	}
+	r := ask("node-v100", jobA)
+	if !r.Accepted || r.Processes == 0 || r.Signal != "SIGUSR2" {
+		t.Fatalf("checkpoint reply %+v", r)
+	}
+	if r.Processes != tasks {
+		t.Errorf("signalled %d processes; job %s has %d tasks in its step cgroups", r.Processes, jobA, tasks)
+	}
+	var res wire.CheckpointResult
+	select {
+	case m := <-results:
+		if err := wire.Decode(m.Data, &res); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no checkpoint result within 20 s")
+	}
+	if res.Outcome != wire.CheckpointAcknowledged && res.Outcome != wire.CheckpointExited {
+		t.Fatalf("outcome %+v", res)
+	}
+	t.Logf("job %s: %s by %s, %d processes signalled", jobA, res.Outcome, res.Signal, res.Signalled)
+
+	if b, _ := os.ReadFile(markA); !strings.Contains(string(b), "USR2") {
+		t.Errorf("job %s never got its checkpoint signal (marker %q)", jobA, b)
+	}
+	if b, err := os.ReadFile(markB); err == nil {
+		t.Errorf("job %s, on the same node, was signalled: %q", jobB, b)
+	}
+	if b, err := os.ReadFile(markHost); err == nil {
+		t.Errorf("a process outside Slurm was signalled: %q", b)
+	}
+	if err := host.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process outside Slurm is gone: %v", err)
+	}
+	if out, _ := run("squeue", "-h", "-j", jobB, "-o", "%T"); strings.TrimSpace(out) != "RUNNING" {
+		t.Errorf("job %s is %q, want still RUNNING", jobB, strings.TrimSpace(out))
+	}
+}

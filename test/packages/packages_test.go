@@ -1,0 +1,400 @@
+// Package packages builds every Rota package (`make packages`: rota-agent,
+// rota-controller, rota-slurm-plugins, each as RPM and .deb) and checks what
+// is in them: files, config files, scripts, dependencies (the plugin
+// package's exact Slurm release) and the systemd units (systemd-analyze
+// verify). With -tags install (`make packages-test`, as root) it also
+// installs the .debs on this machine and runs a job through them
+// (install_test.go). -short skips it all; a missing tool is a failure.
+package packages
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var (
+	repo string
+	// pkgs: part -> packager -> package file.
+	pkgs = map[string]map[string]string{}
+	// slurmVersion is the release of the Slurm headers the plugins were
+	// built against, decoded here independently of scripts/slurm-version.
+	slurmVersion string
+	// debPluginDir is Debian's PluginDir on this machine.
+	debPluginDir string
+)
+
+var parts = []string{"rota-agent", "rota-controller", "rota-slurm-plugins"}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	wd, _ := os.Getwd()
+	repo = filepath.Clean(filepath.Join(wd, "../.."))
+	if err := setup(); err != nil {
+		fmt.Fprintf(os.Stderr, "packages: %v: FAIL\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(filepath.Dir(pkgs["rota-agent"]["deb"]))
+	os.Exit(code)
+}
+
+func setup() error {
+	for _, tool := range []string{"make", "rpm", "dpkg-deb", "dpkg", "systemd-analyze", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not installed: run scripts/setup-deps", tool)
+		}
+	}
+	var err error
+	if slurmVersion, err = headerVersion("/usr/include/slurm/slurm_version.h"); err != nil {
+		return fmt.Errorf("%v: run scripts/setup-deps (libslurm-dev)", err)
+	}
+	out, err := exec.Command("gcc", "-print-multiarch").Output()
+	if err != nil {
+		return fmt.Errorf("gcc -print-multiarch: %v", err)
+	}
+	debPluginDir = "/usr/lib/" + strings.TrimSpace(string(out)) + "/slurm-wlm"
+	// Its own output folder, so nothing else writing dist/ mixes in.
+	dist, err := os.MkdirTemp("", "rota-packages-")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("make", "packages", "DIST="+dist, "PKG_VERSION=0.1.0")
+	cmd.Dir = repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make packages: %v\n%s", err, b)
+	}
+	for _, part := range parts {
+		pkgs[part] = map[string]string{}
+		for packager, pattern := range map[string]string{"rpm": part + "-0.1.0*.rpm", "deb": part + "_0.1.0*.deb"} {
+			m, _ := filepath.Glob(filepath.Join(dist, pattern))
+			if len(m) != 1 {
+				return fmt.Errorf("want one %s in %s, found %v", pattern, dist, m)
+			}
+			pkgs[part][packager] = m[0]
+		}
+	}
+	return nil
+}
+
+// headerVersion reads "22.05.8" from slurm_version.h's SLURM_VERSION_NUMBER
+// (0x160508).
+func headerVersion(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^#define\s+SLURM_VERSION_NUMBER\s+0x([0-9a-fA-F]+)`).FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("no SLURM_VERSION_NUMBER in %s", path)
+	}
+	n, _ := strconv.ParseUint(string(m[1]), 16, 32)
+	return fmt.Sprintf("%d.%02d.%d", n>>16, (n>>8)&0xff, n&0xff), nil
+}
+
+func short(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds packages; skipped with -short")
+	}
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func lines(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			m[l] = true
+		}
+	}
+	return m
+}
+
+// want: what each package holds. Config files are also listed in config.
+type want struct {
+	files  []string // RPM paths; the .deb has the same unless deb maps it
+	config []string // %config(noreplace) / conffiles, RPM paths
+	// Per-packager differences: RPM path -> .deb path.
+	deb map[string]string
+	// Package scripts (both packagers) and what they must say.
+	scripts []string
+}
+
+func wants() map[string]want {
+	return map[string]want{
+		"rota-agent": {
+			files:   []string{"/usr/bin/rota-agent", "/usr/lib/systemd/system/rota-agent.service", "/etc/rota/agent.yaml", "/etc/sysconfig/rota-agent", "/var/lib/rota-agent", "/usr/share/doc/rota-agent/agent.md"},
+			config:  []string{"/etc/rota/agent.yaml", "/etc/sysconfig/rota-agent"},
+			deb:     map[string]string{"/etc/sysconfig/rota-agent": "/etc/default/rota-agent"},
+			scripts: []string{"systemctl daemon-reload", "try-restart rota-agent.service", "disable --now rota-agent.service"},
+		},
+		"rota-controller": {
+			files:   []string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md"},
+			config:  []string{"/etc/rota/controller.conf", "/etc/sysconfig/rota-controller"},
+			deb:     map[string]string{"/etc/sysconfig/rota-controller": "/etc/default/rota-controller"},
+			scripts: []string{"systemctl daemon-reload", "try-restart rota-controller.service", "disable --now rota-controller.service"},
+		},
+		"rota-slurm-plugins": {
+			files:  []string{"/usr/lib64/slurm/job_submit_rota.so", "/usr/lib64/slurm/spank_rota.so", "/etc/slurm/job_submit_rota.conf", "/usr/share/doc/rota-slurm-plugins/slurm.conf.snippet", "/usr/share/doc/rota-slurm-plugins/plugstack.conf.snippet", "/usr/share/doc/rota-slurm-plugins/building-plugins.md"},
+			config: []string{"/etc/slurm/job_submit_rota.conf"},
+			deb: map[string]string{
+				"/usr/lib64/slurm/job_submit_rota.so": debPluginDir + "/job_submit_rota.so",
+				"/usr/lib64/slurm/spank_rota.so":      debPluginDir + "/spank_rota.so",
+			},
+			// None: the plugins take effect when the admin restarts
+			// slurmctld, never behind their back.
+		},
+	}
+}
+
+func TestRPM(t *testing.T) {
+	short(t)
+	for part, w := range wants() {
+		f := pkgs[part]["rpm"]
+		t.Run(part, func(t *testing.T) {
+			list := lines(run(t, "rpm", "-qpl", f))
+			for _, p := range w.files {
+				if !list[p] {
+					t.Errorf("lacks %s; has %v", p, list)
+				}
+			}
+			if len(list) != len(w.files) {
+				t.Errorf("%d files, want %d: %v", len(list), len(w.files), list)
+			}
+			flags := lines(run(t, "rpm", "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]", f))
+			for _, c := range w.config {
+				if !flags[c+" cn"] {
+					t.Errorf("%s not %%config(noreplace): %v", c, flags)
+				}
+			}
+			s := run(t, "rpm", "-qp", "--scripts", f)
+			if len(w.scripts) == 0 && strings.TrimSpace(s) != "" {
+				t.Errorf("has scripts:\n%s", s)
+			}
+			for _, want := range w.scripts {
+				if !strings.Contains(s, want) {
+					t.Errorf("scripts lack %q:\n%s", want, s)
+				}
+			}
+			if len(w.scripts) > 0 && (!strings.Contains(s, "postinstall scriptlet") || !strings.Contains(s, "preuninstall scriptlet")) {
+				t.Errorf("want postinstall and preuninstall scriptlets:\n%s", s)
+			}
+		})
+	}
+}
+
+func TestRPMPluginsRequireExactSlurm(t *testing.T) {
+	short(t)
+	f := pkgs["rota-slurm-plugins"]["rpm"]
+	var req []string
+	for l := range lines(run(t, "rpm", "-qp", "--requires", f)) {
+		if !strings.HasPrefix(l, "rpmlib(") {
+			req = append(req, l)
+		}
+	}
+	if want := "slurm = " + slurmVersion; len(req) != 1 || req[0] != want {
+		t.Errorf("requires %q, want only %q", req, want)
+	}
+	if v := run(t, "rpm", "-qp", "--qf", "%{VERSION}", f); v != "0.1.0+slurm"+slurmVersion {
+		t.Errorf("version %q, want 0.1.0+slurm%s", v, slurmVersion)
+	}
+	// RHEL's plugins are executable, like the ones Slurm ships there.
+	for l := range lines(run(t, "rpm", "-qp", "--qf", "[%{FILEMODES:perms} %{FILENAMES}\n]", f)) {
+		if strings.HasSuffix(l, ".so") && !strings.HasPrefix(l, "-rwxr-xr-x ") {
+			t.Errorf("plugin mode: %s", l)
+		}
+	}
+	// The controller only recommends Slurm's commands (Slurm may live in /opt).
+	if r := run(t, "rpm", "-qp", "--recommends", pkgs["rota-controller"]["rpm"]); strings.TrimSpace(r) != "slurm" {
+		t.Errorf("controller recommends %q, want slurm", r)
+	}
+}
+
+func TestDeb(t *testing.T) {
+	short(t)
+	for part, w := range wants() {
+		f := pkgs[part]["deb"]
+		t.Run(part, func(t *testing.T) {
+			var list []string
+			for l := range lines(run(t, "dpkg-deb", "-c", f)) {
+				// drwxr-xr-x root/root 0 2025-01-01 00:00 ./etc/rota/
+				fs := strings.Fields(l)
+				list = append(list, strings.TrimSuffix(strings.TrimPrefix(fs[len(fs)-1], "."), "/"))
+			}
+			have := lines(strings.Join(list, "\n"))
+			deb := func(p string) string {
+				if d, ok := w.deb[p]; ok {
+					return d
+				}
+				return p
+			}
+			for _, p := range w.files {
+				if !have[deb(p)] {
+					t.Errorf("lacks %s; has %v", deb(p), list)
+				}
+			}
+			conf := lines(run(t, "dpkg-deb", "-I", f, "conffiles"))
+			for _, c := range w.config {
+				if !conf[deb(c)] {
+					t.Errorf("%s not a conffile: %v", deb(c), conf)
+				}
+			}
+			if len(conf) != len(w.config) {
+				t.Errorf("conffiles %v, want %v", conf, w.config)
+			}
+			info := run(t, "dpkg-deb", "-I", f)
+			for _, s := range []string{"postinst", "prerm"} {
+				if has := regexp.MustCompile(`(?m)^\s+\d+ bytes,\s+\d+ lines\s+\*?\s*` + s + `\b`).MatchString(info); has != (len(w.scripts) > 0) {
+					t.Errorf("%s present = %v, want %v:\n%s", s, has, len(w.scripts) > 0, info)
+				}
+			}
+			for _, s := range []string{"postinst", "prerm"} {
+				if len(w.scripts) == 0 {
+					continue
+				}
+				body := run(t, "dpkg-deb", "-I", f, s)
+				for _, want := range w.scripts {
+					if strings.Contains(want, "disable") == (s == "prerm") && !strings.Contains(body, want) {
+						t.Errorf("%s lacks %q:\n%s", s, want, body)
+					}
+				}
+			}
+			if p := strings.TrimSpace(run(t, "dpkg-deb", "-f", f, "Package")); p != part {
+				t.Errorf("Package = %q", p)
+			}
+		})
+	}
+}
+
+// The .deb's dependency must accept Debian's build of exactly this upstream
+// release (22.05.8-4+deb12u3) and nothing of another release; dpkg itself
+// judges the versions.
+func TestDebPluginsDependOnExactSlurm(t *testing.T) {
+	short(t)
+	f := pkgs["rota-slurm-plugins"]["deb"]
+	dep := strings.TrimSpace(run(t, "dpkg-deb", "-f", f, "Depends"))
+	next := regexp.MustCompile(`\d+$`).ReplaceAllStringFunc(slurmVersion, func(s string) string {
+		n, _ := strconv.Atoi(s)
+		return strconv.Itoa(n + 1)
+	})
+	want := fmt.Sprintf("slurm-wlm-basic-plugins (>= %s), slurm-wlm-basic-plugins (<< %s~)", slurmVersion, next)
+	if dep != want {
+		t.Fatalf("Depends: %q, want %q", dep, want)
+	}
+	if v := strings.TrimSpace(run(t, "dpkg-deb", "-f", f, "Version")); v != "0.1.0+slurm"+slurmVersion+"-1" {
+		t.Errorf("Version %q", v)
+	}
+	satisfies := func(v string) bool {
+		return exec.Command("dpkg", "--compare-versions", v, "ge", slurmVersion).Run() == nil &&
+			exec.Command("dpkg", "--compare-versions", v, "lt", next+"~").Run() == nil
+	}
+	installed := strings.TrimSpace(run(t, "dpkg-query", "-W", "-f", "${Version}", "slurm-wlm-basic-plugins"))
+	for v, ok := range map[string]bool{
+		installed:                   true,
+		slurmVersion + "-1":         true,
+		slurmVersion + "-4+deb12u3": true,
+		slurmVersion + "+dfsg-2":    true,
+		slurmVersion + "~rc1-1":     false,
+		next + "-1":                 false,
+		next + "~rc1-1":             false,
+		"1:" + slurmVersion + "-1":  false, // an epoch is another version
+	} {
+		if satisfies(v) != ok {
+			t.Errorf("slurm-wlm-basic-plugins %s: satisfies = %v, want %v", v, !ok, ok)
+		}
+	}
+	// Debian's plugins are 0644, like the ones Slurm ships there; the
+	// plugstack snippet names Debian's PluginDir.
+	root := t.TempDir()
+	run(t, "dpkg-deb", "-x", f, root)
+	for _, so := range []string{"job_submit_rota.so", "spank_rota.so"} {
+		st, err := os.Stat(filepath.Join(root, debPluginDir, so))
+		if err != nil || st.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v %v", so, err, st)
+		}
+	}
+	snip, err := os.ReadFile(filepath.Join(root, "usr/share/doc/rota-slurm-plugins/plugstack.conf.snippet"))
+	if err != nil || !regexp.MustCompile(`(?m)^optional `+debPluginDir+`/spank_rota.so `).Match(snip) {
+		t.Errorf("deb plugstack snippet does not load %s/spank_rota.so: %v\n%s", debPluginDir, err, snip)
+	}
+	// The packaged plugin is the one built here, for this Slurm.
+	b, err := os.ReadFile(filepath.Join(repo, "bin/job_submit_rota.so"))
+	got, err2 := os.ReadFile(filepath.Join(root, debPluginDir, "job_submit_rota.so"))
+	if err != nil || err2 != nil || string(b) != string(got) {
+		t.Errorf("packaged job_submit_rota.so differs from bin/ (%v, %v)", err, err2)
+	}
+}
+
+// The units as packaged, checked by systemd-analyze in a root made of the
+// .debs' contents plus this machine's own units (targets such as
+// network-online.target): ExecStart binaries must exist and every key parse.
+// systemd is not PID 1 here, but verify needs no running manager.
+func TestUnitsVerify(t *testing.T) {
+	short(t)
+	root := t.TempDir()
+	for _, part := range []string{"rota-agent", "rota-controller"} {
+		run(t, "dpkg-deb", "-x", pkgs[part]["deb"], root)
+	}
+	sys := "/usr/lib/systemd/system"
+	if _, err := os.Stat(filepath.Join(sys, "multi-user.target")); err != nil {
+		t.Fatalf("no %s/multi-user.target: run scripts/setup-deps (systemd)", sys)
+	}
+	run(t, "cp", "-a", "--no-clobber", sys+"/.", filepath.Join(root, sys))
+	out, err := exec.Command("systemd-analyze", "verify", "--man=no", "--root="+root, "rota-agent.service", "rota-controller.service").CombinedOutput()
+	// verify exits 0 on keys it ignores ("Unknown key ...", "Failed to
+	// parse ..."): any output is a finding.
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+
+	unit, err := os.ReadFile(filepath.Join(root, sys, "rota-controller.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"After=network-online.target munge.service", "Wants=network-online.target", "Restart=on-failure",
+		"StateDirectory=rota", "EnvironmentFile=-/etc/default/rota-controller", "EnvironmentFile=-/etc/sysconfig/rota-controller",
+		"ExecStart=/usr/bin/rota-controller --config /etc/rota/controller.conf $ROTA_CONTROLLER_OPTS",
+	} {
+		if !lines(string(unit))[want] {
+			t.Errorf("rota-controller.service lacks %q", want)
+		}
+	}
+	unit, err = os.ReadFile(filepath.Join(root, sys, "rota-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"After=munge.service network-online.target", "Restart=on-failure", "StateDirectory=rota-agent",
+		"EnvironmentFile=-/etc/default/rota-agent", "EnvironmentFile=-/etc/sysconfig/rota-agent",
+		"ExecStart=/usr/bin/rota-agent --config /etc/rota/agent.yaml $ROTA_AGENT_OPTS",
+	} {
+		if !lines(string(unit))[want] {
+			t.Errorf("rota-agent.service lacks %q", want)
+		}
+	}
+	// The default files set the variables the units pass on.
+	for file, v := range map[string]string{"etc/default/rota-controller": "ROTA_CONTROLLER_OPTS=", "etc/default/rota-agent": "ROTA_AGENT_OPTS="} {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil || !regexp.MustCompile(`(?m)^`+v).Match(b) {
+			t.Errorf("%s does not set %s: %v", file, v, err)
+		}
+	}
+}
