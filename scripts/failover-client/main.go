@@ -4,6 +4,10 @@
 //	failover-client ports N                 print N free loopback TCP ports
 //	failover-client wait-js -nats URLS      wait until JetStream places replicated streams
 //	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
+//
+// Every command that connects takes -seed FILE, an nkey seed to sign in
+// with when the cluster requires credentials (place: the plugin's; the
+// others: the controller's).
 //	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
@@ -38,6 +42,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -64,6 +69,18 @@ func main() {
 	if err != nil {
 		fail(err.Error())
 	}
+}
+
+// connect dials url, signing in with the nkey seed when one is given.
+func connect(url, seed string, opts ...nats.Option) (*nats.Conn, error) {
+	if seed != "" {
+		ao, err := auth.ClientOptions(seed, "")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ao...)
+	}
+	return nats.Connect(url, opts...)
 }
 
 func fail(msg string) {
@@ -106,8 +123,9 @@ func waitJS(args []string) error {
 	url := fs.String("nats", "", "NATS URLs, comma-separated")
 	replicas := fs.Int("replicas", 3, "replicas a stream must be able to have")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up after")
+	seed := fs.String("seed", "", "nkey seed to sign in with (the controller's)")
 	fs.Parse(args)
-	nc, err := nats.Connect(*url, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	nc, err := connect(*url, *seed, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
@@ -141,8 +159,9 @@ func streamLeader(args []string) error {
 	fs := flag.NewFlagSet("stream-leader", flag.ExitOnError)
 	url := fs.String("nats", "", "NATS URLs, comma-separated")
 	stream := fs.String("stream", "", "stream name (a KV bucket B is stream KV_B)")
+	seed := fs.String("seed", "", "nkey seed to sign in with (the controller's)")
 	fs.Parse(args)
-	nc, err := nats.Connect(*url)
+	nc, err := connect(*url, *seed)
 	if err != nil {
 		return err
 	}
@@ -174,10 +193,12 @@ func place(args []string) error {
 	out := fs.String("out", "", "file to write one line per attempt to")
 	interval := fs.Duration("interval", 10*time.Millisecond, "pause between requests")
 	agents := fs.Bool("agents", false, "also log every agent report heard (\"<unix ns> agent <subject>\")")
+	agentsSeed := fs.String("agents-seed", "", "nkey seed for hearing agents (one that may subscribe to their reports: the controller's)")
 	cfg := submit.DefaultConfig()
 	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "the plugin's deadline_ms")
 	fs.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", cfg.BreakerCooldown, "the plugin's breaker_cooldown")
 	fs.IntVar(&cfg.BreakerFailures, "breaker-failures", cfg.BreakerFailures, "the plugin's breaker_failures")
+	fs.StringVar(&cfg.NATSNkeySeedFile, "seed", "", "the plugin's nkey seed (nats_nkey_seed_file)")
 	fs.Parse(args)
 	cfg.NATSURL = *url
 	f, err := os.Create(*out)
@@ -188,7 +209,7 @@ func place(args []string) error {
 	if *agents {
 		// Agents' reports, heard on a connection of our own (which also
 		// reconnects by itself), show the agents reconnecting.
-		sub, err := nats.Connect(*url, nats.Name("failover-client-agents"), nats.MaxReconnects(-1),
+		sub, err := connect(*url, *agentsSeed, nats.Name("failover-client-agents"), nats.MaxReconnects(-1),
 			nats.ReconnectWait(250*time.Millisecond))
 		if err != nil {
 			return err
@@ -286,6 +307,7 @@ func report(args []string) error {
 	placements := fs.String("placements", "", "the place command's output")
 	eventsPath := fs.String("events", "", "the script's events")
 	logs := fs.String("logs", "", "controller logs (JSON lines), comma-separated")
+	seed := fs.String("seed", "", "nkey seed to read the decisions with (the controller's)")
 	fs.Parse(args)
 
 	var atts []attempt
@@ -434,7 +456,7 @@ func report(args []string) error {
 		}
 	}
 
-	lost, err := missing(*url, atts)
+	lost, err := missing(*url, *seed, atts)
 	if err != nil {
 		return err
 	}
@@ -473,8 +495,8 @@ func leaseAcquired(paths string, after time.Time) (time.Time, bool) {
 
 // missing counts the decisions the client was given that JetStream does
 // not have.
-func missing(url string, atts []attempt) (int, error) {
-	nc, err := nats.Connect(url)
+func missing(url, seed string, atts []attempt) (int, error) {
+	nc, err := connect(url, seed)
 	if err != nil {
 		return 0, err
 	}
