@@ -170,10 +170,11 @@ func (l *Lease) op(ctx context.Context) (context.Context, context.CancelFunc) {
 // the revision it wrote and when it sent that write.
 func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 	var (
-		lastRev  uint64
-		holder   string
-		expiry   = time.NewTimer(time.Hour)
-		announce = true
+		lastRev      uint64
+		holder       string
+		writeFailing bool
+		expiry       = time.NewTimer(time.Hour)
+		announce     = true
 		// Polling (a plain read) rather than a JetStream watcher: creating
 		// a watcher blocks for seconds while the lease's stream elects a
 		// new leader, exactly when a standby must be quick. A renewal is
@@ -226,7 +227,12 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 				return rev, sent, true
 			}
 			if !isConflict(err) {
-				l.log.Warn().Err(err).Msg("cannot write the controller lease (NATS or its JetStream unavailable?); will retry")
+				// Once per outage: a standby retries twice a second.
+				ev := l.log.Debug()
+				if !writeFailing {
+					ev, writeFailing = l.log.Warn(), true
+				}
+				ev.Err(err).Msg("cannot write the controller lease (NATS or its JetStream unavailable?); will retry")
 			}
 			// Someone else wrote first (or we cannot tell): read the key
 			// again and count the TTL from what is there now.
@@ -255,7 +261,7 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 				}
 			}
 		case <-expiry.C:
-			l.log.Warn().Str("leader", holder).Dur("lease_ttl", l.cfg.TTL).
+			l.log.Warn().Str("leader", holder).Str("lease_ttl", l.cfg.TTL.String()).
 				Msg("the controller lease was not renewed within its TTL; taking over")
 			if rev, sent, ok := try(lastRev); ok {
 				return rev, sent, nil
@@ -315,7 +321,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, sent time.Time, lead func(
 	valid := func(sent time.Time) time.Time { return sent.Add(l.cfg.TTL - l.cfg.Renew) }
 	until := valid(sent)
 	l.setHolder(l.cfg.ID, true)
-	l.log.Info().Uint64("revision", rev).Dur("lease_ttl", l.cfg.TTL).Msg("acquired the controller lease; serving requests")
+	l.log.Info().Uint64("revision", rev).Str("lease_ttl", l.cfg.TTL.String()).Msg("acquired the controller lease; serving requests")
 
 	leadCtx, stop := context.WithCancelCause(ctx)
 	done := make(chan struct{})
