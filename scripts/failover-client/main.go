@@ -401,8 +401,8 @@ func report(args []string) error {
 		return fmt.Errorf("no answers from both leaders (old: %v, new: %v)", !lastOld.IsZero(), !firstNew.IsZero())
 	}
 	takeover := firstNew.Sub(lastOld)
-	fmt.Printf("leader (%s) killed with SIGKILL; its last answer %.3f s before, the new leader's first %.3f s after\n",
-		kill.what, kill.at.Sub(lastOld).Seconds(), firstNew.Sub(kill.at).Seconds())
+	fmt.Printf("leader (%s) killed with SIGKILL; its last answer at %+.3f s from the kill, the new leader's first at %+.3f s\n",
+		kill.what, lastOld.Sub(kill.at).Seconds(), firstNew.Sub(kill.at).Seconds())
 	if acq, ok := leaseAcquired(*logs, kill.at); ok {
 		fmt.Printf("the standby acquired the lease %.3f s after the kill\n", acq.Sub(kill.at).Seconds())
 	}
