@@ -8,6 +8,7 @@
 // Every command that connects takes -seed FILE, an nkey seed to sign in
 // with when the cluster requires credentials (place: the plugin's; the
 // others: the controller's).
+//
 //	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
