@@ -4,11 +4,6 @@
 //	failover-client ports N                 print N free loopback TCP ports
 //	failover-client wait-js -nats URLS      wait until JetStream places replicated streams
 //	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
-//
-// Every command that connects takes -seed FILE, an nkey seed to sign in
-// with when the cluster requires credentials (place: the plugin's; the
-// others: the controller's).
-//
 //	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
@@ -18,6 +13,10 @@
 //	failover-client report -nats URLS -placements FILE -events FILE [-logs A,B]
 //	    takeover time, decisions missing from JetStream, service with a
 //	    NATS node down; last line "takeover_s=<x> lost_decisions=<n>"
+//
+// Every command that connects takes -seed FILE, an nkey seed to sign in
+// with when the cluster requires credentials (place: the plugin's; the
+// others: the controller's).
 //
 // The events file has lines "<unix ns> kill-leader <what>" and
 // "<unix ns> kill-nats <what>", written by the script as it acts.
