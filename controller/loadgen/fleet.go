@@ -119,24 +119,32 @@ func newFleet(c FleetConfig) ([]*simNode, error) {
 	c.defaults()
 	nodes := make([]*simNode, c.Nodes)
 	for i := range nodes {
-		n := &simNode{name: NodeName(i), model: models[i%len(models)],
-			phase: time.Duration(int64(c.Interval) * int64(i) / int64(max(c.Nodes, 1)))}
-		r := nodeReport(n.name, n.model, c, uint32(i))
 		var err error
-		if n.node, err = encode(wire.SubjectAgentReport(n.name), r); err != nil {
+		if nodes[i], err = newNode(c, i); err != nil {
 			return nil, err
 		}
-		for k := range r.Jobs {
-			jr := r.Jobs[k]
-			j := &simJob{id: jr.JobID, rate: jobRate(n.model, jr.JobID), total: 1_000_000}
-			if j.msg, err = encode(wire.SubjectAgentJob(n.name, jr.JobID), &jr); err != nil {
-				return nil, err
-			}
-			n.jobs = append(n.jobs, j)
-		}
-		nodes[i] = n
 	}
 	return nodes, nil
+}
+
+// newNode builds node i's reports.
+func newNode(c FleetConfig, i int) (*simNode, error) {
+	n := &simNode{name: NodeName(i), model: models[i%len(models)],
+		phase: time.Duration(int64(c.Interval) * int64(i) / int64(max(c.Nodes, 1)))}
+	r := nodeReport(n.name, n.model, c, uint32(i))
+	var err error
+	if n.node, err = encode(wire.SubjectAgentReport(n.name), r); err != nil {
+		return nil, err
+	}
+	for k := range r.Jobs {
+		jr := r.Jobs[k]
+		j := &simJob{id: jr.JobID, rate: jobRate(n.model, jr.JobID), total: 1_000_000}
+		if j.msg, err = encode(wire.SubjectAgentJob(n.name, jr.JobID), &jr); err != nil {
+			return nil, err
+		}
+		n.jobs = append(n.jobs, j)
+	}
+	return n, nil
 }
 
 // jobRate: each job has its own base speed, scaled by the node's type.
@@ -319,4 +327,27 @@ func Speeds() map[string]float64 {
 		s[m.typ] = m.speed
 	}
 	return s
+}
+
+// Message is one report as a simulated agent publishes it.
+type Message struct {
+	Subject string
+	Data    []byte
+}
+
+// Sample is simulated node i's reports (its NodeReport, then one
+// JobReport per job) stamped at now: the very bytes the load generator
+// sends, for benchmarks and tests of the controller's intake.
+func Sample(c FleetConfig, i int, now time.Time) ([]Message, error) {
+	c.defaults()
+	n, err := newNode(c, i)
+	if err != nil {
+		return nil, err
+	}
+	n.tick(now, c.Interval)
+	out := []Message{{n.node.subject, n.node.data}}
+	for _, j := range n.jobs {
+		out = append(out, Message{j.msg.subject, j.msg.data})
+	}
+	return out, nil
 }
