@@ -404,7 +404,7 @@ func (o *Observer) HandleJobReport(subject string, data []byte) {
 	}
 	j.touchNode(v.Node, now)
 	if p.StepsPerSec > 0 && p.AgeSeconds <= o.cfg.ProgressMaxAge.Seconds() {
-		j.rate(v.GPUType, now).add(p.StepsPerSec, now, o.cfg.Smoothing)
+		j.rate(v.GPUType).add(p.StepsPerSec, now, o.cfg.Smoothing)
 	}
 	o.mu.Unlock()
 	o.decoded.Add(1)
@@ -422,7 +422,7 @@ func (j *jobState) touchNode(name string, now time.Time) {
 	}
 }
 
-func (j *jobState) rate(gpuType string, now time.Time) *TypeRate {
+func (j *jobState) rate(gpuType string) *TypeRate {
 	for i := range j.rates {
 		if j.rates[i].GPUType == gpuType {
 			return &j.rates[i]
