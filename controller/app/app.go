@@ -21,6 +21,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/auth"
@@ -48,6 +49,7 @@ type Controller struct {
 	snap    atomic.Pointer[cluster.Snapshot]
 	ns      *server.Server // embedded server, nil when external
 	auth    string         // how clients authenticate, for the log
+	obs     *observe.Observer
 	started time.Time
 }
 
@@ -83,6 +85,12 @@ func Run(ctx context.Context, o Options) error {
 		c.log.Warn().Err(err).Msg("cannot read the cluster from Slurm yet; requests are kept as they are until a refresh succeeds")
 	}
 	if err := c.subscribe(); err != nil {
+		return err
+	}
+	// Agent reports: taken in by every controller, leader or not, so a
+	// standby that takes over already knows what the agents measured.
+	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
+	if err := c.obs.Start(ctx, c.nc); err != nil {
 		return err
 	}
 	where := c.cfg.NATSURL

@@ -121,6 +121,13 @@ func (c *Controller) onStatus(m *nats.Msg) {
 		return
 	}
 	rep := wire.StatusReply{V: wire.Version, Policy: c.placer.Name(), Decisions: c.store.Count()}
+	if c.obs != nil {
+		st := c.obs.Status()
+		rep.Ingest = &st
+		if req.Jobs {
+			rep.Jobs, rep.JobsTruncated = c.obs.Throughputs(wire.MaxStatusJobs)
+		}
+	}
 	if s := c.snap.Load(); s != nil {
 		rep.RefreshedAt = s.At.UTC().Format(time.RFC3339)
 		for _, t := range s.TypeNames() {
