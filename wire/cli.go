@@ -16,7 +16,14 @@ type ExplainReply struct {
 // StatusRequest asks for the controller's view of the cluster.
 type StatusRequest struct {
 	V int `json:"v"`
+	// Jobs asks for the measured throughput of each job (at most
+	// MaxStatusJobs of them) besides the cluster view.
+	Jobs bool `json:"jobs,omitempty"`
 }
+
+// MaxStatusJobs bounds the jobs listed in a StatusReply, so the reply
+// stays far below NATS's payload limit on a large cluster.
+const MaxStatusJobs = 1000
 
 // StatusReply is the controller's view: capacity and use per GPU type.
 type StatusReply struct {
@@ -30,6 +37,52 @@ type StatusReply struct {
 	// when controllers share a NATS cluster and elect one; empty when the
 	// controller runs its own embedded server.
 	Leader string `json:"leader,omitempty"`
+	// Ingest counts the agents' reports the controller took in.
+	Ingest *IngestStatus `json:"ingest,omitempty"`
+	// Jobs is the measured throughput of running jobs, by job id, when
+	// the request asked for it; JobsTruncated says some were left out.
+	Jobs          []JobThroughput `json:"jobs,omitempty"`
+	JobsTruncated bool            `json:"jobs_truncated,omitempty"`
+}
+
+// IngestStatus is the controller's count of agent reports since it started.
+type IngestStatus struct {
+	// Received counts messages on the agent subjects; Decoded those taken
+	// in. The rest were dropped: Malformed (not JSON of the right shape,
+	// too big, wrong version), Invalid (values out of range, node name not
+	// matching the subject, table full), SlowConsumer (the controller fell
+	// behind and the NATS client discarded them before they were read).
+	Received     uint64 `json:"received"`
+	Decoded      uint64 `json:"decoded"`
+	Malformed    uint64 `json:"malformed"`
+	Invalid      uint64 `json:"invalid"`
+	SlowConsumer uint64 `json:"slow_consumer"`
+	// Pending is how many messages wait to be read right now.
+	Pending int `json:"pending"`
+	// Nodes and Jobs are those heard of within the forget period;
+	// Forgotten counts those dropped for silence.
+	Nodes     int    `json:"nodes"`
+	Jobs      int    `json:"jobs"`
+	Forgotten uint64 `json:"forgotten"`
+	// LostReports sums the gaps in the agents' sequence numbers.
+	LostReports uint64 `json:"lost_reports"`
+}
+
+// JobThroughput is what the agents measured of one job on one GPU type.
+type JobThroughput struct {
+	JobID   uint32 `json:"job_id"`
+	GPUType string `json:"gpu_type"`
+	// StepsPerSec is smoothed over the reports of every node of the job
+	// with that type; 0 when the job reports no progress.
+	StepsPerSec float64 `json:"steps_per_s"`
+	Step        uint64  `json:"step,omitempty"`
+	Total       uint64  `json:"total,omitempty"`
+	// PeakGPUMemoryBytes is the most GPU memory the job used on one node;
+	// PeakGPUMemoryPerGPU the most per GPU (node total / its GPUs).
+	PeakGPUMemoryBytes  uint64 `json:"peak_gpu_memory_bytes,omitempty"`
+	PeakGPUMemoryPerGPU uint64 `json:"peak_gpu_memory_per_gpu_bytes,omitempty"`
+	Nodes               int    `json:"nodes"`
+	LastSeen            string `json:"last_seen"`
 }
 
 // TypeState is one GPU type's capacity as the controller last saw it.

@@ -23,6 +23,7 @@ import (
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/leader"
+	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/auth"
@@ -51,6 +52,7 @@ type Controller struct {
 	ns      *server.Server // embedded server, nil when external
 	lease   *leader.Lease  // nil when alone (embedded server)
 	auth    string         // how clients authenticate, for the log
+	obs     *observe.Observer
 	started time.Time
 
 	// durable counts decisions being stored before their reply; writes
@@ -92,6 +94,13 @@ func Run(ctx context.Context, o Options) error {
 	storeDone := make(chan struct{})
 	go func() { c.store.Run(storeCtx); close(storeDone) }()
 	defer func() { stopStore(); <-storeDone }()
+
+	// Agent reports: taken in by every controller, leader or not, so a
+	// standby that takes over already knows what the agents measured.
+	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
+	if err := c.obs.Start(ctx, c.nc); err != nil {
+		return err
+	}
 
 	// Only the leader answers requests and reads Slurm. The embedded
 	// server's controller is alone by construction; on an external NATS

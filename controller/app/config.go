@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/leader"
+	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -55,6 +56,8 @@ type Config struct {
 	LogLevel string
 	// Placement holds the rule's knobs (speed table, retyping, margins).
 	Placement placement.Config
+	// Observe sizes the intake of agent reports (zero values: defaults).
+	Observe observe.Config
 }
 
 // DefaultConfig is what no file and no flags mean.
@@ -98,6 +101,8 @@ func LoadConfig(path string) (Config, error) {
 	v.Bool("retype_typed", &c.Placement.RetypeTyped)
 	v.Float("walltime_margin", &c.Placement.WalltimeMargin, 1, 100)
 	v.Int("walltime_overhead_min", &overheadMin, 0, 24*60)
+	v.Duration("agent_forget_after", &c.Observe.ForgetAfter, 10*time.Second, 7*24*time.Hour)
+	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {

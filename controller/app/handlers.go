@@ -173,6 +173,13 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	if c.lease != nil {
 		rep.Leader = c.lease.ID()
 	}
+	if c.obs != nil {
+		st := c.obs.Status()
+		rep.Ingest = &st
+		if req.Jobs {
+			rep.Jobs, rep.JobsTruncated = c.obs.Throughputs(wire.MaxStatusJobs)
+		}
+	}
 	if s := c.snap.Load(); s != nil {
 		rep.RefreshedAt = s.At.UTC().Format(time.RFC3339)
 		for _, t := range s.TypeNames() {

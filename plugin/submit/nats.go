@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,9 @@ type NATSAsker struct {
 // onEvent, when set, hears connection changes worth a log line; warn marks
 // the ones that mean jobs now pass through unplaced.
 func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
+	// The breaker is made after the connection; the reconnect handler
+	// reads it through this pointer, so no ordering is assumed.
+	var br atomic.Pointer[breaker.Breaker]
 	opts := []nats.Option{
 		nats.Name("rota-job_submit"),
 		nats.RetryOnFailedConnect(true),
@@ -64,6 +68,15 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			// Requests sent into a connection that had silently died
+			// time out and may have opened the breaker; they said
+			// nothing about the controller. On the new connection the
+			// controller gets a fresh chance instead of breaker_cooldown
+			// of unplaced jobs (a hung one opens it again after
+			// breaker_failures deadlines).
+			if b := br.Load(); b != nil {
+				b.Success()
+			}
 			if onEvent != nil {
 				onEvent(false, "reconnected to the controller's NATS at "+nc.ConnectedUrlRedacted())
 			}
@@ -120,7 +133,9 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", c.NATSURL, err)
 	}
-	return &NATSAsker{nc: nc, deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}, nil
+	a := &NATSAsker{nc: nc, deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}
+	br.Store(a.Breaker)
+	return a, nil
 }
 
 // Place sends req and waits at most the deadline for the answer.

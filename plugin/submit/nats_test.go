@@ -137,6 +137,36 @@ func TestNATSAskerNoControllerKeepsBreakerClosed(t *testing.T) {
 	}
 }
 
+// A reconnect closes the breaker: the timeouts that opened it may have
+// been requests lost with the old connection (a NATS node that died), and
+// keeping it open would pass jobs unplaced for breaker_cooldown after the
+// plugin is connected again.
+func TestNATSAskerReconnectClosesBreaker(t *testing.T) {
+	s := natstest.Start(t)
+	var hang atomic.Bool
+	var seen atomic.Int64
+	hang.Store(true)
+	responder(t, s.URL(), &hang, &seen)
+	cfg := testConfig(s.URL())
+	cfg.BreakerCooldown = time.Hour
+	a, err := DialNATS(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitConnected(t, a)
+	for i := 0; i < cfg.BreakerFailures; i++ {
+		a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+	}
+	if a.Breaker.State() != breaker.Open {
+		t.Fatalf("breaker %v, want open", a.Breaker.State())
+	}
+	s.Restart()
+	natstest.WaitFor(t, 10*time.Second, "the breaker to close on reconnect", func() bool {
+		return a.nc.IsConnected() && a.Breaker.State() == breaker.Closed
+	})
+}
+
 // With the server gone the request is refused at once (not connected), and
 // the plugin reconnects by itself when a server is back on the same port.
 func TestNATSAskerDeadServer(t *testing.T) {

@@ -423,6 +423,10 @@ func report(args []string) error {
 				bad++
 			}
 		}
+		// Failures after the last answer are a wait too.
+		if len(atts) > 0 {
+			gap = max(gap, atts[len(atts)-1].at.Sub(prev))
+		}
 		fmt.Printf("NATS node %s killed with SIGKILL; since then %d answered, %d not, longest wait for an answer %.3f s\n",
 			nk.what, n, bad, gap.Seconds())
 		if n == 0 {
@@ -445,6 +449,11 @@ func report(args []string) error {
 				gap = max(gap, r.at.Sub(prev))
 				last[r.subject] = r.at
 				after[r.subject]++
+			}
+			// Silence until the end is a wait too.
+			end := reports[len(reports)-1].at
+			for _, t := range last {
+				gap = max(gap, end.Sub(t))
 			}
 			fmt.Printf("agent reports: %d agents heard before the NATS node was killed, %d after; longest wait for an agent's next report %.3f s\n",
 				len(before), len(after), gap.Seconds())

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -80,6 +81,25 @@ func TestAgentSeesJobProgress(t *testing.T) {
 		t.Errorf("node %q type %q", got.Node, got.GPUType)
 	}
 	t.Logf("job %d on %s (%s): step %d, %.2f steps/s, GPU memory %d MiB", id, got.Node, got.GPUType, got.Progress.Step, got.Progress.StepsPerSec, got.GPUMemoryBytes>>20)
+
+	// The controller learned the same: `rota status --jobs` lists the job
+	// with its measured steps/s on that GPU type.
+	waitFor(t, 30*time.Second, "the controller's view of the job", func() bool {
+		out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--jobs", "--json")
+		if err != nil {
+			t.Fatalf("rota status: %v %s", err, out)
+		}
+		var st wire.StatusReply
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("rota status --json: %v: %s", err, out)
+		}
+		for _, j := range st.Jobs {
+			if j.JobID == id && j.GPUType == got.GPUType && j.StepsPerSec > 5 && j.StepsPerSec < 20 && j.PeakGPUMemoryBytes > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // The dev cluster runs with credentials: a client without one is refused.

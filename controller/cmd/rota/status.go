@@ -20,11 +20,12 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	jobs := fs.Bool("jobs", false, "also list jobs' measured steps/s per GPU type and peak GPU memory")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	var rep wire.StatusReply
-	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version, Jobs: *jobs}, &rep); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -53,5 +54,25 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", p.Name, p.Default, mt, p.Nodes)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if in := rep.Ingest; in != nil {
+		fmt.Fprintf(stdout, "\nagents: %d nodes, %d jobs reporting; %d reports received, %d taken in, dropped %d malformed, %d invalid, %d slow consumer; %d pending; %d lost by agents; %d forgotten\n",
+			in.Nodes, in.Jobs, in.Received, in.Decoded, in.Malformed, in.Invalid, in.SlowConsumer, in.Pending, in.LostReports, in.Forgotten)
+	}
+	if *jobs {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "JOB\tTYPE\tSTEPS/S\tSTEP\tTOTAL\tPEAK GPU MEM\tPER GPU\tNODES\tLAST SEEN")
+		for _, j := range rep.Jobs {
+			fmt.Fprintf(tw, "%d\t%s\t%.3g\t%d\t%d\t%.1f GiB\t%.1f GiB\t%d\t%s\n", j.JobID, j.GPUType, j.StepsPerSec, j.Step, j.Total,
+				float64(j.PeakGPUMemoryBytes)/(1<<30), float64(j.PeakGPUMemoryPerGPU)/(1<<30), j.Nodes, j.LastSeen)
+		}
+		if rep.JobsTruncated {
+			fmt.Fprintf(tw, "(first %d only)\n", len(rep.Jobs))
+		}
+		return tw.Flush()
+	}
+	return nil
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/loadgen"
+)
+
+func init() {
+	register("loadgen", command{summary: "play N agents and a stream of placements against a controller; measure it", run: runLoadgen})
+}
+
+const loadgenHelp = `rota loadgen plays N node agents x 8 GPUs reporting every interval, plus a
+stream of placement requests, and measures the controller: ingest rate,
+drops, CPU and memory, placement latency. The last line, for scripts:
+
+  ingest_msgs_per_s=<x> placement_p99_ms=<y> dropped=<n>
+
+Where the controller runs:
+  (default)        a controller child process started here, whose Slurm is
+                   the simulated fleet; its CPU and memory are measured
+  --in-process     the same controller inside this process (figures then
+                   include the generator)
+  --nats URL       a running controller (give --controller-pid to measure it)
+
+`
+
+func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), loadgenHelp); fs.PrintDefaults() }
+	var o loadgen.Options
+	fs.IntVar(&o.Fleet.Nodes, "nodes", 5000, "simulated nodes (agents)")
+	fs.IntVar(&o.Fleet.GPUsPerNode, "gpus", 8, "GPUs per node")
+	fs.IntVar(&o.Fleet.JobsPerNode, "jobs-per-node", 2, "jobs per node (each reports on its own subject too)")
+	fs.DurationVar(&o.Fleet.Interval, "interval", time.Second, "agent report interval")
+	fs.IntVar(&o.Conns, "conns", 4, "NATS connections the simulated agents share")
+	fs.Float64Var(&o.PlaceRate, "place-rate", 50, "placement requests per second (0: none)")
+	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "load before measuring")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long to measure")
+	natsURL := fs.String("nats", "", "a running controller's NATS URL; default: start one (see above)")
+	fs.IntVar(&o.ControllerPID, "controller-pid", 0, "with --nats: the controller's pid, to measure its CPU and memory")
+	inProcess := fs.Bool("in-process", false, "run the controller in this process")
+	serve := fs.Bool("serve-controller", false, "internal: run the controller for a parent loadgen and print its URL")
+	logLevel := fs.String("log-level", "warn", "controller log level when started here")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if o.Fleet.Nodes < 1 || o.Fleet.GPUsPerNode < 1 || o.Duration <= 0 || o.PlaceRate < 0 {
+		return usageError{"--nodes and --gpus must be positive, --duration too, --place-rate not negative"}
+	}
+	lvl, err := zerolog.ParseLevel(*logLevel)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("service", "rota-controller").Logger()
+
+	if *serve {
+		return serveController(ctx, o.Fleet, log, stdout)
+	}
+	switch {
+	case *natsURL != "":
+		o.NATSURL = *natsURL
+	case *inProcess:
+		dir, err := os.MkdirTemp("", "rota-loadgen-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		url, stop, err := loadgen.StartController(ctx, o.Fleet, dir, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.NATSURL, o.ControllerPID, o.InProcess = url, os.Getpid(), true
+	default:
+		url, pid, stop, err := spawnController(ctx, args)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.NATSURL, o.ControllerPID = url, pid
+	}
+	where := "controller at " + o.NATSURL
+	if o.ControllerPID > 0 && !o.InProcess {
+		where += fmt.Sprintf(" (pid %d)", o.ControllerPID)
+	} else if o.InProcess {
+		where += " (in this process)"
+	}
+	fmt.Fprintf(stdout, "loadgen: %d nodes x %d GPUs every %v, %d jobs per node, %.0f placements/s; %v warm-up, %v measured; %s\n",
+		o.Fleet.Nodes, o.Fleet.GPUsPerNode, o.Fleet.Interval, o.Fleet.JobsPerNode, o.PlaceRate, o.Warmup, o.Duration, where)
+	o.Log = log
+	res, err := loadgen.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	res.Print(stdout)
+	return nil
+}
+
+// serveController is the child side of the default mode: a controller on
+// a random port, its URL on stdout, until the parent stops it.
+func serveController(ctx context.Context, fleet loadgen.FleetConfig, log zerolog.Logger, stdout io.Writer) error {
+	dir, err := os.MkdirTemp("", "rota-loadgen-controller-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	url, stop, err := loadgen.StartController(ctx, fleet, dir, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, url)
+	<-ctx.Done()
+	return stop()
+}
+
+// spawnController starts `rota loadgen --serve-controller` with the same
+// fleet flags, so the controller is its own process and its CPU and
+// memory are its own, and waits for its URL.
+func spawnController(ctx context.Context, args []string) (url string, pid int, stop func(), err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd := exec.Command(exe, append([]string{"loadgen", "--serve-controller"}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", 0, nil, fmt.Errorf("starting the controller: %w", err)
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case l, ok := <-lines:
+		if !ok || !strings.HasPrefix(l, "nats://") {
+			stop()
+			return "", 0, nil, fmt.Errorf("the controller did not start (said %q)", l)
+		}
+		return l, cmd.Process.Pid, stop, nil
+	case <-ctx.Done():
+		stop()
+		return "", 0, nil, ctx.Err()
+	case <-time.After(60 * time.Second):
+		stop()
+		return "", 0, nil, errors.New("the controller did not start in 60 s")
+	}
+}
