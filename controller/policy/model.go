@@ -57,6 +57,13 @@ type Allocation struct {
 	Note string
 	// ReducedJobs is how many jobs the exact finish had to carry in full.
 	ReducedJobs int
+	// FormulatedOptimum, where set (hierarchical, ftf), is the optimum of
+	// the maximisation LPPolicy.Formulate returns, for policies whose
+	// Objective is not a plain function of it.
+	FormulatedOptimum float64
+	// Levels is how many LPs the policy solved (water-filling levels for
+	// hierarchical, fixed-point steps for ftf).
+	Levels int
 }
 
 // Policy decides an allocation.

@@ -30,6 +30,7 @@ type solveReport struct {
 	ObjectiveName string  `json:"objective_name"`
 	SolveSeconds  float64 `json:"solve_seconds"`
 	ReducedJobs   int     `json:"reduced_jobs"`
+	Levels        int     `json:"levels,omitempty"`
 	Unschedulable int     `json:"unschedulable"`
 	Note          string  `json:"note,omitempty"`
 	MPS           string  `json:"mps,omitempty"`
@@ -90,7 +91,7 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	rep := solveReport{Policy: pol.Name(), Jobs: *n, Objective: alloc.Objective, ObjectiveName: alloc.ObjectiveName,
-		SolveSeconds: secs, ReducedJobs: alloc.ReducedJobs, Unschedulable: len(alloc.Unschedulable), Note: alloc.Note}
+		SolveSeconds: secs, ReducedJobs: alloc.ReducedJobs, Levels: alloc.Levels, Unschedulable: len(alloc.Unschedulable), Note: alloc.Note}
 
 	if *emit != "" || *withCLP {
 		lpp, ok := pol.(policy.LPPolicy)
@@ -155,6 +156,9 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 
 // lpObjectiveValue inverts LPObjective: the LP's own (maximised) optimum.
 func lpObjectiveValue(a policy.Allocation, p policy.LPPolicy) float64 {
+	if a.FormulatedOptimum != 0 {
+		return a.FormulatedOptimum
+	}
 	if p.LPObjective(2) != 2 { // makespan reports 1/t
 		return 1 / a.Objective
 	}

@@ -239,6 +239,25 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 	b := &mm.Jobs[j]
 	R := b.C + b.D*t
+	// A frozen requirement (D = 0) does not move with t, so its breakpoints
+	// are exact: no margin around them. A frozen job that needs nothing is
+	// held at zero on its cheapest type (dual feasible whatever the ties).
+	rm := margin
+	if b.D == 0 {
+		rm = 0
+		if R <= 0 {
+			kb := -1
+			for k, a := range b.A {
+				if a > 0 && (kb < 0 || ratio(b, p, k) < ratio(b, p, kb)) {
+					kb = k
+				}
+			}
+			if kb < 0 {
+				return free
+			}
+			return vertex(b, kb, -1)
+		}
+	}
 	best, second := math.Inf(1), math.Inf(1)
 	bf := free
 	consider := func(cost float64, f fix) {
@@ -253,13 +272,13 @@ func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 			continue
 		}
 		c1 := b.S * p[k1]
-		if R <= a1*(1-margin) {
+		if R <= a1*(1-rm) {
 			consider(c1*R/a1, vertex(b, k1, -1))
-		} else if R < a1*(1+margin) {
+		} else if R < a1*(1+rm) {
 			return free // at a breakpoint
 		}
 		for k2, a2 := range b.A {
-			if a2 > a1*(1+margin) && R > a1*(1+margin) && R < a2*(1-margin) {
+			if a2 > a1*(1+margin) && R > a1*(1+rm) && R < a2*(1-rm) {
 				x2 := (R - a1) / (a2 - a1)
 				consider(c1*(1-x2)+b.S*p[k2]*x2, vertex(b, k1, k2))
 			}

@@ -1,0 +1,184 @@
+package policy
+
+import (
+	"context"
+	"math"
+
+	"github.com/rota-hpc/rota/controller/policy/lp"
+)
+
+func init() {
+	register("ftf", func(o Options) Policy { return &ftfPolicy{o: o} })
+}
+
+// ftfPolicy is finish-time fairness (Themis' rho as Gavel formulates it):
+// minimise max_j rho_j with
+//
+//	rho_j = (Elapsed_j + Steps_j / thr_j(x)) / (IsolatedElapsed_j + Steps_j / iso_j)
+//
+// where iso_j is the job's throughput under a 1/n share of the cluster
+// (its equal-share throughput times min(1, G/(n scale_j)), G GPUs, n
+// jobs). Write D_j for the denominator. rho_j <= r is
+// thr_j(x) >= Steps_j / (r D_j - E_j), so with t = 1/r the requirement
+// is sum_k x_jk T_jk (D_j - E_j/r)/Steps_j >= t: with no elapsed time this
+// is one MaxMin LP (A_jk = T_jk D_j/Steps_j, optimum 1/max rho). With
+// elapsed time the coefficients depend on r; the optimum r* is the root
+// of the increasing function r t(r) - 1, found by safeguarded secant
+// steps, each an exact MaxMin solve; the LP at r* is exported.
+// Priority weights are ignored, as in Gavel. Jobs with no steps left are
+// left out of the LP (they need nothing).
+type ftfPolicy struct {
+	o Options
+}
+
+func (f *ftfPolicy) Name() string { return "ftf" + suffix(f.o) }
+
+// LPObjective: the LP's optimum is 1/max rho.
+func (f *ftfPolicy) LPObjective(v float64) float64 { return 1 / v }
+
+type ftfJob struct {
+	i          int // index in idx
+	T          []float64
+	S, E, D, s float64
+}
+
+func (f *ftfPolicy) jobs(p *Problem, idx []int) []ftfJob {
+	n := float64(len(idx))
+	G := p.totalGPUs()
+	var out []ftfJob
+	for i, j := range idx {
+		job := &p.Jobs[j]
+		if job.Steps <= 0 {
+			continue
+		}
+		u := p.usable(j, f.o.Agnostic)
+		iso := p.equalShare(u) * math.Min(1, G/(n*job.scale()))
+		out = append(out, ftfJob{i: i, T: u, S: job.Steps, E: job.Elapsed, D: job.IsolatedElapsed + job.Steps/iso, s: job.scale()})
+	}
+	return out
+}
+
+// build is the MaxMin at r (r = +Inf: elapsed time ignored).
+func (f *ftfPolicy) build(p *Problem, idx []int, js []ftfJob, r float64) *lp.MaxMin {
+	mm := &lp.MaxMin{Cap: p.caps()}
+	for _, j := range js {
+		c := (j.D - j.E/r) / j.S
+		b := lp.BlockJob{A: make([]float64, len(j.T)), S: j.s, D: 1}
+		for k, t := range j.T {
+			b.A[k] = t * c
+		}
+		mm.Jobs = append(mm.Jobs, b)
+	}
+	return mm
+}
+
+// solve returns r*, the MaxMin at r* and its solution, and the number of
+// LPs solved.
+func (f *ftfPolicy) solve(ctx context.Context, p *Problem, idx []int, js []ftfJob) (float64, *lp.MaxMin, lp.MaxMinResult, int, error) {
+	mm := f.build(p, idx, js, math.Inf(1))
+	res, err := lp.SolveMaxMin(mm)
+	if err != nil {
+		return 0, nil, res, 1, err
+	}
+	lo := 0.0 // max E_j/D_j: below it some job cannot be fast enough
+	for _, j := range js {
+		lo = math.Max(lo, j.E/j.D)
+	}
+	if lo == 0 {
+		return 1 / res.T, mm, res, 1, nil
+	}
+	// g(r) = r t(r) - 1 is increasing; g(lo) = -1 and g(r) <= r t_inf - 1.
+	solves := 1
+	g := func(r float64) (float64, *lp.MaxMin, lp.MaxMinResult, error) {
+		solves++
+		m := f.build(p, idx, js, r)
+		rs, err := lp.SolveMaxMin(m)
+		return r*rs.T - 1, m, rs, err
+	}
+	a, ga := lo, -1.0
+	b := math.Max(lo, 1/res.T) * 2
+	gb, mb, rb, err := g(b)
+	for err == nil && gb < 0 {
+		a, ga = b, gb
+		b *= 2
+		gb, mb, rb, err = g(b)
+	}
+	if err != nil {
+		return 0, nil, res, solves, err
+	}
+	// Illinois regula falsi on [a, b], to 1e-12 relative.
+	side := 0
+	for it := 0; it < 100 && b-a > 1e-12*b; it++ {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, res, solves, err
+		}
+		c := b - gb*(b-a)/(gb-ga)
+		if !(c > a && c < b) {
+			c = (a + b) / 2
+		}
+		gc, mc, rc, err := g(c)
+		if err != nil {
+			return 0, nil, res, solves, err
+		}
+		if gc >= 0 {
+			b, gb, mb, rb = c, gc, mc, rc
+			if side == 1 {
+				ga /= 2
+			}
+			side = 1
+		} else {
+			a, ga = c, gc
+			if side == -1 {
+				gb /= 2
+			}
+			side = -1
+		}
+		if gc == 0 {
+			break
+		}
+	}
+	// mb at b is feasible (t(b) >= 1/b): every rho <= b.
+	return b, mb, rb, solves, nil
+}
+
+func (f *ftfPolicy) Formulate(p *Problem) (*lp.Problem, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	idx, _ := p.schedulable()
+	js := f.jobs(p, idx)
+	if len(js) == 0 {
+		return (&lp.MaxMin{Cap: p.caps()}).FullLP(), nil
+	}
+	_, mm, _, _, err := f.solve(context.Background(), p, idx, js)
+	if err != nil {
+		return nil, err
+	}
+	return mm.FullLP(), nil
+}
+
+func (f *ftfPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, error) {
+	if err := p.Validate(); err != nil {
+		return Allocation{}, err
+	}
+	a := zeroAlloc(p, f.Name())
+	a.ObjectiveName = "max finish-time fairness rho"
+	idx, not := p.schedulable()
+	a.Unschedulable = not
+	js := f.jobs(p, idx)
+	if len(js) == 0 {
+		return a, nil
+	}
+	r, _, res, n, err := f.solve(ctx, p, idx, js)
+	if err != nil {
+		return a, err
+	}
+	for i, j := range js {
+		copy(a.X[idx[j.i]], res.X[i])
+	}
+	a.Objective, a.FormulatedOptimum, a.Levels, a.ReducedJobs = r, res.T, n, res.Reduced
+	if !f.o.NoFill {
+		fill(p, a.X, idx, f.o.Agnostic)
+	}
+	return a, ctx.Err()
+}
