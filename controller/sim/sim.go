@@ -26,6 +26,14 @@ type Config struct {
 	// by index, run until all of those finish.
 	Jobs                 []workload.Job
 	MeasureLo, MeasureHi int
+	// ReallocInterval is the least simulated time between two solves of
+	// the policy: the allocation is recomputed when jobs arrived or
+	// finished since the last solve and at least this long has passed
+	// (0: at the first round after any change, as Gavel's simulator
+	// does). Jobs that arrive in between run on GPUs the allocation
+	// leaves over until the next solve.
+	ReallocInterval float64
+	Seed            int64 // drives the mechanism's per-round type order
 }
 
 // Report summarises the measured jobs.
@@ -38,6 +46,8 @@ type Report struct {
 	MakespanHours    float64   `json:"makespan_hours"`
 	Utilisation      []float64 `json:"utilisation"`
 	Migrations       int       `json:"migrations"`
+	LeaseExtensions  int       `json:"lease_extensions"`
+	Rounds           int       `json:"rounds"`
 	RhoMean          float64   `json:"ftf_rho_mean"`
 	RhoMedian        float64   `json:"ftf_rho_median"`
 	RhoP99           float64   `json:"ftf_rho_p99"`
@@ -48,6 +58,7 @@ type Report struct {
 }
 
 type live struct {
+	id        string
 	job       workload.Job
 	remaining float64
 	activeSum float64 // sum over rounds of active job count (for rho)
@@ -57,22 +68,30 @@ type live struct {
 // Run simulates one policy.
 func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 	K := len(cfg.Types)
-	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode)
+	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode, cfg.Round, cfg.Seed)
 	rep := Report{Policy: pol.Name(), Utilisation: make([]float64, K)}
 	busy := make([]float64, K)
 	var active []*live
+	var reqs []mechanism.Request
 	next := 0
 	done := 0
 	need := cfg.MeasureHi - cfg.MeasureLo
 	jct := map[int]float64{}
 	rhos := []float64{}
-	var X [][]float64
-	changed := true
+	changed := false
+	lastSolve := math.Inf(-1)
 	now := 0.0
 	first, last := math.Inf(1), 0.0
 	totalGPUs := 0.0
 	for _, c := range cfg.Capacity {
 		totalGPUs += float64(c)
+	}
+	eqRate := func(j workload.Job) float64 {
+		eq := 0.0
+		for k, c := range cfg.Capacity {
+			eq += j.Rates[k] * float64(c) / totalGPUs
+		}
+		return eq
 	}
 	for done < need {
 		if err := ctx.Err(); err != nil {
@@ -80,7 +99,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		}
 		for next < len(cfg.Jobs) && cfg.Jobs[next].Arrival <= now {
 			j := cfg.Jobs[next]
-			active = append(active, &live{job: j, remaining: j.Steps})
+			active = append(active, &live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps})
 			next++
 			changed = true
 		}
@@ -91,10 +110,15 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			now = math.Ceil(cfg.Jobs[next].Arrival/cfg.Round) * cfg.Round
 			continue
 		}
-		if changed {
-			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K)}
+		reqs = reqs[:0]
+		for _, l := range active {
+			reqs = append(reqs, mechanism.Request{ID: l.id, Scale: l.job.Scale, Rates: l.job.Rates})
+		}
+		if changed && now-lastSolve >= cfg.ReallocInterval {
+			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K),
+				Jobs: make([]policy.Job, 0, len(active))}
 			for _, l := range active {
-				p.Jobs = append(p.Jobs, policy.Job{ID: strconv.Itoa(l.job.ID), Throughput: l.job.Rates,
+				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.job.Rates,
 					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
 			}
 			start := time.Now()
@@ -106,33 +130,30 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			rep.Solves++
 			rep.SolveSecondsMean += secs
 			rep.SolveSecondsMax = math.Max(rep.SolveSecondsMax, secs)
-			X = a.X
+			for i := range reqs {
+				reqs[i].X = a.X[i]
+			}
+			mech.Reset(reqs)
 			changed = false
-		}
-		reqs := make([]mechanism.Request, len(active))
-		for i, l := range active {
-			reqs[i] = mechanism.Request{ID: strconv.Itoa(l.job.ID), Scale: l.job.Scale, X: X[i]}
+			lastSolve = now
 		}
 		res := mech.Round(reqs)
-		migrated := map[string]bool{}
-		for _, id := range res.Migrations {
-			migrated[id] = true
-		}
-		rep.Migrations += len(res.Migrations)
+		rep.Rounds++
+		rep.Migrations += res.Migrations
+		rep.LeaseExtensions += res.LeaseExtensions
 		keep := active[:0]
 		n := float64(len(active))
-		for _, l := range active {
+		for i, l := range active {
 			l.activeSum += n
 			l.rounds++
-			id := strconv.Itoa(l.job.ID)
-			pl, ok := res.Placed[id]
-			if !ok {
+			pl := res.Placed[i]
+			if pl.Type < 0 {
 				keep = append(keep, l)
 				continue
 			}
 			run := cfg.Round
 			lost := 0.0
-			if migrated[id] {
+			if res.Migrated[i] {
 				lost = math.Min(cfg.MigrationCost, run)
 			}
 			rate := l.job.Rates[pl.Type]
@@ -147,13 +168,9 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 					first = math.Min(first, l.job.Arrival)
 					last = math.Max(last, end)
 					share := math.Min(1, totalGPUs/(l.activeSum/l.rounds)/float64(l.job.Scale))
-					eq := 0.0
-					for k, cap := range cfg.Capacity {
-						eq += l.job.Rates[k] * float64(cap) / totalGPUs
-					}
-					rhos = append(rhos, c/(l.job.Steps/(eq*share)))
+					rhos = append(rhos, c/(l.job.Steps/(eqRate(l.job)*share)))
 				}
-				mech.Forget(id)
+				mech.Forget(l.id)
 				changed = true
 				continue
 			}
@@ -161,6 +178,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			l.remaining -= rate * (run - lost)
 			keep = append(keep, l)
 		}
+		clear(active[len(keep):])
 		active = keep
 		now += cfg.Round
 	}

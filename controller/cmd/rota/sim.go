@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -40,10 +41,12 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	multi := fs.Bool("multi-gpu", false, "Gavel's multi-GPU scale factors")
 	round := fs.Duration("round", 360*time.Second, "round length")
 	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
+	realloc := fs.Duration("realloc-interval", 1920*time.Second, "least simulated time between policy solves (Gavel's minimum_time_between_allocation_resets; 0: after every change)")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
 	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
 	asJSON := fs.Bool("json", false, "print JSON")
 	plot := fs.String("plot", "", "write the JCT CDF as SVG to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
 	if err := fs.Parse(args); err != nil {
 		return usageError{"sim: " + err.Error()}
 	}
@@ -93,7 +96,19 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := sim.Config{Types: types, Capacity: caps, Round: round.Seconds(), MigrationCost: migCost.Seconds(),
-		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi}
+		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
+		ReallocInterval: realloc.Seconds(), Seed: *seed}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var reps []sim.Report
 	for _, name := range pols {
 		pol, err := policy.New(name, policy.Options{Agnostic: *agnostic})
@@ -128,9 +143,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		return enc.Encode(reps)
 	}
 	for _, r := range reps {
-		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)\n",
+		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  lease ext %d / %d rounds  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)\n",
 			r.Policy, r.JobsMeasured, r.AvgJCTHours, r.MedianJCTHours, r.P99JCTHours, r.MakespanHours, fmtUtil(types, r.Utilisation),
-			r.Migrations, r.RhoMean, r.RhoP99, r.SolveSecondsMean, r.SolveSecondsMax, r.Solves)
+			r.Migrations, r.LeaseExtensions, r.Rounds, r.RhoMean, r.RhoP99, r.SolveSecondsMean, r.SolveSecondsMax, r.Solves)
 	}
 	return nil
 }
