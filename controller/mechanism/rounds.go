@@ -78,7 +78,7 @@ type Request struct {
 // Result is one round's outcome, indexed like the requests.
 type Result struct {
 	Placed []Placement
-	// Migrated[i]: request i runs on another type than where it last ran.
+	// Migrated[i]: request i ran last round on another type.
 	Migrated        []bool
 	Migrations      int
 	LeaseExtensions int // jobs that kept exactly the GPUs they had last round
@@ -164,10 +164,13 @@ func (m *Mechanism) Round(reqs []Request) Result {
 	m.rng.Shuffle(K, func(a, b int) { m.order[a], m.order[b] = m.order[b], m.order[a] })
 	copy(m.left, m.Capacity)
 	m.chosen = m.chosen[:0]
-	// Pass 1, Gavel's: shares. Pass 2: GPUs the shares leave free go to
-	// jobs without a share there, a job first to the type it ran on last
-	// round (so fillers do not bounce between types), then by deficit.
-	for pass := 1; pass <= 2; pass++ {
+	// Pass 0 and 1, Gavel's greedy over shares; in pass 0 a job that ran
+	// last round on a type where it has a share competes only there, so a
+	// job whose share is split does not hop types every round (it moves
+	// when it is outranked where it is). Pass 2: GPUs the shares leave free
+	// go to jobs without a share there, a job first to the type it ran on
+	// last round, then by deficit.
+	for pass := 0; pass <= 2; pass++ {
 		if pass == 2 {
 			for i, s := range states {
 				if k := s.last.Type; res.Placed[i].Type < 0 && s.ran && s.lastRound == m.rounds-1 &&
@@ -190,7 +193,10 @@ func (m *Mechanism) Round(reqs []Request) Result {
 				}
 				s := states[i]
 				x := s.x[k]
-				if (pass == 1) != (x > 0) {
+				if (pass < 2) != (x > 0) {
+					continue
+				}
+				if pass == 0 && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
 					continue
 				}
 				prio := 0.0
@@ -255,7 +261,7 @@ func (m *Mechanism) Round(reqs []Request) Result {
 	for _, i := range m.movers {
 		s, k := states[i], res.Placed[i].Type
 		res.Placed[i].Nodes = pack(m.nodeFree[k], scale(reqs[i]))
-		if s.ran && s.last.Type != k {
+		if s.ran && s.lastRound == m.rounds-1 && s.last.Type != k {
 			res.Migrated[i] = true
 			res.Migrations++
 		}

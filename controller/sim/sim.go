@@ -6,6 +6,7 @@ package sim
 import (
 	"context"
 	"math"
+	"math/rand"
 	"sort"
 	"strconv"
 	"time"
@@ -34,6 +35,11 @@ type Config struct {
 	// leaves over until the next solve.
 	ReallocInterval float64
 	Seed            int64 // drives the mechanism's per-round type order
+	// Jitter scales each (job, type) throughput the policy sees by a
+	// factor in [1-Jitter, 1+Jitter] fixed per job (jobs still run at
+	// their true rates). Measured throughputs of real jobs are never
+	// identical; exactly identical rows make the LP degenerate and slow.
+	Jitter float64
 }
 
 // Report summarises the measured jobs.
@@ -61,7 +67,8 @@ type live struct {
 	id        string
 	job       workload.Job
 	remaining float64
-	activeSum float64 // sum over rounds of active job count (for rho)
+	seen      []float64 // throughputs as the policy sees them
+	activeSum float64   // sum over rounds of active job count (for rho)
 	rounds    float64
 }
 
@@ -99,7 +106,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		}
 		for next < len(cfg.Jobs) && cfg.Jobs[next].Arrival <= now {
 			j := cfg.Jobs[next]
-			active = append(active, &live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps})
+			active = append(active, &live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps, seen: jitter(j, cfg.Jitter)})
 			next++
 			changed = true
 		}
@@ -118,7 +125,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K),
 				Jobs: make([]policy.Job, 0, len(active))}
 			for _, l := range active {
-				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.job.Rates,
+				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
 					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
 			}
 			start := time.Now()
@@ -214,6 +221,18 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		rep.RhoP99 = quantile(rhos, 0.99)
 	}
 	return rep, nil
+}
+
+func jitter(j workload.Job, J float64) []float64 {
+	if J == 0 {
+		return j.Rates
+	}
+	r := rand.New(rand.NewSource(int64(j.ID)*7919 + 17))
+	out := make([]float64, len(j.Rates))
+	for k, t := range j.Rates {
+		out[k] = t * (1 + J*(2*r.Float64()-1))
+	}
+	return out
 }
 
 func ones(k int) []float64 {

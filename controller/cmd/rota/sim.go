@@ -42,6 +42,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	round := fs.Duration("round", 360*time.Second, "round length")
 	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
 	realloc := fs.Duration("realloc-interval", 1920*time.Second, "least simulated time between policy solves (Gavel's minimum_time_between_allocation_resets; 0: after every change)")
+	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
 	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -97,7 +98,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg := sim.Config{Types: types, Capacity: caps, Round: round.Seconds(), MigrationCost: migCost.Seconds(),
 		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
-		ReallocInterval: realloc.Seconds(), Seed: *seed}
+		ReallocInterval: realloc.Seconds(), Seed: *seed, Jitter: *jit}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
