@@ -39,6 +39,33 @@ func TestDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(a, b) || a.JobsMeasured != 60 {
 		t.Fatalf("runs differ or incomplete:\n%+v\n%+v", a, b)
 	}
+	for k, u := range a.Utilisation {
+		if u <= 0 || u > 1+1e-9 {
+			t.Fatalf("type %d utilisation %.3f outside (0, 1]", k, u)
+		}
+	}
+	if a.Solves == 0 || a.Solves > a.Rounds || a.LeaseExtensions == 0 {
+		t.Fatalf("solves %d, rounds %d, lease extensions %d", a.Solves, a.Rounds, a.LeaseExtensions)
+	}
+}
+
+// TestReallocInterval: a longer interval between solves means fewer solves,
+// and every job still finishes.
+func TestReallocInterval(t *testing.T) {
+	c := cfg(t, false)
+	pol, _ := policy.New("las", policy.Options{})
+	a, err := Run(context.Background(), c, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ReallocInterval = 1920
+	b, err := Run(context.Background(), c, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(b.Solves < a.Solves) || b.JobsMeasured != 60 {
+		t.Fatalf("solves %d (every change) vs %d (1920 s), measured %d", a.Solves, b.Solves, b.JobsMeasured)
+	}
 }
 
 // TestMakespanBeatsFIFO on a static trace, the shape of Gavel's result.
