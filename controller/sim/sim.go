@@ -40,6 +40,10 @@ type Config struct {
 	// their true rates). Measured throughputs of real jobs are never
 	// identical; exactly identical rows make the LP degenerate and slow.
 	Jitter float64
+	// GroupIdentical solves the policy over groups of identical jobs (same
+	// throughputs as seen and scale) instead of single jobs; sound only
+	// for policies whose LP sees nothing else of a job (las). See group.
+	GroupIdentical bool
 }
 
 // Report summarises the measured jobs.
@@ -124,9 +128,14 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		if changed && now-lastSolve >= cfg.ReallocInterval {
 			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K),
 				Jobs: make([]policy.Job, 0, len(active))}
-			for _, l := range active {
-				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
-					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+			var rowOf []int // active job -> problem row
+			if cfg.GroupIdentical {
+				rowOf = group(p, active)
+			} else {
+				for _, l := range active {
+					p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
+						Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+				}
 			}
 			start := time.Now()
 			a, err := pol.Allocate(ctx, p)
@@ -138,7 +147,11 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			rep.SolveSecondsMean += secs
 			rep.SolveSecondsMax = math.Max(rep.SolveSecondsMax, secs)
 			for i := range reqs {
-				reqs[i].X = a.X[i]
+				if rowOf != nil {
+					reqs[i].X = a.X[rowOf[i]]
+				} else {
+					reqs[i].X = a.X[i]
+				}
 			}
 			mech.Reset(reqs)
 			changed = false
@@ -221,6 +234,54 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		rep.RhoP99 = quantile(rhos, 0.99)
 	}
 	return rep, nil
+}
+
+// group puts identical active jobs (same throughputs as seen, same scale s)
+// into one problem job of scale c*s and weight c, c at most the smallest
+// capacity among the types it can use divided by s, so it can use the same
+// types. For max-min fairness over normalised throughput (las: A = T*s /
+// (w*equalShare)) this is exact: the group's row A is each member's, its
+// capacity use c*s*x is the members' together, and since averaging the
+// members' allocations keeps any optimum optimal, the LP over groups has
+// the same optimum as the LP over jobs, with every member given the same
+// allocation (what an interior-point solver such as Gavel's returns for
+// identical jobs). It keeps the LP from seeing hundreds of identical rows,
+// which are ties that make the structured solver fall back to its dense
+// simplex. It returns, per active job, its problem row.
+func group(p *policy.Problem, active []*live) []int {
+	rowOf := make([]int, len(active))
+	type key struct {
+		rates string
+		scale int
+	}
+	open := map[key]int{} // key -> row still taking members
+	var buf []byte
+	for i, l := range active {
+		buf = buf[:0]
+		for _, t := range l.seen {
+			buf = strconv.AppendFloat(buf, t, 'g', -1, 64)
+			buf = append(buf, ',')
+		}
+		s := max(l.job.Scale, 1)
+		k := key{string(buf), s}
+		limit := math.MaxInt
+		for c, t := range l.seen {
+			if t > 0 && s <= p.Capacity[c] {
+				limit = min(limit, p.Capacity[c]/s)
+			}
+		}
+		if r, ok := open[k]; ok && int(p.Jobs[r].Weight) < limit {
+			p.Jobs[r].Weight++
+			p.Jobs[r].Scale += s
+			rowOf[i] = r
+			continue
+		}
+		open[k] = len(p.Jobs)
+		rowOf[i] = len(p.Jobs)
+		p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen, Scale: s, Weight: 1,
+			Steps: l.remaining, Arrival: l.job.Arrival})
+	}
+	return rowOf
 }
 
 func jitter(j workload.Job, J float64) []float64 {

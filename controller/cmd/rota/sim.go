@@ -43,6 +43,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
 	realloc := fs.Duration("realloc-interval", 1920*time.Second, "least simulated time between policy solves (Gavel's minimum_time_between_allocation_resets; 0: after every change)")
 	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
+	noGroup := fs.Bool("no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
 	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -116,7 +117,11 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return usageError{"sim: " + err.Error()}
 		}
-		rep, err := sim.Run(ctx, cfg, pol)
+		c := cfg
+		// las sees only throughputs, scale and weight: identical jobs can
+		// be solved as one group, exactly (see sim.Config.GroupIdentical).
+		c.GroupIdentical = name == "las" && !*noGroup
+		rep, err := sim.Run(ctx, c, pol)
 		if err != nil {
 			return err
 		}
