@@ -41,7 +41,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	multi := fs.Bool("multi-gpu", false, "Gavel's multi-GPU scale factors")
 	round := fs.Duration("round", 360*time.Second, "round length")
 	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
-	realloc := fs.Duration("realloc-interval", 1920*time.Second, "least simulated time between policy solves (Gavel's minimum_time_between_allocation_resets; 0: after every change)")
+	realloc := fs.Duration("realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
 	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
 	noGroup := fs.Bool("no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
