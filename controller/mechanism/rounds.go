@@ -30,6 +30,9 @@ type Mechanism struct {
 	Capacity    []int   // GPUs per type
 	GPUsPerNode int     // node size used for packing (>= 1)
 	RoundLength float64 // round length, seconds
+	// NoStick turns off the rule that a job holding a type where it has a
+	// share competes there first (Gavel's plain greedy; more migrations).
+	NoStick bool
 
 	jobs       map[string]*jobState
 	workerTime []float64 // per type: sum over jobs of time so far
@@ -196,7 +199,7 @@ func (m *Mechanism) Round(reqs []Request) Result {
 				if (pass < 2) != (x > 0) {
 					continue
 				}
-				if pass == 0 && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
+				if pass == 0 && !m.NoStick && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
 					continue
 				}
 				prio := 0.0

@@ -44,6 +44,7 @@ type Config struct {
 	// throughputs as seen and scale) instead of single jobs; sound only
 	// for policies whose LP sees nothing else of a job (las). See group.
 	GroupIdentical bool
+	NoStick        bool // mechanism.Mechanism.NoStick
 }
 
 // Report summarises the measured jobs.
@@ -80,6 +81,7 @@ type live struct {
 func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 	K := len(cfg.Types)
 	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode, cfg.Round, cfg.Seed)
+	mech.NoStick = cfg.NoStick
 	rep := Report{Policy: pol.Name(), Utilisation: make([]float64, K)}
 	busy := make([]float64, K)
 	var active []*live

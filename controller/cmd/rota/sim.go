@@ -44,6 +44,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	realloc := fs.Duration("realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
 	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
 	noGroup := fs.Bool("no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
+	noStick := fs.Bool("no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
 	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -99,7 +100,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg := sim.Config{Types: types, Capacity: caps, Round: round.Seconds(), MigrationCost: migCost.Seconds(),
 		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
-		ReallocInterval: realloc.Seconds(), Seed: *seed, Jitter: *jit}
+		ReallocInterval: realloc.Seconds(), Seed: *seed, Jitter: *jit, NoStick: *noStick}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
