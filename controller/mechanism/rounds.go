@@ -1,29 +1,72 @@
 // Package mechanism turns a policy's fractional allocation into concrete
-// rounds, as Gavel's round-based mechanism does: each round every (job,
-// type) pair gets priority = allocated share / share received so far, jobs
-// are placed greedily by priority, a job that stays on its type keeps its
-// GPUs (lease extension), and multi-GPU jobs are packed on as few nodes as
-// possible. It only applies decisions; it never makes them.
+// rounds, as Gavel's round-based mechanism does (Narayanan et al., OSDI
+// 2020, section 5):
+//
+//   - Every job keeps, per GPU type, the time it has run there since the
+//     allocation was last reset (starting at half a round, so a new job's
+//     priority is large but finite), and every type keeps the sum of those
+//     times. The priority of (job j, type k) is X[j][k] divided by j's
+//     fraction of type k's time; a pair with X = 0 has priority 0 and only
+//     gets GPUs nobody with a share wants.
+//   - When the allocation changes (Reset), each job's shortfall against the
+//     old allocation is added to a per-type deficit (the tie breaker) and
+//     the times start over.
+//   - Each round the types are visited in a seeded random order; within a
+//     type, jobs are taken by (priority, deficit, allocation) until the type
+//     is full; a job runs on at most one type.
+//   - A job that stays on its type keeps its GPUs (lease extension); the
+//     others are packed largest first, on as few nodes as possible.
+//
+// It only applies decisions; it never makes them.
 package mechanism
 
 import (
-	"math"
-	"sort"
+	"math/rand"
+	"slices"
 )
 
 // Mechanism keeps the per-job history priorities need.
 type Mechanism struct {
-	Capacity    []int // GPUs per type
-	GPUsPerNode int   // node size used for packing (>= 1)
+	Capacity    []int   // GPUs per type
+	GPUsPerNode int     // node size used for packing (>= 1)
+	RoundLength float64 // round length, seconds
+	// NoStick turns off the rule that a job holding a type where it has a
+	// share competes there first (Gavel's plain greedy; more migrations).
+	NoStick bool
 
-	received map[string][]float64 // rounds run per type
-	rounds   map[string]float64   // rounds the job has been eligible
-	last     map[string]Placement
+	jobs       map[string]*jobState
+	workerTime []float64 // per type: sum over jobs of time so far
+	sinceReset float64   // seconds of rounds since the last Reset
+	rounds     int       // rounds decided so far
+	rng        *rand.Rand
+
+	// scratch, reused between rounds
+	entries  []entry
+	order    []int
+	left     []int
+	chosen   []int
+	nodeFree [][]int
+	movers   []int
+}
+
+type jobState struct {
+	timeSoFar []float64 // per type, seconds since the last reset (+ round/2)
+	deficit   []float64 // per type, seconds owed by past allocations
+	x         []float64 // allocation row in force since the last reset
+	last      Placement
+	ran       bool // last is meaningful
+	lastRound int  // round in which it last ran
+}
+
+type entry struct {
+	req        int
+	prio, def  float64
+	allocation float64
 }
 
 // Placement is where a job runs this round.
 type Placement struct {
-	Type  int
+	Type  int   // -1: not running this round
 	Nodes []int // node index within the type, one entry per GPU
 }
 
@@ -31,117 +74,217 @@ type Placement struct {
 type Request struct {
 	ID    string
 	Scale int
-	X     []float64 // the policy's allocation row
+	X     []float64 // the policy's allocation row (nil: no share yet)
+	Rates []float64 // throughput per type; 0 = cannot run there (nil: runs anywhere)
 }
 
-// Result is one round's outcome.
+// Result is one round's outcome, indexed like the requests.
 type Result struct {
-	Placed     map[string]Placement
-	Migrations []string // jobs whose type changed since they last ran
+	Placed []Placement
+	// Migrated[i]: request i ran last round on another type.
+	Migrated        []bool
+	Migrations      int
+	LeaseExtensions int // jobs that kept exactly the GPUs they had last round
 }
 
-// New makes a mechanism for a cluster.
-func New(capacity []int, gpusPerNode int) *Mechanism {
+// New makes a mechanism for a cluster; seed drives the per-round order of
+// GPU types (Gavel shuffles it each round so no type is always filled
+// first).
+func New(capacity []int, gpusPerNode int, round float64, seed int64) *Mechanism {
 	if gpusPerNode < 1 {
 		gpusPerNode = 1
 	}
-	return &Mechanism{Capacity: capacity, GPUsPerNode: gpusPerNode,
-		received: map[string][]float64{}, rounds: map[string]float64{}, last: map[string]Placement{}}
+	K := len(capacity)
+	m := &Mechanism{Capacity: capacity, GPUsPerNode: gpusPerNode, RoundLength: round,
+		jobs: map[string]*jobState{}, workerTime: make([]float64, K), rng: rand.New(rand.NewSource(seed)),
+		left: make([]int, K), order: make([]int, K), nodeFree: make([][]int, K)}
+	for k, c := range capacity {
+		m.nodeFree[k] = make([]int, (c+gpusPerNode-1)/gpusPerNode)
+	}
+	return m
+}
+
+func (m *Mechanism) state(id string) *jobState {
+	s := m.jobs[id]
+	if s == nil {
+		K := len(m.Capacity)
+		s = &jobState{timeSoFar: make([]float64, K), deficit: make([]float64, K), x: make([]float64, K),
+			last: Placement{Type: -1}}
+		for k := range s.timeSoFar {
+			s.timeSoFar[k] = m.RoundLength / 2
+			m.workerTime[k] += m.RoundLength / 2
+		}
+		m.jobs[id] = s
+	}
+	return s
 }
 
 // Forget drops a finished job's history.
 func (m *Mechanism) Forget(id string) {
-	delete(m.received, id)
-	delete(m.rounds, id)
-	delete(m.last, id)
+	delete(m.jobs, id)
 }
 
-// Round decides one round.
+// Reset is called when the allocation changes: shortfalls against the
+// allocation in force so far become deficits, times start over, and each
+// request's new row is taken.
+func (m *Mechanism) Reset(reqs []Request) {
+	for k := range m.workerTime {
+		m.workerTime[k] = 0
+	}
+	for _, s := range m.jobs {
+		for k := range s.timeSoFar {
+			s.deficit[k] += s.x[k]*m.sinceReset - (s.timeSoFar[k] - m.RoundLength/2)
+			s.timeSoFar[k] = m.RoundLength / 2
+			m.workerTime[k] += m.RoundLength / 2
+			s.x[k] = 0
+		}
+	}
+	m.sinceReset = 0
+	for _, r := range reqs {
+		s := m.state(r.ID)
+		for k := range s.x {
+			s.x[k] = 0
+			if k < len(r.X) {
+				s.x[k] = r.X[k]
+			}
+		}
+	}
+}
+
+// Round decides one round from the allocation given at the last Reset and
+// charges every placed job a full round of time on its type.
 func (m *Mechanism) Round(reqs []Request) Result {
 	K := len(m.Capacity)
-	type pair struct {
-		i, k int
-		prio float64
-	}
-	var pairs []pair
+	res := Result{Placed: make([]Placement, len(reqs)), Migrated: make([]bool, len(reqs))}
+	states := make([]*jobState, len(reqs))
 	for i, r := range reqs {
-		if m.received[r.ID] == nil {
-			m.received[r.ID] = make([]float64, K)
+		states[i] = m.state(r.ID)
+		res.Placed[i].Type = -1
+	}
+	for k := range m.order {
+		m.order[k] = k
+	}
+	m.rng.Shuffle(K, func(a, b int) { m.order[a], m.order[b] = m.order[b], m.order[a] })
+	copy(m.left, m.Capacity)
+	m.chosen = m.chosen[:0]
+	// Pass 0 and 1, Gavel's greedy over shares; in pass 0 a job that ran
+	// last round on a type where it has a share competes only there, so a
+	// job whose share is split does not hop types every round (it moves
+	// when it is outranked where it is). Pass 2: GPUs the shares leave free
+	// go to jobs without a share there, a job first to the type it ran on
+	// last round, then by deficit.
+	for pass := 0; pass <= 2; pass++ {
+		if pass == 2 {
+			for i, s := range states {
+				if k := s.last.Type; res.Placed[i].Type < 0 && s.ran && s.lastRound == m.rounds-1 &&
+					scale(reqs[i]) <= m.left[k] {
+					m.left[k] -= scale(reqs[i])
+					res.Placed[i].Type = k
+					m.chosen = append(m.chosen, i)
+				}
+			}
 		}
-		m.rounds[r.ID]++
-		for k, x := range r.X {
-			if x <= 1e-9 {
+		for _, k := range m.order {
+			if m.left[k] == 0 {
 				continue
 			}
-			got := m.received[r.ID][k] / m.rounds[r.ID]
-			prio := x / math.Max(got, 1e-9)
-			pairs = append(pairs, pair{i, k, prio})
-		}
-	}
-	// Highest priority first; ties go to the job that already runs there
-	// (so leases extend), then to the lower index for determinism.
-	sort.SliceStable(pairs, func(a, b int) bool {
-		if pairs[a].prio != pairs[b].prio {
-			return pairs[a].prio > pairs[b].prio
-		}
-		return false
-	})
-	free := make([]int, K)
-	copy(free, m.Capacity)
-	chosen := map[int]int{}
-	for _, p := range pairs {
-		if _, done := chosen[p.i]; done {
-			continue
-		}
-		s := scale(reqs[p.i])
-		if free[p.k] >= s {
-			free[p.k] -= s
-			chosen[p.i] = p.k
-		}
-	}
-	// Placement: staying jobs keep their GPUs first, then the rest are
-	// packed largest first onto the fullest nodes that fit them.
-	nodesFree := make([][]int, K)
-	for k, c := range m.Capacity {
-		n := (c + m.GPUsPerNode - 1) / m.GPUsPerNode
-		nodesFree[k] = make([]int, n)
-		for i := range nodesFree[k] {
-			nodesFree[k][i] = min(m.GPUsPerNode, c-i*m.GPUsPerNode)
-		}
-	}
-	res := Result{Placed: map[string]Placement{}}
-	var movers []int
-	for i, k := range chosen {
-		r := reqs[i]
-		if old, ok := m.last[r.ID]; ok && old.Type == k {
-			for _, n := range old.Nodes {
-				nodesFree[k][n]--
+			m.entries = m.entries[:0]
+			w := m.workerTime[k]
+			for i, r := range reqs {
+				if res.Placed[i].Type >= 0 || scale(r) > m.Capacity[k] || (r.Rates != nil && r.Rates[k] <= 0) {
+					continue
+				}
+				s := states[i]
+				x := s.x[k]
+				if (pass < 2) != (x > 0) {
+					continue
+				}
+				if pass == 0 && !m.NoStick && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
+					continue
+				}
+				prio := 0.0
+				if x > 0 {
+					prio = x / (s.timeSoFar[k] / w)
+				}
+				m.entries = append(m.entries, entry{req: i, prio: prio, def: s.deficit[k], allocation: x})
 			}
-			res.Placed[r.ID] = old
+			slices.SortFunc(m.entries, func(a, b entry) int {
+				switch {
+				case a.prio != b.prio:
+					return cmpDesc(a.prio, b.prio)
+				case a.def != b.def:
+					return cmpDesc(a.def, b.def)
+				case a.allocation != b.allocation:
+					return cmpDesc(a.allocation, b.allocation)
+				}
+				return a.req - b.req
+			})
+			for _, e := range m.entries {
+				if m.left[k] == 0 {
+					break
+				}
+				s := scale(reqs[e.req])
+				if s > m.left[k] {
+					continue
+				}
+				m.left[k] -= s
+				res.Placed[e.req].Type = k
+				m.chosen = append(m.chosen, e.req)
+			}
+		}
+	}
+	// Placement: jobs staying on their type keep their GPUs; the rest are
+	// packed largest first onto the fullest nodes that fit them.
+	for k, c := range m.Capacity {
+		for n := range m.nodeFree[k] {
+			m.nodeFree[k][n] = min(m.GPUsPerNode, c-n*m.GPUsPerNode)
+		}
+	}
+	m.movers = m.movers[:0]
+	for _, i := range m.chosen {
+		s, k := states[i], res.Placed[i].Type
+		// Only a job that ran in the previous round holds GPUs to keep:
+		// those of one preempted earlier may have gone to others since.
+		if s.ran && s.last.Type == k && s.lastRound == m.rounds-1 {
+			for _, n := range s.last.Nodes {
+				m.nodeFree[k][n]--
+			}
+			res.Placed[i] = s.last
+			res.LeaseExtensions++
 			continue
 		}
-		movers = append(movers, i)
+		m.movers = append(m.movers, i)
 	}
-	sort.Slice(movers, func(a, b int) bool {
-		sa, sb := scale(reqs[movers[a]]), scale(reqs[movers[b]])
-		if sa != sb {
-			return sa > sb
+	slices.SortFunc(m.movers, func(a, b int) int {
+		if sa, sb := scale(reqs[a]), scale(reqs[b]); sa != sb {
+			return sb - sa
 		}
-		return reqs[movers[a]].ID < reqs[movers[b]].ID
+		return a - b
 	})
-	for _, i := range movers {
-		r, k := reqs[i], chosen[i]
-		res.Placed[r.ID] = Placement{Type: k, Nodes: pack(nodesFree[k], scale(r))}
-		if old, ok := m.last[r.ID]; ok && old.Type != k {
-			res.Migrations = append(res.Migrations, r.ID)
+	for _, i := range m.movers {
+		s, k := states[i], res.Placed[i].Type
+		res.Placed[i].Nodes = pack(m.nodeFree[k], scale(reqs[i]))
+		if s.ran && s.lastRound == m.rounds-1 && s.last.Type != k {
+			res.Migrated[i] = true
+			res.Migrations++
 		}
 	}
-	sort.Strings(res.Migrations)
-	for id, pl := range res.Placed {
-		m.received[id][pl.Type]++
-		m.last[id] = pl
+	for _, i := range m.chosen {
+		s, pl := states[i], res.Placed[i]
+		s.timeSoFar[pl.Type] += m.RoundLength
+		m.workerTime[pl.Type] += m.RoundLength
+		s.last, s.ran, s.lastRound = pl, true, m.rounds
 	}
+	m.sinceReset += m.RoundLength
+	m.rounds++
 	return res
+}
+
+func cmpDesc(a, b float64) int {
+	if a > b {
+		return -1
+	}
+	return 1
 }
 
 func scale(r Request) int {
@@ -160,7 +303,7 @@ func pack(free []int, s int) []int {
 			best = n
 		}
 	}
-	var out []int
+	out := make([]int, 0, s)
 	if best >= 0 {
 		free[best] -= s
 		for i := 0; i < s; i++ {
@@ -172,7 +315,7 @@ func pack(free []int, s int) []int {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return free[order[a]] > free[order[b]] })
+	slices.SortStableFunc(order, func(a, b int) int { return free[b] - free[a] })
 	for _, n := range order {
 		for free[n] > 0 && len(out) < s {
 			free[n]--

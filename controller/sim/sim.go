@@ -6,6 +6,7 @@ package sim
 import (
 	"context"
 	"math"
+	"math/rand"
 	"sort"
 	"strconv"
 	"time"
@@ -26,6 +27,24 @@ type Config struct {
 	// by index, run until all of those finish.
 	Jobs                 []workload.Job
 	MeasureLo, MeasureHi int
+	// ReallocInterval is the least simulated time between two solves of
+	// the policy: the allocation is recomputed when jobs arrived or
+	// finished since the last solve and at least this long has passed
+	// (0: at the first round after any change, as Gavel's simulator
+	// does). Jobs that arrive in between run on GPUs the allocation
+	// leaves over until the next solve.
+	ReallocInterval float64
+	Seed            int64 // drives the mechanism's per-round type order
+	// Jitter scales each (job, type) throughput the policy sees by a
+	// factor in [1-Jitter, 1+Jitter] fixed per job (jobs still run at
+	// their true rates). Measured throughputs of real jobs are never
+	// identical; exactly identical rows make the LP degenerate and slow.
+	Jitter float64
+	// GroupIdentical solves the policy over groups of identical jobs (same
+	// throughputs as seen and scale) instead of single jobs; sound only
+	// for policies whose LP sees nothing else of a job (las). See group.
+	GroupIdentical bool
+	NoStick        bool // mechanism.Mechanism.NoStick
 }
 
 // Report summarises the measured jobs.
@@ -38,6 +57,8 @@ type Report struct {
 	MakespanHours    float64   `json:"makespan_hours"`
 	Utilisation      []float64 `json:"utilisation"`
 	Migrations       int       `json:"migrations"`
+	LeaseExtensions  int       `json:"lease_extensions"`
+	Rounds           int       `json:"rounds"`
 	RhoMean          float64   `json:"ftf_rho_mean"`
 	RhoMedian        float64   `json:"ftf_rho_median"`
 	RhoP99           float64   `json:"ftf_rho_p99"`
@@ -48,31 +69,42 @@ type Report struct {
 }
 
 type live struct {
+	id        string
 	job       workload.Job
 	remaining float64
-	activeSum float64 // sum over rounds of active job count (for rho)
+	seen      []float64 // throughputs as the policy sees them
+	activeSum float64   // sum over rounds of active job count (for rho)
 	rounds    float64
 }
 
 // Run simulates one policy.
 func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 	K := len(cfg.Types)
-	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode)
+	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode, cfg.Round, cfg.Seed)
+	mech.NoStick = cfg.NoStick
 	rep := Report{Policy: pol.Name(), Utilisation: make([]float64, K)}
 	busy := make([]float64, K)
 	var active []*live
+	var reqs []mechanism.Request
 	next := 0
 	done := 0
 	need := cfg.MeasureHi - cfg.MeasureLo
 	jct := map[int]float64{}
 	rhos := []float64{}
-	var X [][]float64
-	changed := true
+	changed := false
+	lastSolve := math.Inf(-1)
 	now := 0.0
 	first, last := math.Inf(1), 0.0
 	totalGPUs := 0.0
 	for _, c := range cfg.Capacity {
 		totalGPUs += float64(c)
+	}
+	eqRate := func(j workload.Job) float64 {
+		eq := 0.0
+		for k, c := range cfg.Capacity {
+			eq += j.Rates[k] * float64(c) / totalGPUs
+		}
+		return eq
 	}
 	for done < need {
 		if err := ctx.Err(); err != nil {
@@ -80,7 +112,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		}
 		for next < len(cfg.Jobs) && cfg.Jobs[next].Arrival <= now {
 			j := cfg.Jobs[next]
-			active = append(active, &live{job: j, remaining: j.Steps})
+			active = append(active, &live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps, seen: jitter(j, cfg.Jitter)})
 			next++
 			changed = true
 		}
@@ -91,11 +123,21 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			now = math.Ceil(cfg.Jobs[next].Arrival/cfg.Round) * cfg.Round
 			continue
 		}
-		if changed {
-			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K)}
-			for _, l := range active {
-				p.Jobs = append(p.Jobs, policy.Job{ID: strconv.Itoa(l.job.ID), Throughput: l.job.Rates,
-					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+		reqs = reqs[:0]
+		for _, l := range active {
+			reqs = append(reqs, mechanism.Request{ID: l.id, Scale: l.job.Scale, Rates: l.job.Rates})
+		}
+		if changed && now-lastSolve >= cfg.ReallocInterval {
+			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K),
+				Jobs: make([]policy.Job, 0, len(active))}
+			var rowOf []int // active job -> problem row
+			if cfg.GroupIdentical {
+				rowOf = group(p, active)
+			} else {
+				for _, l := range active {
+					p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
+						Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+				}
 			}
 			start := time.Now()
 			a, err := pol.Allocate(ctx, p)
@@ -106,33 +148,34 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			rep.Solves++
 			rep.SolveSecondsMean += secs
 			rep.SolveSecondsMax = math.Max(rep.SolveSecondsMax, secs)
-			X = a.X
+			for i := range reqs {
+				if rowOf != nil {
+					reqs[i].X = a.X[rowOf[i]]
+				} else {
+					reqs[i].X = a.X[i]
+				}
+			}
+			mech.Reset(reqs)
 			changed = false
-		}
-		reqs := make([]mechanism.Request, len(active))
-		for i, l := range active {
-			reqs[i] = mechanism.Request{ID: strconv.Itoa(l.job.ID), Scale: l.job.Scale, X: X[i]}
+			lastSolve = now
 		}
 		res := mech.Round(reqs)
-		migrated := map[string]bool{}
-		for _, id := range res.Migrations {
-			migrated[id] = true
-		}
-		rep.Migrations += len(res.Migrations)
+		rep.Rounds++
+		rep.Migrations += res.Migrations
+		rep.LeaseExtensions += res.LeaseExtensions
 		keep := active[:0]
 		n := float64(len(active))
-		for _, l := range active {
+		for i, l := range active {
 			l.activeSum += n
 			l.rounds++
-			id := strconv.Itoa(l.job.ID)
-			pl, ok := res.Placed[id]
-			if !ok {
+			pl := res.Placed[i]
+			if pl.Type < 0 {
 				keep = append(keep, l)
 				continue
 			}
 			run := cfg.Round
 			lost := 0.0
-			if migrated[id] {
+			if res.Migrated[i] {
 				lost = math.Min(cfg.MigrationCost, run)
 			}
 			rate := l.job.Rates[pl.Type]
@@ -147,13 +190,9 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 					first = math.Min(first, l.job.Arrival)
 					last = math.Max(last, end)
 					share := math.Min(1, totalGPUs/(l.activeSum/l.rounds)/float64(l.job.Scale))
-					eq := 0.0
-					for k, cap := range cfg.Capacity {
-						eq += l.job.Rates[k] * float64(cap) / totalGPUs
-					}
-					rhos = append(rhos, c/(l.job.Steps/(eq*share)))
+					rhos = append(rhos, c/(l.job.Steps/(eqRate(l.job)*share)))
 				}
-				mech.Forget(id)
+				mech.Forget(l.id)
 				changed = true
 				continue
 			}
@@ -161,6 +200,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 			l.remaining -= rate * (run - lost)
 			keep = append(keep, l)
 		}
+		clear(active[len(keep):])
 		active = keep
 		now += cfg.Round
 	}
@@ -196,6 +236,66 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		rep.RhoP99 = quantile(rhos, 0.99)
 	}
 	return rep, nil
+}
+
+// group puts identical active jobs (same throughputs as seen, same scale s)
+// into one problem job of scale c*s and weight c, c at most the smallest
+// capacity among the types it can use divided by s, so it can use the same
+// types. For max-min fairness over normalised throughput (las: A = T*s /
+// (w*equalShare)) this is exact: the group's row A is each member's, its
+// capacity use c*s*x is the members' together, and since averaging the
+// members' allocations keeps any optimum optimal, the LP over groups has
+// the same optimum as the LP over jobs, with every member given the same
+// allocation (what an interior-point solver such as Gavel's returns for
+// identical jobs). It keeps the LP from seeing hundreds of identical rows,
+// which are ties that make the structured solver fall back to its dense
+// simplex. It returns, per active job, its problem row.
+func group(p *policy.Problem, active []*live) []int {
+	rowOf := make([]int, len(active))
+	type key struct {
+		rates string
+		scale int
+	}
+	open := map[key]int{} // key -> row still taking members
+	var buf []byte
+	for i, l := range active {
+		buf = buf[:0]
+		for _, t := range l.seen {
+			buf = strconv.AppendFloat(buf, t, 'g', -1, 64)
+			buf = append(buf, ',')
+		}
+		s := max(l.job.Scale, 1)
+		k := key{string(buf), s}
+		limit := math.MaxInt
+		for c, t := range l.seen {
+			if t > 0 && s <= p.Capacity[c] {
+				limit = min(limit, p.Capacity[c]/s)
+			}
+		}
+		if r, ok := open[k]; ok && int(p.Jobs[r].Weight) < limit {
+			p.Jobs[r].Weight++
+			p.Jobs[r].Scale += s
+			rowOf[i] = r
+			continue
+		}
+		open[k] = len(p.Jobs)
+		rowOf[i] = len(p.Jobs)
+		p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen, Scale: s, Weight: 1,
+			Steps: l.remaining, Arrival: l.job.Arrival})
+	}
+	return rowOf
+}
+
+func jitter(j workload.Job, J float64) []float64 {
+	if J == 0 {
+		return j.Rates
+	}
+	r := rand.New(rand.NewSource(int64(j.ID)*7919 + 17))
+	out := make([]float64, len(j.Rates))
+	for k, t := range j.Rates {
+		out[k] = t * (1 + J*(2*r.Float64()-1))
+	}
+	return out
 }
 
 func ones(k int) []float64 {

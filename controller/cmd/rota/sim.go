@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -40,10 +41,15 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	multi := fs.Bool("multi-gpu", false, "Gavel's multi-GPU scale factors")
 	round := fs.Duration("round", 360*time.Second, "round length")
 	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
+	realloc := fs.Duration("realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
+	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
+	noGroup := fs.Bool("no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
+	noStick := fs.Bool("no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
 	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
 	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
 	asJSON := fs.Bool("json", false, "print JSON")
 	plot := fs.String("plot", "", "write the JCT CDF as SVG to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
 	if err := fs.Parse(args); err != nil {
 		return usageError{"sim: " + err.Error()}
 	}
@@ -93,14 +99,30 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := sim.Config{Types: types, Capacity: caps, Round: round.Seconds(), MigrationCost: migCost.Seconds(),
-		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi}
+		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
+		ReallocInterval: realloc.Seconds(), Seed: *seed, Jitter: *jit, NoStick: *noStick}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var reps []sim.Report
 	for _, name := range pols {
 		pol, err := policy.New(name, policy.Options{Agnostic: *agnostic})
 		if err != nil {
 			return usageError{"sim: " + err.Error()}
 		}
-		rep, err := sim.Run(ctx, cfg, pol)
+		c := cfg
+		// las sees only throughputs, scale and weight: identical jobs can
+		// be solved as one group, exactly (see sim.Config.GroupIdentical).
+		c.GroupIdentical = name == "las" && !*noGroup
+		rep, err := sim.Run(ctx, c, pol)
 		if err != nil {
 			return err
 		}
@@ -128,9 +150,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		return enc.Encode(reps)
 	}
 	for _, r := range reps {
-		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)\n",
+		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  lease ext %d / %d rounds  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)\n",
 			r.Policy, r.JobsMeasured, r.AvgJCTHours, r.MedianJCTHours, r.P99JCTHours, r.MakespanHours, fmtUtil(types, r.Utilisation),
-			r.Migrations, r.RhoMean, r.RhoP99, r.SolveSecondsMean, r.SolveSecondsMax, r.Solves)
+			r.Migrations, r.LeaseExtensions, r.Rounds, r.RhoMean, r.RhoP99, r.SolveSecondsMean, r.SolveSecondsMax, r.Solves)
 	}
 	return nil
 }
