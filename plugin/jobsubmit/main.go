@@ -29,6 +29,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rs/zerolog"
@@ -117,8 +118,10 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	if h == nil {
 		return
 	}
+	start := time.Now()
 	job := toJob(j)
 	ch, outcome, err := h.Handle(context.Background(), &job)
+	took := time.Since(start)
 	ev := log.Debug()
 	switch {
 	case errors.Is(err, submit.ErrBreakerOpen), errors.Is(err, submit.ErrNotConnected):
@@ -137,7 +140,7 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
 		log.Info().Msg("a controller answers placements again")
 	}
-	ev.Str("outcome", string(outcome)).Bool("modify", job.Modify).Uint32("uid", job.UID).
+	ev.Str("outcome", string(outcome)).Str("took", took.String()).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))
 	if err != nil {
 		return
