@@ -46,6 +46,11 @@ type Controller struct {
 	log     zerolog.Logger
 	slurm   slurm.Client
 	nc      *nats.Conn
+	// ingestNC carries the agents' reports, apart from nc: tens of
+	// thousands of reports a second on one connection would queue the
+	// placement requests (on slurmctld's submit path) behind them in that
+	// connection's single reader.
+	ingestNC *nats.Conn
 	store   *decisions.Store
 	placer  placement.Placer
 	snap    atomic.Pointer[cluster.Snapshot]
@@ -98,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 	// Agent reports: taken in by every controller, leader or not, so a
 	// standby that takes over already knows what the agents measured.
 	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
-	if err := c.obs.Start(ctx, c.nc); err != nil {
+	if err := c.obs.Start(ctx, c.ingestNC); err != nil {
 		return err
 	}
 
@@ -267,6 +272,9 @@ func (c *Controller) connect() error {
 			return fmt.Errorf("connecting to NATS at %s: %w", c.cfg.NATSURL, err)
 		}
 		c.nc = nc
+		if c.ingestNC, err = nats.Connect(c.cfg.NATSURL, append(opts, nats.Name("rota-controller-ingest"))...); err != nil {
+			return fmt.Errorf("connecting to NATS at %s for agent reports: %w", c.cfg.NATSURL, err)
+		}
 		return nil
 	}
 	host, port, err := splitHostPort(c.cfg.Listen)
@@ -321,6 +329,9 @@ func (c *Controller) connect() error {
 		return fmt.Errorf("connecting to the embedded NATS server: %w", err)
 	}
 	c.nc = nc
+	if c.ingestNC, err = nats.Connect("", append(opts, nats.InProcessServer(ns), nats.Name("rota-controller-ingest"))...); err != nil {
+		return fmt.Errorf("connecting to the embedded NATS server for agent reports: %w", err)
+	}
 	return nil
 }
 
@@ -333,6 +344,9 @@ func isLoopback(host string) bool {
 }
 
 func (c *Controller) shutdown() {
+	if c.ingestNC != nil {
+		c.ingestNC.Close()
+	}
 	if c.nc != nil {
 		if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			c.nc.Close()
