@@ -42,23 +42,23 @@ type Options struct {
 
 // Controller is a running controller.
 type Controller struct {
-	cfg     Config
-	log     zerolog.Logger
-	slurm   slurm.Client
-	nc      *nats.Conn
+	cfg   Config
+	log   zerolog.Logger
+	slurm slurm.Client
+	nc    *nats.Conn
 	// ingestNC carries the agents' reports, apart from nc: tens of
 	// thousands of reports a second on one connection would queue the
 	// placement requests (on slurmctld's submit path) behind them in that
 	// connection's single reader.
 	ingestNC *nats.Conn
-	store   *decisions.Store
-	placer  placement.Placer
-	snap    atomic.Pointer[cluster.Snapshot]
-	ns      *server.Server // embedded server, nil when external
-	lease   *leader.Lease  // nil when alone (embedded server)
-	auth    string         // how clients authenticate, for the log
-	obs     *observe.Observer
-	started time.Time
+	store    *decisions.Store
+	placer   placement.Placer
+	snap     atomic.Pointer[cluster.Snapshot]
+	ns       *server.Server // embedded server, nil when external
+	lease    *leader.Lease  // nil when alone (embedded server)
+	auth     string         // how clients authenticate, for the log
+	obs      *observe.Observer
+	started  time.Time
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
