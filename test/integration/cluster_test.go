@@ -10,8 +10,6 @@ package integration
 import (
 	"bytes"
 	"fmt"
-	"math/rand"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/internal/freeport"
 )
 
 var (
@@ -94,25 +94,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePorts finds four consecutive free ports (slurmctld and three
-// slurmd) and one more for NATS.
+// freePorts: four consecutive ports (slurmctld and three slurmd) and the
+// next one for NATS.
 func freePorts() (slurm, nats int, err error) {
-	free := func(p int) bool {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	for try := 0; try < 200; try++ {
-		base := 20000 + rng.Intn(20000)
-		if free(base) && free(base+1) && free(base+2) && free(base+3) && free(base+4) {
-			return base, base + 4, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("no free ports for the test cluster")
+	base, err := freeport.Consecutive(5)
+	return base, base + 4, err
 }
 
 func waitPlaced() error {

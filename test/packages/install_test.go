@@ -5,13 +5,10 @@ package packages
 import (
 	"bytes"
 	"fmt"
-	"math/rand"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/freeport"
 )
 
 // TestInstall installs the three .debs on this machine, starts the installed
@@ -309,24 +307,12 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// freePorts finds four consecutive free ports (slurmctld and three slurmd)
-// and one more for NATS, so no other cluster on this machine collides.
+// freePorts: four consecutive ports (slurmctld and three slurmd) and the
+// next one for NATS, so no other cluster on this machine collides.
 func freePorts(t *testing.T) (slurm, nats int) {
-	free := func(p int) bool {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
+	base, err := freeport.Consecutive(5)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	for try := 0; try < 200; try++ {
-		base := 20000 + rng.Intn(20000)
-		if free(base) && free(base+1) && free(base+2) && free(base+3) && free(base+4) {
-			return base, base + 4
-		}
-	}
-	t.Fatal("no free ports for the test cluster")
-	return 0, 0
+	return base, base + 4
 }
