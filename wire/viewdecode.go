@@ -180,37 +180,50 @@ func (s *scanner) null() bool {
 }
 
 // objectStart enters an object; false for null, {} or an error.
-func (s *scanner) objectStart() bool {
+func (s *scanner) objectStart() bool { return s.open('{', '}', "want an object") }
+
+// objectNext moves past a member; false at the object's end.
+func (s *scanner) objectNext() bool { return s.next('}', "want , or }") }
+
+// arrayStart enters an array; false for null, [] or an error.
+func (s *scanner) arrayStart() bool { return s.open('[', ']', "want an array") }
+
+// arrayNext moves past an element; false at the array's end.
+func (s *scanner) arrayNext() bool { return s.next(']', "want , or ]") }
+
+// open enters a container that starts with open; false for null, an empty
+// container, or an error (recorded with what).
+func (s *scanner) open(open, close byte, what string) bool {
 	if s.null() {
 		return false
 	}
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		s.fail("want an object")
+	if s.i >= len(s.b) || s.b[s.i] != open {
+		s.fail(what)
 		return false
 	}
 	s.i++
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
+	if s.i < len(s.b) && s.b[s.i] == close {
 		s.i++
 		return false
 	}
 	return true
 }
 
-// objectNext moves past a member; false at the object's end.
-func (s *scanner) objectNext() bool {
+// next moves past a ',' (true) or the closing byte (false).
+func (s *scanner) next(close byte, what string) bool {
 	s.ws()
 	if s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
 			return true
-		case '}':
+		case close:
 			s.i++
 			return false
 		}
 	}
-	s.fail("want , or }")
+	s.fail(what)
 	return false
 }
 
@@ -225,39 +238,6 @@ func (s *scanner) key() []byte {
 	}
 	s.i++
 	return raw
-}
-
-func (s *scanner) arrayStart() bool {
-	if s.null() {
-		return false
-	}
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		s.fail("want an array")
-		return false
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return false
-	}
-	return true
-}
-
-func (s *scanner) arrayNext() bool {
-	s.ws()
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			return true
-		case ']':
-			s.i++
-			return false
-		}
-	}
-	s.fail("want , or ]")
-	return false
 }
 
 // rawString reads a string token and returns what is between the quotes;

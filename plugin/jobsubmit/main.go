@@ -140,7 +140,7 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
 		log.Info().Msg("a controller answers placements again")
 	}
-	ev.Str("outcome", string(outcome)).Str("took", took.String()).Bool("modify", job.Modify).Uint32("uid", job.UID).
+	ev.Str("outcome", string(outcome)).Stringer("took", took).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))
 	if err != nil {
 		return
