@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -193,6 +194,20 @@ func ReadTrace(r io.Reader, opt TraceOptions) ([]TraceJob, TraceStats, error) {
 	st.Jobs = len(jobs)
 	if len(jobs) == 0 {
 		return nil, st, fmt.Errorf("queuewait: no usable job lines in the trace (%d lines, %d bad)", st.Lines, st.Bad)
+	}
+	return jobs, st, nil
+}
+
+// ReadTraceFile reads an sacct trace from a file.
+func ReadTraceFile(path string, opt TraceOptions) ([]TraceJob, TraceStats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, TraceStats{}, err
+	}
+	defer f.Close()
+	jobs, st, err := ReadTrace(f, opt)
+	if err != nil {
+		return nil, st, fmt.Errorf("%s: %w", path, err)
 	}
 	return jobs, st, nil
 }
