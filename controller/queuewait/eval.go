@@ -181,6 +181,9 @@ func Evaluate(jobs []TraceJob, opt EvalOptions) (*Report, error) {
 	base := scorer{name: "baseline-recent-mean"}
 	recMedian := scorer{name: "recent-median"}
 	fcfs := scorer{name: "fcfs-at-limits"}
+	// Most jobs start at once: predicting no wait at all is the floor any
+	// predictor must clear.
+	zero := scorer{name: "always-zero"}
 	var actual []float64
 	var scratch featureScratch
 	x := make([]float64, len(featureNames))
@@ -201,6 +204,7 @@ func Evaluate(jobs []TraceJob, opt EvalOptions) (*Report, error) {
 			}
 		}
 		base.add(baselineWait(s.State, s.Req), w)
+		zero.add(0, w)
 		return true
 	})
 	if len(actual) == 0 {
@@ -222,7 +226,7 @@ func Evaluate(jobs []TraceJob, opt EvalOptions) (*Report, error) {
 		for i := range scores {
 			rep.Compared = append(rep.Compared, scores[i].score())
 		}
-		rep.Compared = append(rep.Compared, bs, recMedian.score(), fcfs.score())
+		rep.Compared = append(rep.Compared, bs, recMedian.score(), fcfs.score(), zero.score())
 	}
 	return rep, nil
 }
