@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/queuewait"
+)
+
+func init() {
+	register("queuewait", command{summary: "train and evaluate the queue-wait model on an sacct trace", run: runQueuewait})
+}
+
+const queuewaitUsage = `usage: rota queuewait train --trace FILE --out model.json [--holdout-days 0] [flags]
+       rota queuewait eval --trace FILE [--model model.json] [--holdout-days 30] [--compare] [--json]`
+
+func runQueuewait(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError{queuewaitUsage}
+	}
+	switch args[0] {
+	case "train":
+		return runQueuewaitTrain(args[1:], stdout)
+	case "eval":
+		return runQueuewaitEval(args[1:], stdout)
+	}
+	return usageError{fmt.Sprintf("queuewait: unknown subcommand %q\n%s", args[0], queuewaitUsage)}
+}
+
+// qwFlags are the flags train and eval share.
+type qwFlags struct {
+	trace       *string
+	partition   *string
+	gpusPerNode *int
+	holdout     *float64
+	warmup      *float64
+	loss        *string
+	trees       *int
+	depth       *int
+	seed        *int64
+	asJSON      *bool
+}
+
+func newQWFlags(fs *flag.FlagSet, holdout float64) qwFlags {
+	d := queuewait.DefaultTrainOptions()
+	return qwFlags{
+		trace: fs.String("trace", "", "sacct trace (TSV: JobID JobName UID Start Submit End Priority TimelimitRaw ExitCode NNodes)"),
+		// sacct's export has no partition or GPU column: Lonestar6's A100
+		// partition by default.
+		partition:   fs.String("partition", "gpu-a100", "partition the trace's jobs belong to"),
+		gpusPerNode: fs.Int("gpus-per-node", 3, "GPUs per node of the trace's partition"),
+		holdout:     fs.Float64("holdout-days", holdout, "leave out the jobs submitted in the trace's last N days"),
+		warmup:      fs.Float64("warmup-days", 7, "do not train on the trace's first N days (the queue from before the trace is missing)"),
+		loss:        fs.String("loss", d.Loss, "lad (absolute error on log wait) or l2"),
+		trees:       fs.Int("trees", d.Trees, "boosting rounds"),
+		depth:       fs.Int("depth", d.Depth, "tree depth"),
+		seed:        fs.Int64("seed", d.Seed, "subsampling seed"),
+		asJSON:      fs.Bool("json", false, "print JSON"),
+	}
+}
+
+func (f qwFlags) read() ([]queuewait.TraceJob, queuewait.TraceStats, error) {
+	if *f.trace == "" {
+		return nil, queuewait.TraceStats{}, usageError{"queuewait: --trace is required\n" + queuewaitUsage}
+	}
+	if *f.gpusPerNode < 0 || *f.holdout < 0 || *f.warmup < 0 {
+		return nil, queuewait.TraceStats{}, usageError{"queuewait: --gpus-per-node, --holdout-days and --warmup-days must be >= 0"}
+	}
+	return queuewait.ReadTraceFile(*f.trace, queuewait.TraceOptions{Partition: *f.partition, GPUsPerNode: *f.gpusPerNode})
+}
+
+func (f qwFlags) trainOptions() queuewait.TrainOptions {
+	o := queuewait.DefaultTrainOptions()
+	o.Loss, o.Trees, o.Depth, o.Seed, o.GPUsPerNode = *f.loss, *f.trees, *f.depth, *f.seed, *f.gpusPerNode
+	return o
+}
+
+// flagError is a usage error that lists the flags, so -h shows them.
+func flagError(name string, fs *flag.FlagSet, err error) error {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return usageError{fmt.Sprintf("%s: %v\n%s\nflags:\n%s", name, err, queuewaitUsage, b.String())}
+}
+
+func days(d float64) time.Duration { return time.Duration(d * 24 * float64(time.Hour)) }
+
+// trainSummary is `rota queuewait train --json`.
+type trainSummary struct {
+	Out          string               `json:"out"`
+	Jobs         int                  `json:"jobs_train"`
+	From         time.Time            `json:"from"`
+	To           time.Time            `json:"to"`
+	Capacity     int                  `json:"capacity_nodes"`
+	Trees        int                  `json:"trees"`
+	TrainSeconds float64              `json:"train_seconds"`
+	Trace        queuewait.TraceStats `json:"trace"`
+}
+
+func runQueuewaitTrain(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("queuewait train", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := newQWFlags(fs, 0)
+	out := fs.String("out", "", "where to write the model (JSON)")
+	if err := fs.Parse(args); err != nil {
+		return flagError("queuewait train", fs, err)
+	}
+	if *out == "" {
+		return usageError{"queuewait train: --out is required\n" + queuewaitUsage}
+	}
+	jobs, st, err := f.read()
+	if err != nil {
+		return err
+	}
+	first, last := jobs[0].Submit, jobs[0].Submit
+	for _, j := range jobs {
+		if j.Submit.Before(first) {
+			first = j.Submit
+		}
+		if j.Submit.After(last) {
+			last = j.Submit
+		}
+	}
+	o := f.trainOptions()
+	o.From = first.Add(days(*f.warmup))
+	if *f.holdout > 0 {
+		// Train as if at the cutoff: only waits known by then.
+		o.To = last.Add(-days(*f.holdout))
+		o.LabelsBy = o.To
+	}
+	start := time.Now()
+	m, err := queuewait.TrainTrace(jobs, o)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	if err := m.SaveFile(*out); err != nil {
+		return err
+	}
+	sum := trainSummary{Out: *out, Jobs: m.Trained.Jobs, From: m.Trained.From, To: m.Trained.To,
+		Capacity: m.Capacity, Trees: len(m.Trees), TrainSeconds: secs, Trace: st}
+	if *f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	fmt.Fprintf(stdout, "trained on %d jobs submitted %s .. %s (%d bad trace lines skipped) in %.1fs\n",
+		sum.Jobs, sum.From.Format(time.DateTime), sum.To.Format(time.DateTime), st.Bad, secs)
+	fmt.Fprintf(stdout, "capacity %d nodes, %d trees; wrote %s\n", sum.Capacity, sum.Trees, *out)
+	return nil
+}
+
+func runQueuewaitEval(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("queuewait eval", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := newQWFlags(fs, 30)
+	modelPath := fs.String("model", "", "evaluate this model instead of training one on all but the held-out days")
+	compare := fs.Bool("compare", false, "also score the l2 loss, the recent median and an FCFS replay at the time limits")
+	if err := fs.Parse(args); err != nil {
+		return flagError("queuewait eval", fs, err)
+	}
+	if !(*f.holdout > 0) {
+		return usageError{"queuewait eval: --holdout-days must be > 0"}
+	}
+	jobs, st, err := f.read()
+	if err != nil {
+		return err
+	}
+	o := queuewait.DefaultEvalOptions()
+	o.HoldoutDays, o.WarmupDays, o.Train, o.Compare = *f.holdout, *f.warmup, f.trainOptions(), *compare
+	if *modelPath != "" {
+		if o.Model, err = queuewait.LoadFile(*modelPath); err != nil {
+			return err
+		}
+	}
+	rep, err := queuewait.Evaluate(jobs, o)
+	if err != nil {
+		return err
+	}
+	rep.Trace = &st
+	if *f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "trace: %d jobs, %d bad lines; test: %d jobs submitted from %s (mean wait %.2f h, median %.3f h); train: %d jobs\n",
+		st.Jobs, st.Bad, rep.JobsTest, rep.Cutoff.Format(time.DateTime), rep.TestMeanWaitHours, rep.TestMedianWaitHours, rep.JobsTrain)
+	fmt.Fprintf(stdout, "model:    %s\n", rep.Model)
+	fmt.Fprintf(stdout, "%-22s %10s %14s %10s\n", "", "MAE h", "median AE h", "within 2x")
+	fmt.Fprintf(stdout, "%-22s %10.3f %14.3f %10.3f\n", "model", rep.MAEHours, rep.MedianAEHours, rep.Within2x)
+	fmt.Fprintf(stdout, "%-22s %10.3f %14.3f %10.3f\n", "baseline (recent mean)", rep.BaselineMAEHours, rep.BaselineMedianAEHours, rep.BaselineWithin2x)
+	for _, s := range rep.Compared {
+		fmt.Fprintf(stdout, "%-22s %10.3f %14.3f %10.3f\n", s.Name, s.MAEHours, s.MedianAEHours, s.Within2x)
+	}
+	if rep.Note != "" {
+		fmt.Fprintln(stdout, "note:", rep.Note)
+	}
+	return nil
+}
