@@ -43,6 +43,38 @@ type StatusReply struct {
 	// the request asked for it; JobsTruncated says some were left out.
 	Jobs          []JobThroughput `json:"jobs,omitempty"`
 	JobsTruncated bool            `json:"jobs_truncated,omitempty"`
+	// Rounds is the round loop's state, when it runs.
+	Rounds *RoundsStatus `json:"rounds,omitempty"`
+}
+
+// RoundsStatus is what the round loop did and its last plan.
+type RoundsStatus struct {
+	Policy            string  `json:"policy"`
+	Rounds            uint64  `json:"rounds"`
+	RoundErrors       uint64  `json:"round_errors"`
+	SlurmErrors       uint64  `json:"slurm_errors"`
+	Retyped           uint64  `json:"retyped"`
+	Migrations        uint64  `json:"migrations"`
+	MigrationFailures uint64  `json:"migration_failures"`
+	LastRoundSeconds  float64 `json:"last_round_s"`
+	SolveSeconds      float64 `json:"solve_s"`
+	Objective         float64 `json:"objective"`
+	// Jobs of the last plan (at most MaxStatusJobs).
+	Jobs []RoundJob `json:"jobs,omitempty"`
+}
+
+// RoundJob is one job in the last round's plan.
+type RoundJob struct {
+	JobID  uint32             `json:"job_id"`
+	Type   string             `json:"type,omitempty"`
+	Placed bool               `json:"placed"`
+	Share  map[string]float64 `json:"share,omitempty"`
+	// Rates are steps/s per type and RateSource where each came from
+	// (measured, hint, completed, table).
+	Rates      map[string]float64 `json:"rates,omitempty"`
+	RateSource map[string]string  `json:"rate_source,omitempty"`
+	StepsLeft  float64            `json:"steps_left,omitempty"`
+	Why        string             `json:"why"`
 }
 
 // IngestStatus is the controller's count of agent reports since it started.

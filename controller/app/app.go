@@ -25,6 +25,7 @@ import (
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/auth"
 )
@@ -59,6 +60,10 @@ type Controller struct {
 	auth     string         // how clients authenticate, for the log
 	obs      *observe.Observer
 	started  time.Time
+	// estimator learns throughputs, walltimes and memory needs; rounds
+	// is the round loop while leading (nil otherwise).
+	estimator rounds.Estimator
+	rounds    atomic.Pointer[rounds.Loop]
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -80,7 +85,11 @@ func Run(ctx context.Context, o Options) error {
 	if c.slurm == nil {
 		c.slurm = &slurm.CLI{}
 	}
+	if !c.cfg.RoundsOff {
+		c.cfg.Placement.Name = c.cfg.Rounds.Policy
+	}
 	c.placer = placement.NewInterim(c.cfg.Placement)
+	c.estimator = newEstimator(c.cfg.Placement.Speed)
 
 	if err := c.connect(); err != nil {
 		return err
@@ -156,6 +165,7 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
+	c.startRounds(ctx)
 	where := c.cfg.NATSURL
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen

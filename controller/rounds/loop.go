@@ -15,8 +15,8 @@ import (
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
-	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Config is the loop's configuration.
@@ -148,6 +148,9 @@ func (l *Loop) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Policy is the policy's name.
+func (l *Loop) Policy() string { return l.pol.Name() }
 
 // Last returns the last round's plan (nil before the first).
 func (l *Loop) Last() *Plan {
@@ -433,14 +436,16 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		}
 		var u slurm.JobUpdate
 		if a.Type != "" && a.Type != v.Type && !v.UserTyped && snap.ByFeature {
-			if f, ok := submit.WithTypeFeature(tr.decision.Asked.Features, a.Type); ok {
+			if f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, a.Type); ok {
 				u.Features = &f
 				if m := l.walltime(v, tr, a.Type, snap, j.Partition); m > 0 {
 					u.TimeLimitMin = &m
 				}
 			}
 		}
-		if a.Priority > 0 && a.Priority != j.Priority {
+		// A held job (priority 0) stays held: setting a priority would
+		// release it.
+		if a.Priority > 0 && a.Priority != j.Priority && !strings.HasPrefix(j.Reason, "JobHeld") {
 			p := a.Priority
 			u.Priority = &p
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/slurm"
-	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // migrate moves a running job to type to: its node agents checkpoint it
@@ -25,7 +25,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	if l.ckpt == nil || !snap.ByFeature {
 		return
 	}
-	features, ok := submit.WithTypeFeature(tr.decision.Asked.Features, to)
+	features, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, to)
 	if !ok {
 		return
 	}

@@ -79,6 +79,10 @@ type Action struct {
 	Share []float64
 	// Why says in words why the job got this type (explain).
 	Why string
+	// Rates and RateSource are the throughputs the policy used.
+	Rates      []float64
+	RateSource []string
+	StepsLeft  float64
 }
 
 // Plan is one round's decision.
@@ -181,6 +185,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	for i, j := range jobs {
 		a := &plan.Actions[i]
 		a.JobID, a.Share = j.ID, alloc.X[i]
+		a.Rates, a.RateSource, a.StepsLeft = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft
 		best, bestScore := -1, -1.0
 		for k := 0; k < K; k++ {
 			if s := alloc.X[i][k] * prob.Jobs[i].Throughput[k]; s > bestScore && prob.Jobs[i].Throughput[k] > 0 {

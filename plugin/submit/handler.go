@@ -145,7 +145,7 @@ func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.P
 			return Change{}, FailOpen, fmt.Errorf("controller answered an invalid GPU type: %w", err)
 		}
 		before := [4]string{job.TresPerJob, job.TresPerNode, job.TresPerSocket, job.TresPerTask}
-		if f, ok := WithTypeFeature(job.Features, reply.GPUType); reply.ByFeature && ok {
+		if f, ok := gpureq.WithTypeFeature(job.Features, reply.GPUType); reply.ByFeature && !job.Modify && ok {
 			// The type goes into the constraint and the gres stays (or
 			// becomes) untyped, so the controller can retype the job
 			// while it waits.
