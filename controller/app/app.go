@@ -85,9 +85,6 @@ func Run(ctx context.Context, o Options) error {
 	if c.slurm == nil {
 		c.slurm = &slurm.CLI{}
 	}
-	if !c.cfg.RoundsOff {
-		c.cfg.Placement.Name = c.cfg.Rounds.Policy
-	}
 	c.placer = placement.NewInterim(c.cfg.Placement)
 	c.estimator = newEstimator(c.cfg.Placement.Speed)
 

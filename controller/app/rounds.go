@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -34,6 +35,9 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		c.placer.Update(s)
 	}
 	c.rounds.Store(loop)
+	if in, ok := c.placer.(*placement.Interim); ok {
+		in.SetName(loop.Policy())
+	}
 	go loop.Run(ctx)
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")

@@ -107,10 +107,19 @@ func NewInterim(cfg Config) *Interim {
 
 // Name implements Placer.
 func (p *Interim) Name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.cfg.Name != "" {
 		return p.cfg.Name
 	}
 	return "interim"
+}
+
+// SetName names the policy whose rounds follow up on these placements.
+func (p *Interim) SetName(name string) {
+	p.mu.Lock()
+	p.cfg.Name = name
+	p.mu.Unlock()
 }
 
 // Update implements Placer. Reservations end: the new snapshot's use

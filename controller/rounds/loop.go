@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -298,7 +299,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 			l.log.Debug().Err(err).Uint32("job", j.ID).Msg("decision not found; the job is left alone")
 			continue // retried next round
 		}
-		key := Identity(j.User, j.Name, d.Asked.ScriptHash)
+		key := estimate.Identity{User: j.User, Name: j.Name, ScriptHash: d.Asked.ScriptHash}.Key()
 		if len(d.Asked.Hints.Throughput) > 0 && l.est != nil {
 			l.est.Hint(key, d.Asked.Hints.Throughput)
 		}
@@ -307,12 +308,6 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 		l.mu.Unlock()
 	}
 	return nil
-}
-
-// Identity is the key under which a job's history is kept: the same user,
-// job name and script are taken to be the same training job.
-func Identity(user, name, scriptHash string) string {
-	return user + "/" + name + "/" + scriptHash
 }
 
 // views builds the planner's picture of the managed jobs.

@@ -1,0 +1,40 @@
+package app
+
+import (
+	"time"
+
+	"github.com/rota-hpc/rota/controller/estimate"
+)
+
+// estimator joins the throughput and memory estimators behind the round
+// loop's Estimator interface.
+type estimator struct {
+	tp  *estimate.Throughputs
+	mem *estimate.Memory
+}
+
+func newEstimator(speed map[string]float64) *estimator {
+	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
+		mem: estimate.NewMemory(estimate.MemoryConfig{})}
+}
+
+func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
+	est := e.tp.Estimate(key, types)
+	rates, src := make([]float64, len(types)), make([]string, len(types))
+	for k := range est {
+		rates[k], src[k] = est[k].StepsPerSec, est[k].Source
+	}
+	return rates, src
+}
+
+// Observe and Hint drop what the estimator refuses (a zero or absurd
+// rate, an unknown key): the agents' intake has already counted it.
+func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
+	_ = e.tp.Observe(key, gpuType, sps, at)
+}
+
+func (e *estimator) Hint(key string, perType map[string]float64) { _ = e.tp.Hint(key, perType) }
+
+func (e *estimator) MemoryFits(key string, memBytes uint64) bool { return e.mem.Fits(key, memBytes) }
+
+func (e *estimator) ObserveMemory(key string, peak uint64) { e.mem.Observe(key, peak) }
