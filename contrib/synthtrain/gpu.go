@@ -57,7 +57,7 @@ func detectGPUType(ctx context.Context, sc scontrolFunc, job, node string) (stri
 	if err != nil {
 		return "", fmt.Errorf("cannot detect the GPU type: %w", err)
 	}
-	types := gpuTypes(field(nout, "Gres="))
+	types := uniq(gpuTypes(field(nout, "Gres=")))
 	switch len(types) {
 	case 1:
 		return types[0], nil
