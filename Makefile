@@ -10,7 +10,7 @@ LDFLAGS     := -s -w -X github.com/rota-hpc/rota/internal/buildinfo.Version=$(VE
 # Slurm headers the plugins build against; see docs/building-plugins.md.
 SLURM_INCLUDE ?= /usr/include/slurm
 
-GO_BINARIES := rota-controller rota rota-agent
+GO_BINARIES := rota-controller rota rota-agent rota-synthtrain
 
 .PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
 
@@ -26,6 +26,10 @@ $(BIN)/rota-controller: FORCE
 
 $(BIN)/rota: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota
+
+# The synthetic training job of the end-to-end demonstration (issue #5).
+$(BIN)/rota-synthtrain: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/synthtrain
 
 # The job_submit plugin is a Go c-shared object with the C shim from cgo/;
 # the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..
