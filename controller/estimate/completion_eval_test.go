@@ -404,9 +404,9 @@ func TestCompletionEvaluation(t *testing.T) {
 		{"table (contrib speed)", methodTable(contribSpeed)},
 		{"table (oracle, hindsight)", methodTable(oracleSpeed(rows))},
 		{"ratio median, pooled", methodThroughputs(ThroughputConfig{GroupWeight: -1})},
-		{"ratio median, same-name w=1 (default)", methodThroughputs(ThroughputConfig{})},
 		{"ratio median, same-name w=0.25", methodThroughputs(ThroughputConfig{GroupWeight: 0.25})},
-		{"ratio median, same-name w=0.5", methodThroughputs(ThroughputConfig{GroupWeight: 0.5})},
+		{"ratio median, same-name w=0.5 (default)", methodThroughputs(ThroughputConfig{})},
+		{"ratio median, same-name w=1", methodThroughputs(ThroughputConfig{GroupWeight: 1})},
 		{"ratio median, same-name w=4", methodThroughputs(ThroughputConfig{GroupWeight: 4})},
 	}
 	if *evalALS {
@@ -442,7 +442,7 @@ func TestCompletionEvaluation(t *testing.T) {
 	// The method Throughputs uses must beat the admin's table on held-out
 	// entries in every scenario, on the median and the mean error.
 	for _, s := range names {
-		got, base := results[s]["ratio median, same-name w=1 (default)"], results[s]["table (contrib speed)"]
+		got, base := results[s]["ratio median, same-name w=0.5 (default)"], results[s]["table (contrib speed)"]
 		if !(got.median < base.median && got.mean < base.mean) {
 			t.Errorf("%s: completion (median %.3f, mean %.3f) does not beat the speed table (median %.3f, mean %.3f)",
 				s, got.median, got.mean, base.median, base.mean)

@@ -31,6 +31,7 @@ func mustObserve(t *testing.T, tp *Throughputs, o []obs) {
 func key(user, name, hash string) string { return Identity{user, name, hash}.Key() }
 
 func TestThroughputEstimate(t *testing.T) {
+	samePull := math.Exp((math.Log(1.0/3) + 0.5*math.Log(1.0/2)) / 1.5)
 	speed := map[string]float64{"v100": 4, "p100": 2, "k80": 1}
 	a, b, c, d := key("u", "resnet", "1"), key("u", "resnet", "2"), key("v", "lm", "1"), key("w", "gan", "1")
 	// Peers: resnet runs 3x faster on v100 than k80, lm 1.5x, gan 2x.
@@ -64,20 +65,22 @@ func TestThroughputEstimate(t *testing.T) {
 			hint: map[string]float64{"v100": 20, "k80": 10}, ty: "k80", want: 5, source: SourceHint, basis: "x 0.5"},
 		// Completion: k80 from v100 with peers' ratios k80/v100 = 1/3,
 		// 2/3, 1/2 (median 1/2) and the same-name peer b (1/3), pooled
-		// with weight 1: exp((ln(1/3) + ln(1/2))/2) = sqrt(1/6).
+		// with weight 0.5: exp((ln(1/3) + 0.5 ln(1/2))/1.5).
 		{name: "completed, same name pulls", obs: append(twice(a, "v100", 12), peers...), ty: "k80",
-			want: 12 * math.Sqrt(1.0/6), source: SourceCompleted, basis: "3 jobs run on both, 1 with the same name"},
+			want: 12 * samePull, source: SourceCompleted, basis: "3 jobs run on both, 1 with the same name"},
+		{name: "completed, same name weighs as much as all", cfg: ThroughputConfig{GroupWeight: 1}, obs: append(twice(a, "v100", 12), peers...),
+			ty: "k80", want: 12 * math.Sqrt(1.0/6), source: SourceCompleted},
 		{name: "completed, pooled only", cfg: ThroughputConfig{GroupWeight: -1}, obs: append(twice(a, "v100", 12), peers...), ty: "k80",
 			want: 6, source: SourceCompleted},
 		{name: "completion preferred to an unchecked hint", obs: append(twice(a, "v100", 12), peers...),
-			hint: map[string]float64{"k80": 100}, ty: "k80", want: 12 * math.Sqrt(1.0/6), source: SourceCompleted},
+			hint: map[string]float64{"k80": 100}, ty: "k80", want: 12 * samePull, source: SourceCompleted},
 		{name: "too few peers: unchecked hint", cfg: ThroughputConfig{MinPeers: 4}, obs: append(twice(a, "v100", 12), peers...),
 			hint: map[string]float64{"k80": 100}, ty: "k80", want: 100, source: SourceHint},
 		{name: "too few peers: table", cfg: ThroughputConfig{MinPeers: 4}, obs: append(twice(a, "v100", 12), peers...),
 			ty: "k80", want: 3, source: SourceTable},
 		{name: "no peers on that pair: table", obs: append(twice(a, "v100", 12), peers...), ty: "p100", want: 6, source: SourceTable},
 		{name: "hint on another type, completed", obs: peers, hint: map[string]float64{"v100": 12}, ty: "k80",
-			want: 12 * math.Sqrt(1.0/6), source: SourceCompleted, basis: "hinted 12"},
+			want: 12 * samePull, source: SourceCompleted, basis: "hinted 12"},
 		{name: "hint on another type, table", hint: map[string]float64{"v100": 12}, ty: "p100", want: 6, source: SourceTable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
