@@ -4,25 +4,42 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
+	"github.com/rota-hpc/rota/controller/rounds"
 )
 
 // estimator joins the throughput and memory estimators behind the round
 // loop's Estimator interface.
 type estimator struct {
-	tp  *estimate.Throughputs
-	mem *estimate.Memory
+	tp    *estimate.Throughputs
+	mem   *estimate.Memory
+	speed map[string]float64
 }
 
 func newEstimator(speed map[string]float64) *estimator {
 	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
-		mem: estimate.NewMemory(estimate.MemoryConfig{})}
+		mem: estimate.NewMemory(estimate.MemoryConfig{}), speed: speed}
 }
 
 func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 	est := e.tp.Estimate(key, types)
 	rates, src := make([]float64, len(types)), make([]string, len(types))
+	known := false
 	for k := range est {
 		rates[k], src[k] = est[k].StepsPerSec, est[k].Source
+		known = known || rates[k] > 0
+	}
+	if !known {
+		// Nothing measured or hinted: the admin's relative speeds stand
+		// in. Their unit is not steps/s, but the policies compare a job's
+		// rates only with each other (LAS normalises per job), so the
+		// job is still placed by how much faster each type is; no
+		// walltime is derived from them (rounds.SourceRelative).
+		for k, t := range types {
+			rates[k], src[k] = 1, rounds.SourceRelative
+			if s, ok := e.speed[t]; ok && s > 0 {
+				rates[k] = s
+			}
+		}
 	}
 	return rates, src
 }

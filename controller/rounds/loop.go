@@ -55,6 +55,11 @@ type Measurements interface {
 	Job(id uint32) (observe.Job, bool)
 }
 
+// SourceRelative marks rates that are only the admin's relative speeds
+// (nothing is known of the job): fit for comparing types, not for
+// walltimes.
+const SourceRelative = "relative"
+
 // Estimator turns what is known of a job into rates and walltimes.
 type Estimator interface {
 	// Rates returns steps/s per type and where each figure came from
@@ -322,6 +327,11 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		if tr == nil || l.moving[j.ID] {
 			continue
 		}
+		if strings.HasPrefix(j.Reason, "JobHeld") {
+			// Held by its user or an admin: not Rota's to schedule until
+			// released (setting its priority would release it).
+			continue
+		}
 		req, ok := j.GPURequest()
 		if !ok {
 			continue
@@ -438,9 +448,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 				}
 			}
 		}
-		// A held job (priority 0) stays held: setting a priority would
-		// release it.
-		if a.Priority > 0 && a.Priority != j.Priority && !strings.HasPrefix(j.Reason, "JobHeld") {
+		if a.Priority > 0 && a.Priority != j.Priority {
 			p := a.Priority
 			u.Priority = &p
 		}
@@ -474,7 +482,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 // the user's limit and the partition's MaxTime. 0: no estimate.
 func (l *Loop) walltime(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) uint32 {
 	k := indexOf(snap.TypeNames(), t)
-	if k < 0 || k >= len(v.Rates) || v.Rates[k] <= 0 || v.StepsLeft <= 0 {
+	if k < 0 || k >= len(v.Rates) || v.Rates[k] <= 0 || v.StepsLeft <= 0 || v.RateSource[k] == SourceRelative {
 		return 0
 	}
 	est := v.StepsLeft/v.Rates[k]*l.cfg.WalltimeMargin/60 + float64(l.cfg.WalltimeOverheadMin)

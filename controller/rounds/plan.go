@@ -262,7 +262,7 @@ func worthMoving(j JobView, types []string, to string, round time.Duration) bool
 		return false
 	}
 	var saved float64
-	if j.StepsLeft > 0 {
+	if j.StepsLeft > 0 && j.RateSource[from] != SourceRelative && j.RateSource[dst] != SourceRelative {
 		saved = j.StepsLeft/rFrom - j.StepsLeft/rTo
 	} else {
 		saved = round.Seconds() * (1 - rFrom/rTo)

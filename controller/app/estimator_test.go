@@ -1,0 +1,31 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/rounds"
+)
+
+func TestEstimatorRates(t *testing.T) {
+	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1})
+	types := []string{"k80", "p100", "v100"}
+	// Nothing known: the admin's relative speeds, marked as such.
+	r, src := e.Rates("u/a", types)
+	if r[0] != 1 || r[1] != 1 || r[2] != 3.36 || src[0] != rounds.SourceRelative {
+		t.Fatalf("unknown job: %v %v", r, src)
+	}
+	// Measured on the K80: real steps/s there, the table scales the rest.
+	now := time.Now()
+	e.Observe("u/a", "k80", 3, now)
+	e.Observe("u/a", "k80", 3, now.Add(time.Second))
+	r, src = e.Rates("u/a", types)
+	if r[0] != 3 || src[0] != "measured" || r[2] < 10 || r[2] > 10.2 || src[2] == rounds.SourceRelative {
+		t.Fatalf("measured job: %v %v", r, src)
+	}
+	// Memory: a 30 GB peak does not fit a 16 GB card.
+	e.ObserveMemory("u/a", 30<<30)
+	if e.MemoryFits("u/a", 16<<30) || !e.MemoryFits("u/a", 80<<30) || !e.MemoryFits("u/b", 1<<30) {
+		t.Fatal("memory fits wrong")
+	}
+}
