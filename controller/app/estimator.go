@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
@@ -55,3 +56,34 @@ func (e *estimator) Hint(key string, perType map[string]float64) { _ = e.tp.Hint
 func (e *estimator) MemoryFits(key string, memBytes uint64) bool { return e.mem.Fits(key, memBytes) }
 
 func (e *estimator) ObserveMemory(key string, peak uint64) { e.mem.Observe(key, peak) }
+
+// savedEstimates is the estimator's persisted form.
+type savedEstimates struct {
+	Throughputs json.RawMessage `json:"throughputs"`
+	Memory      json.RawMessage `json:"memory"`
+}
+
+// Export implements rounds.Exporter.
+func (e *estimator) Export() ([]byte, error) {
+	tp, err := e.tp.Export()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := e.mem.Export()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(savedEstimates{Throughputs: tp, Memory: mem})
+}
+
+// Import implements rounds.Exporter.
+func (e *estimator) Import(b []byte) error {
+	var s savedEstimates
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if err := e.tp.Import(s.Throughputs); err != nil {
+		return err
+	}
+	return e.mem.Import(s.Memory)
+}

@@ -2,6 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/placement"
@@ -29,6 +33,13 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
 		return nil
+	}
+	if js, err := jetstream.New(c.nc); err != nil {
+		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
+	} else if st, err := openState(ctx, js, c.cfg.Replicas); err != nil {
+		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
+	} else {
+		loop.SetStore(st)
 	}
 	loop.OnSnapshot = func(s *cluster.Snapshot, _ *rounds.Plan) {
 		c.snap.Store(s)
@@ -78,4 +89,40 @@ func roundsStatus(l *rounds.Loop, jobs bool) *wire.RoundsStatus {
 		st.Jobs = append(st.Jobs, rj)
 	}
 	return st
+}
+
+// StateBucket is the JetStream KV bucket of the round loop's state.
+const StateBucket = "rota_state"
+
+// kvState is rounds.StateStore on a JetStream KV bucket.
+type kvState struct{ kv jetstream.KeyValue }
+
+func openState(ctx context.Context, js jetstream.JetStream, replicas int) (*kvState, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      StateBucket,
+		Description: "Rota round loop state: jobs, moves, learned throughputs, last allocation",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream bucket %s: %w", StateBucket, err)
+	}
+	return &kvState{kv: kv}, nil
+}
+
+func (s *kvState) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, rounds.ErrNoState
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+func (s *kvState) Put(ctx context.Context, key string, data []byte) error {
+	_, err := s.kv.Put(ctx, key, data)
+	return err
 }

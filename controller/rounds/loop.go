@@ -88,6 +88,7 @@ type Loop struct {
 	meas    Measurements
 	est     Estimator
 	ckpt    Checkpointer
+	store   StateStore
 	planner *Planner
 	pol     policy.Policy
 
@@ -122,6 +123,10 @@ type Stats struct {
 	SlurmErrors                                                                uint64
 }
 
+// SetStore makes the loop save its state after every round and restore
+// it when it starts.
+func (l *Loop) SetStore(s StateStore) { l.store = s }
+
 // New makes a loop.
 func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, meas Measurements, est Estimator, ckpt Checkpointer) (*Loop, error) {
 	pol, err := policy.New(cfg.Policy, policy.Options{})
@@ -140,6 +145,9 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 // Run runs rounds until ctx ends; a failed round is logged and the next
 // one tries again.
 func (l *Loop) Run(ctx context.Context) {
+	if err := l.restore(ctx); err != nil {
+		l.log.Warn().Err(err).Msg("could not restore the round loop's saved state; starting afresh (jobs are bound again from their annotations)")
+	}
 	t := time.NewTicker(l.cfg.Round)
 	defer t.Stop()
 	for {
@@ -184,6 +192,11 @@ func (l *Loop) Round(ctx context.Context) error {
 	}
 	l.lastErr = err
 	l.mu.Unlock()
+	if err == nil {
+		if serr := l.save(ctx); serr != nil && ctx.Err() == nil {
+			l.log.Warn().Err(serr).Msg("round done but its state was not saved; a restart now would redo its decisions")
+		}
+	}
 	return err
 }
 
@@ -448,11 +461,16 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 				}
 			}
 		}
+		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 {
+			// Rota requeued it; Slurm's requeue delay (the credential
+			// lifetime) would idle its GPUs for two minutes.
+			u.StartNow = true
+		}
 		if a.Priority > 0 && a.Priority != j.Priority {
 			p := a.Priority
 			u.Priority = &p
 		}
-		if u.Features == nil && u.Priority == nil && u.TimeLimitMin == nil {
+		if u.Features == nil && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow {
 			continue
 		}
 		if err := l.sched.Update(ctx, j.ID, u); err != nil {

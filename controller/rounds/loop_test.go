@@ -274,3 +274,89 @@ func TestSlurmErrorsDoNotStopTheLoop(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+type memState struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *memState) Get(_ context.Context, k string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.m[k]; ok {
+		return b, nil
+	}
+	return nil, ErrNoState
+}
+
+func (s *memState) Put(_ context.Context, k string, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = append([]byte(nil), b...)
+	return nil
+}
+
+// A new loop (a restarted controller) picks up the jobs, their moves and
+// the counters where the last saved round left them.
+func TestStateSurvivesRestart(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+	st := &memState{m: map[string][]byte{}}
+	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	l.SetStore(st)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if err := l.save(context.Background()); err != nil { // the migration finished after the round
+		t.Fatal(err)
+	}
+	before := l.Stats()
+	if before.Migrations != 1 {
+		t.Fatalf("stats %+v", before)
+	}
+
+	l2 := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	l2.SetStore(st)
+	if err := l2.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := l2.Stats(); s.Migrations != 1 || s.Rounds != before.Rounds {
+		t.Errorf("restored stats %+v, want %+v", s, before)
+	}
+	tr := l2.known[1]
+	if tr == nil || tr.moves != 1 || tr.moved.IsZero() || tr.decision.ID != "d1" || l2.Last() == nil {
+		t.Fatalf("restored job %+v, plan %v", tr, l2.Last())
+	}
+	// The job is back running on the V100: the restored lease keeps the
+	// new loop from moving it again at once.
+	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, time.Now()
+	if err := l2.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l2.wg.Wait()
+	if len(f.requeued) != 1 {
+		t.Errorf("requeued %v after the restart", f.requeued)
+	}
+	// A corrupt saved state is reported, not trusted.
+	st.m[stateLoop] = []byte("{")
+	if err := newLoop(t, f, decs, &tableEst{}, nil).restoreWith(st); err == nil {
+		t.Error("corrupt state: no error")
+	}
+}
+
+func (l *Loop) restoreWith(s StateStore) error {
+	l.SetStore(s)
+	return l.restore(context.Background())
+}
+
+func (f *fakeSched) Job(_ context.Context, id uint32) (slurm.Job, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return slurm.Job{}, false, nil
+	}
+	return *j, true, nil
+}

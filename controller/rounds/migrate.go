@@ -81,17 +81,22 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 	if limit > 0 {
 		u.TimeLimitMin = &limit
 	}
-	// A requeued job passes through COMPLETING before it is pending again
-	// and can be updated.
+	// Slurm finishes the requeue after the command returns (the job
+	// passes through COMPLETING), and only then sets the begin time that
+	// StartNow clears: wait for the job to be pending again.
 	var uerr error
-	for i := 0; i < 40 && ctx.Err() == nil; i++ {
+	for i := 0; i < 80 && ctx.Err() == nil; i++ {
+		time.Sleep(250 * time.Millisecond)
+		j, ok, err := l.sched.Job(ctx, id)
+		if err != nil || !ok || !j.Pending() {
+			continue
+		}
 		if uerr = l.sched.Update(ctx, id, u); uerr == nil {
 			log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
 			return true
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
-	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; it will start on its old type")
+	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; the next rounds retry")
 	return true
 }
 

@@ -115,6 +115,23 @@ func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
 	return ParseSqueue(string(out), time.Local)
 }
 
+// Job implements Scheduler: one job's queue entry (ok false when it
+// is not pending or running).
+func (c *CLI) Job(ctx context.Context, id uint32) (Job, bool, error) {
+	out, err := c.run(ctx, "squeue", "-h", "-j", strconv.FormatUint(uint64(id), 10), "-t", "PENDING,RUNNING,CONFIGURING", "-O", SqueueFormat())
+	if err != nil {
+		if strings.Contains(err.Error(), "Invalid job id") {
+			return Job{}, false, nil
+		}
+		return Job{}, false, err
+	}
+	jobs, err := ParseSqueue(string(out), time.Local)
+	if err != nil || len(jobs) == 0 {
+		return Job{}, false, err
+	}
+	return jobs[0], true, nil
+}
+
 // ParseSqueue reads the output of `squeue -h -O SqueueFormat()`. Times are
 // in the local zone Slurm prints them in.
 func ParseSqueue(out string, loc *time.Location) ([]Job, error) {

@@ -56,6 +56,9 @@ type Scheduler interface {
 	Client
 	// Jobs lists pending and running jobs.
 	Jobs(ctx context.Context) ([]Job, error)
+	// Job reads one job; ok is false when it is neither pending nor
+	// running.
+	Job(ctx context.Context, id uint32) (j Job, ok bool, err error)
 	// DecisionIDs maps job ids to the Rota decision id in their
 	// AdminComment, for the jobs that have one.
 	DecisionIDs(ctx context.Context) (map[uint32]string, error)

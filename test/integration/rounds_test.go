@@ -178,3 +178,72 @@ func status(t *testing.T) wire.StatusReply {
 	}
 	return st
 }
+
+// kill -9 of the controller mid-workload loses nothing it acknowledged:
+// after the restart the round loop's counters, jobs and moves are where
+// the last round left them, every decision still explains its job, and a
+// running job carries on.
+func TestControllerKill9KeepsState(t *testing.T) {
+	// A pending job the loop has taken in (it retypes it) and a running one.
+	out, err := run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1",
+		"--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	pending := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", pending) })
+	out, err = run("sbatch", "--parsable", "-o", "/dev/null", "--gres=gpu:1", "-t", "10", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	running := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", running) })
+	waitRunning(t, running)
+	run("scontrol", "update", "JobId="+pending, "Features=k80")
+	n, _ := strconv.ParseUint(pending, 10, 32)
+	waitFor(t, 30*time.Second, "the loop to retype job "+pending, func() bool { return show(t, uint32(n)).Features == "v100" })
+	before := status(t).Rounds
+	if before == nil || before.Rounds == 0 {
+		t.Fatalf("rounds before the kill: %+v", before)
+	}
+	// Let one more round save its state, then kill.
+	time.Sleep(4 * time.Second)
+	before = status(t).Rounds
+	pid := controllerPid(t)
+	if out, err := run("kill", "-9", strconv.Itoa(pid)); err != nil {
+		t.Fatalf("kill -9: %v %s", err, out)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, err := dev("controller", "start"); err != nil {
+		t.Fatalf("controller start: %v %s", err, out)
+	}
+	var after *wire.RoundsStatus
+	waitFor(t, 30*time.Second, "the restarted controller's round loop", func() bool {
+		out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--json")
+		if err != nil {
+			return false
+		}
+		var st wire.StatusReply
+		if json.Unmarshal([]byte(out), &st) != nil || st.Rounds == nil {
+			return false
+		}
+		after = st.Rounds
+		return true
+	})
+	if after.Rounds < before.Rounds || after.Migrations < before.Migrations || after.Retyped < before.Retyped {
+		t.Errorf("counters went back: before %+v after %+v", before, after)
+	}
+	for _, id := range []string{pending, running} {
+		if out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id); err != nil {
+			t.Errorf("rota explain %s after the restart: %v %s", id, err, out)
+		}
+	}
+	if out, _ := run("squeue", "-h", "-j", running, "-o", "%T"); strings.TrimSpace(out) != "RUNNING" {
+		t.Errorf("job %s: %q after the controller's restart, want RUNNING", running, out)
+	}
+	// The loop goes on: the pending job keeps its type (no flip back).
+	time.Sleep(4 * time.Second)
+	if f := show(t, uint32(n)).Features; f != "v100" {
+		t.Errorf("pending job's constraint %q after the restart", f)
+	}
+}
