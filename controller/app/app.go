@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) error {
 		c.slurm = &slurm.CLI{}
 	}
 	c.placer = placement.NewInterim(c.cfg.Placement)
-	c.estimator = newEstimator(c.cfg.Placement.Speed)
+	c.estimator = newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 
 	if err := c.connect(); err != nil {
 		return err
@@ -111,6 +111,11 @@ func Run(ctx context.Context, o Options) error {
 	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
 	if err := c.obs.Start(ctx, c.ingestNC); err != nil {
 		return err
+	}
+	if c.cfg.MetricsListen != "" {
+		if err := c.serveMetrics(ctx, c.cfg.MetricsListen); err != nil {
+			return fmt.Errorf("metrics_listen %s: %w (set metrics_listen = \"\" to turn /metrics off)", c.cfg.MetricsListen, err)
+		}
 	}
 
 	// Only the leader answers requests and reads Slurm. The embedded

@@ -64,20 +64,22 @@ type Config struct {
 	// jobs to the submit-time placement alone.
 	Rounds    rounds.Config
 	RoundsOff bool
+	// MetricsListen is where /metrics is served ("" off).
+	MetricsListen string
 }
 
 // DefaultConfig is what no file and no flags mean.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:    "/var/lib/rota",
-		Listen:      "127.0.0.1:4222",
-		Replicas:    1,
-		LeaseTTL:    leader.DefaultTTL,
-		Refresh:     time.Minute,
-		DecisionTTL: 30 * 24 * time.Hour,
-		LogLevel:    "info",
-		Placement:   placement.DefaultConfig(),
-		Rounds:      rounds.DefaultConfig(),
+		StateDir:      "/var/lib/rota",
+		Listen:        "127.0.0.1:4222",
+		Replicas:      1,
+		LeaseTTL:      leader.DefaultTTL,
+		Refresh:       time.Minute,
+		DecisionTTL:   30 * 24 * time.Hour,
+		LogLevel:      "info",
+		Placement:     placement.DefaultConfig(),
+		Rounds:        rounds.DefaultConfig(),
 	}
 }
 
@@ -111,6 +113,7 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("agent_forget_after", &c.Observe.ForgetAfter, 10*time.Second, 7*24*time.Hour)
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
+	v.String("metrics_listen", &c.MetricsListen)
 	v.String("policy", &c.Rounds.Policy)
 	v.Bool("rounds_off", &c.RoundsOff)
 	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"sort"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
@@ -13,12 +14,25 @@ import (
 type estimator struct {
 	tp    *estimate.Throughputs
 	mem   *estimate.Memory
+	wall  *estimate.Walltimes
 	speed map[string]float64
 }
 
-func newEstimator(speed map[string]float64) *estimator {
+func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) *estimator {
 	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
-		mem: estimate.NewMemory(estimate.MemoryConfig{}), speed: speed}
+		mem:  estimate.NewMemory(estimate.MemoryConfig{}),
+		wall: estimate.NewWalltimes(estimate.WalltimeConfig{Margin: margin, OverheadMin: overheadMin}), speed: speed}
+}
+
+func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
+	w := e.wall.Estimate(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
+		UserLimitMin: userLimit, MaxTimeMin: maxTime})
+	return w.Minutes, w.Basis
+}
+
+// Finished drops what the estimator refuses (a zero run time).
+func (e *estimator) Finished(key string, jobID uint32, limitMin, actualSec float64) {
+	_ = e.wall.Finished(key, jobID, limitMin, actualSec)
 }
 
 func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
@@ -57,10 +71,25 @@ func (e *estimator) MemoryFits(key string, memBytes uint64) bool { return e.mem.
 
 func (e *estimator) ObserveMemory(key string, peak uint64) { e.mem.Observe(key, peak) }
 
+// hintRatio is the median of measured over hinted rates.
+func (e *estimator) hintRatio() (float64, bool) {
+	errs := e.tp.HintErrors()
+	if len(errs) == 0 {
+		return 0, false
+	}
+	r := make([]float64, len(errs))
+	for i, h := range errs {
+		r[i] = h.Ratio
+	}
+	sort.Float64s(r)
+	return r[len(r)/2], true
+}
+
 // savedEstimates is the estimator's persisted form.
 type savedEstimates struct {
 	Throughputs json.RawMessage `json:"throughputs"`
 	Memory      json.RawMessage `json:"memory"`
+	Walltimes   json.RawMessage `json:"walltimes"`
 }
 
 // Export implements rounds.Exporter.
@@ -73,7 +102,11 @@ func (e *estimator) Export() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(savedEstimates{Throughputs: tp, Memory: mem})
+	wall, err := e.wall.Export()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(savedEstimates{Throughputs: tp, Memory: mem, Walltimes: wall})
 }
 
 // Import implements rounds.Exporter.
@@ -85,5 +118,8 @@ func (e *estimator) Import(b []byte) error {
 	if err := e.tp.Import(s.Throughputs); err != nil {
 		return err
 	}
-	return e.mem.Import(s.Memory)
+	if err := e.mem.Import(s.Memory); err != nil {
+		return err
+	}
+	return e.wall.Import(s.Walltimes)
 }

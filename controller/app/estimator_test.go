@@ -8,7 +8,7 @@ import (
 )
 
 func TestEstimatorRates(t *testing.T) {
-	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1})
+	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
 	types := []string{"k80", "p100", "v100"}
 	// Nothing known: the admin's relative speeds, marked as such.
 	r, src := e.Rates("u/a", types)

@@ -71,6 +71,12 @@ type Estimator interface {
 	// MemoryFits says whether a type with memBytes per GPU holds the job.
 	MemoryFits(key string, memBytes uint64) bool
 	ObserveMemory(key string, peakPerGPU uint64)
+	// Walltime is the time limit in minutes for stepsLeft (0 unknown) at
+	// rate (0 unknown) steps/s, capped by the user's limit and MaxTime (0
+	// none); 0 means no estimate. basis says how, in words.
+	Walltime(key string, stepsLeft, rate float64, userLimitMin, maxTimeMin uint32) (minutes uint32, basis string)
+	// Finished records a job's run time against the limit Rota gave it.
+	Finished(key string, jobID uint32, limitMin, actualSec float64)
 }
 
 // Checkpointer asks node agents to checkpoint a job and reports how it
@@ -114,6 +120,12 @@ type tracked struct {
 	lastType string
 	moveCost time.Duration // measured; 0 until one move was timed
 	moveAt   time.Time     // when the current move began
+	// What the last round saw, to judge the walltime when the job is gone:
+	// a job last seen running with all its steps done finished.
+	running     bool
+	runSec      float64
+	step, total uint64
+	limitMin    uint32 // the job's time limit when Rota set it, else 0
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -121,6 +133,9 @@ type Stats struct {
 	Rounds, RoundErrors, Retyped, Reprioritised, Migrations, MigrationFailures uint64
 	LastRound, LastSolve                                                       time.Duration
 	SlurmErrors                                                                uint64
+	// Unannotated counts GPU jobs in the queue the last round saw without
+	// a Rota decision (the plugin failed open, or the job opted out).
+	Unannotated uint64
 }
 
 // SetStore makes the loop save its state after every round and restore
@@ -242,6 +257,15 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	}
 
 	views, byID := l.views(jobs, types, nodeType, memPerGPU, now)
+	var unannotated uint64
+	l.mu.Lock()
+	for i := range jobs {
+		if _, gpu := jobs[i].GPURequest(); gpu && l.known[jobs[i].ID] == nil {
+			unannotated++
+		}
+	}
+	l.stats.Unannotated = unannotated
+	l.mu.Unlock()
 	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
 		return l.pol.Allocate(ctx, p)
 	})
@@ -283,8 +307,11 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 			unknown = true
 		}
 	}
-	for id := range l.known {
+	for id, tr := range l.known {
 		if !inQueue[id] && !l.moving[id] {
+			if tr != nil && tr.running && tr.limitMin > 0 && tr.total > 0 && tr.step >= tr.total && l.est != nil {
+				l.est.Finished(tr.key, id, float64(tr.limitMin), tr.runSec)
+			}
 			delete(l.known, id)
 		}
 	}
@@ -386,7 +413,12 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		if tr.moved.IsZero() {
 			v.SinceMove = time.Duration(math.MaxInt64)
 		}
+		tr.running, tr.runSec = v.Running, j.RunSeconds
+		if tr.limitMin == 0 && tr.decision.Given.TimeLimitMin > 0 && j.TimeLimitMin == tr.decision.Given.TimeLimitMin {
+			tr.limitMin = j.TimeLimitMin
+		}
 		if m, ok := l.meas.Job(j.ID); ok && l.est != nil {
+			tr.step, tr.total = m.Step, m.Total
 			for _, r := range m.Rates {
 				if r.StepsPerSec > 0 {
 					l.est.Observe(tr.key, r.GPUType, r.StepsPerSec, r.Updated)
@@ -485,6 +517,9 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			l.stats.Retyped++
 			tr.moved = now
 		}
+		if u.TimeLimitMin != nil {
+			tr.limitMin = *u.TimeLimitMin
+		}
 		if u.Priority != nil {
 			l.stats.Reprioritised++
 		}
@@ -500,16 +535,17 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 // the user's limit and the partition's MaxTime. 0: no estimate.
 func (l *Loop) walltime(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) uint32 {
 	k := indexOf(snap.TypeNames(), t)
-	if k < 0 || k >= len(v.Rates) || v.Rates[k] <= 0 || v.StepsLeft <= 0 || v.RateSource[k] == SourceRelative {
+	if k < 0 || k >= len(v.Rates) || l.est == nil {
 		return 0
 	}
-	est := v.StepsLeft/v.Rates[k]*l.cfg.WalltimeMargin/60 + float64(l.cfg.WalltimeOverheadMin)
-	m := uint32(math.Min(math.Ceil(est), 1<<30))
-	if p, ok := snap.Partitions[part]; ok && p.MaxTimeMin > 0 && m > p.MaxTimeMin {
-		m = p.MaxTimeMin
+	rate := v.Rates[k]
+	if v.RateSource[k] == SourceRelative {
+		rate = 0 // not steps/s: only history can say
 	}
-	if u := tr.decision.Asked.TimeLimitMin; u > 0 && m > u {
-		m = u
+	var maxTime uint32
+	if p, ok := snap.Partitions[part]; ok {
+		maxTime = p.MaxTimeMin
 	}
+	m, _ := l.est.Walltime(tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
 	return m
 }

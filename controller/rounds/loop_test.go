@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -147,6 +148,22 @@ func (e *tableEst) Observe(string, string, float64, time.Time) {}
 func (e *tableEst) Hint(string, map[string]float64)            {}
 func (e *tableEst) MemoryFits(string, uint64) bool             { return true }
 func (e *tableEst) ObserveMemory(string, uint64)               {}
+func (e *tableEst) Finished(string, uint32, float64, float64)  {}
+
+// Walltime: steps over rate x1.5 + 5 min, capped, as the real estimator.
+func (e *tableEst) Walltime(_ string, steps, rate float64, user, maxTime uint32) (uint32, string) {
+	if steps <= 0 || rate <= 0 {
+		return 0, "unknown"
+	}
+	m := uint32(math.Ceil(steps/rate*1.5/60 + 5))
+	if maxTime > 0 && m > maxTime {
+		m = maxTime
+	}
+	if user > 0 && m > user {
+		m = user
+	}
+	return m, "steps"
+}
 
 type fakeCkpt struct {
 	mu      sync.Mutex

@@ -92,6 +92,13 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 			continue
 		}
 		if uerr = l.sched.Update(ctx, id, u); uerr == nil {
+			if u.TimeLimitMin != nil {
+				l.mu.Lock()
+				if tr := l.known[id]; tr != nil {
+					tr.limitMin = *u.TimeLimitMin
+				}
+				l.mu.Unlock()
+			}
 			log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
 			return true
 		}

@@ -234,7 +234,112 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 			}
 		}
 	}
+	fill(&plan, jobs)
 	return plan, nil
+}
+
+// fill keeps the cluster busy. Gavel's mechanism assumes it can preempt
+// every job every round; Rota only moves jobs that can checkpoint, after
+// their lease, when it pays. So GPUs held by running jobs are not free,
+// and a pending job the mechanism sends to a full type would wait there
+// while another type idles. In priority order, each pending job takes its
+// type when a GPU is free there; otherwise the free type where it would
+// finish first, counting the wait for a GPU of its own type (the
+// remaining time of the jobs running there) against running slower now.
+// With its remaining work unknown, a free type at least half as fast as
+// its own is taken. A job that waits books the GPU it waits for, so the
+// next one in line sees a longer wait.
+func fill(plan *Plan, jobs []JobView) {
+	K := len(plan.Types)
+	free := append([]int(nil), plan.Capacity...)
+	// frees[k]: when each GPU-holding job on k will be done (seconds from
+	// now; +Inf when unknown).
+	frees := make([][]float64, K)
+	for i, j := range jobs {
+		a := &plan.Actions[i]
+		k := indexOf(plan.Types, a.Type)
+		if !j.Running || k < 0 {
+			continue
+		}
+		if a.Migrate {
+			k = indexOf(plan.Types, j.Type) // still there until it moves
+		}
+		free[k] -= max(j.GPUs, 1)
+		left := math.Inf(1)
+		if j.StepsLeft > 0 && j.Rates[k] > 0 && j.RateSource[k] != SourceRelative {
+			left = j.StepsLeft / j.Rates[k]
+		}
+		frees[k] = append(frees[k], left)
+	}
+	for k := range frees {
+		sort.Float64s(frees[k])
+	}
+	order := make([]int, 0, len(jobs))
+	for i, j := range jobs {
+		if !j.Running && !j.UserTyped {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	for _, i := range order {
+		j, a := jobs[i], &plan.Actions[i]
+		g := max(j.GPUs, 1)
+		m := indexOf(plan.Types, a.Type)
+		if m >= 0 && free[m] >= g {
+			free[m] -= g
+			continue
+		}
+		// Finish times need the remaining steps and rates in steps/s.
+		known := j.StepsLeft > 0
+		for k := range j.RateSource {
+			known = known && j.RateSource[k] != SourceRelative
+		}
+		finish := func(k int) float64 {
+			if j.Rates[k] <= 0 || (j.Fits != nil && !j.Fits[k]) {
+				return math.Inf(1)
+			}
+			if !known {
+				return 1 / j.Rates[k]
+			}
+			return j.StepsLeft / j.Rates[k]
+		}
+		wait := math.Inf(1)
+		if m >= 0 && len(frees[m]) > 0 {
+			wait = frees[m][0]
+		}
+		best, bestFinish := -1, math.Inf(1)
+		for k := 0; k < K; k++ {
+			if free[k] < g {
+				continue
+			}
+			if f := finish(k); f < bestFinish {
+				best, bestFinish = k, f
+			}
+		}
+		if best >= 0 && m >= 0 {
+			own := finish(m)
+			take := bestFinish < wait+own
+			if !known {
+				take = j.Rates[best] >= j.Rates[m]/2
+			}
+			if !take {
+				best = -1
+			}
+		}
+		if best >= 0 {
+			if m >= 0 {
+				a.Why = fmt.Sprintf("%s; %s has no free GPU, %s has: it starts there now", a.Why, plan.Types[m], plan.Types[best])
+			}
+			a.Type = plan.Types[best]
+			free[best] -= g
+			continue
+		}
+		if m >= 0 && len(frees[m]) > 0 {
+			// Book the first GPU to free up on m.
+			frees[m][0] = wait + finish(m)
+			sort.Float64s(frees[m])
+		}
+	}
 }
 
 // pinned: a running job that must stay where it is (no checkpoint

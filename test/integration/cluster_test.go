@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env = append(os.Environ(),
 		"ROTA_DEV_DIR="+devDir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
 		// bin/rota signs in with the dev cluster's read-only credential.
 		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
@@ -94,10 +95,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePorts: four consecutive ports (slurmctld and three slurmd) and the
-// next one for NATS.
+// freePorts: four consecutive ports (slurmctld and three slurmd), the
+// next one for NATS and the one after for the controller's /metrics.
 func freePorts() (slurm, nats int, err error) {
-	base, err := freeport.Consecutive(5)
+	base, err := freeport.Consecutive(6)
 	return base, base + 4, err
 }
 

@@ -6,8 +6,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,6 +158,27 @@ func TestMigrationEndToEnd(t *testing.T) {
 	if st.Rounds == nil || st.Rounds.Migrations < 1 {
 		t.Errorf("rota status: rounds %+v, want at least one migration", st.Rounds)
 	}
+	// And Prometheus sees it.
+	m := scrape(t)
+	if !regexp.MustCompile(`(?m)^rota_controller_migrations_total [1-9]`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^rota_controller_round_duration_seconds \d`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^rota_controller_decisions_total [1-9]`).MatchString(m) {
+		t.Errorf("/metrics:\n%s", m)
+	}
+}
+
+// scrape reads the controller's /metrics.
+func scrape(t *testing.T) string {
+	t.Helper()
+	port := strings.TrimPrefix(natsURL, "nats://127.0.0.1:")
+	p, _ := strconv.Atoi(port)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p+1))
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func waitRunning(t *testing.T, id string) {
