@@ -10,7 +10,10 @@ type ExplainRequest struct {
 type ExplainReply struct {
 	V        int       `json:"v"`
 	Decision *Decision `json:"decision,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// Round is what the round loop last decided for the job, when it
+	// manages it.
+	Round *RoundJob `json:"round,omitempty"`
+	Error string    `json:"error,omitempty"`
 }
 
 // StatusRequest asks for the controller's view of the cluster.
@@ -75,6 +78,11 @@ type RoundJob struct {
 	RateSource map[string]string  `json:"rate_source,omitempty"`
 	StepsLeft  float64            `json:"steps_left,omitempty"`
 	Why        string             `json:"why"`
+	// WalltimeMin is the limit Rota would give the job on Type now, and
+	// WalltimeBasis how it was reckoned.
+	WalltimeMin   uint32 `json:"walltime_min,omitempty"`
+	WalltimeBasis string `json:"walltime_basis,omitempty"`
+	Moves         int    `json:"moves,omitempty"`
 }
 
 // IngestStatus is the controller's count of agent reports since it started.

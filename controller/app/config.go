@@ -71,15 +71,15 @@ type Config struct {
 // DefaultConfig is what no file and no flags mean.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:      "/var/lib/rota",
-		Listen:        "127.0.0.1:4222",
-		Replicas:      1,
-		LeaseTTL:      leader.DefaultTTL,
-		Refresh:       time.Minute,
-		DecisionTTL:   30 * 24 * time.Hour,
-		LogLevel:      "info",
-		Placement:     placement.DefaultConfig(),
-		Rounds:        rounds.DefaultConfig(),
+		StateDir:    "/var/lib/rota",
+		Listen:      "127.0.0.1:4222",
+		Replicas:    1,
+		LeaseTTL:    leader.DefaultTTL,
+		Refresh:     time.Minute,
+		DecisionTTL: 30 * 24 * time.Hour,
+		LogLevel:    "info",
+		Placement:   placement.DefaultConfig(),
+		Rounds:      rounds.DefaultConfig(),
 	}
 }
 

@@ -144,7 +144,14 @@ func (c *Controller) onExplain(m *nats.Msg) {
 		c.respond(m, wire.ExplainReply{V: wire.Version, Error: err.Error()})
 		return
 	}
-	c.respond(m, wire.ExplainReply{V: wire.Version, Decision: d})
+	rep := wire.ExplainReply{V: wire.Version, Decision: d}
+	if l := c.rounds.Load(); l != nil {
+		if a, types, ok := l.Explain(req.JobID); ok {
+			rj := roundJob(a, types)
+			rep.Round = &rj
+		}
+	}
+	c.respond(m, rep)
 }
 
 func (c *Controller) explain(ctx context.Context, jobID uint32) (*wire.Decision, error) {

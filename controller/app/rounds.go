@@ -73,20 +73,7 @@ func roundsStatus(l *rounds.Loop, jobs bool) *wire.RoundsStatus {
 		if i >= wire.MaxStatusJobs {
 			break
 		}
-		rj := wire.RoundJob{JobID: a.JobID, Type: a.Type, Placed: a.Placed, Why: a.Why, StepsLeft: a.StepsLeft,
-			Share: map[string]float64{}, Rates: map[string]float64{}, RateSource: map[string]string{}}
-		for k, t := range p.Types {
-			if k < len(a.Share) && a.Share[k] > 1e-9 {
-				rj.Share[t] = a.Share[k]
-			}
-			if k < len(a.Rates) {
-				rj.Rates[t] = a.Rates[k]
-			}
-			if k < len(a.RateSource) {
-				rj.RateSource[t] = a.RateSource[k]
-			}
-		}
-		st.Jobs = append(st.Jobs, rj)
+		st.Jobs = append(st.Jobs, roundJob(a, p.Types))
 	}
 	return st
 }
@@ -125,4 +112,23 @@ func (s *kvState) Get(ctx context.Context, key string) ([]byte, error) {
 func (s *kvState) Put(ctx context.Context, key string, data []byte) error {
 	_, err := s.kv.Put(ctx, key, data)
 	return err
+}
+
+// roundJob is one plan action as the CLI shows it.
+func roundJob(a rounds.Action, types []string) wire.RoundJob {
+	rj := wire.RoundJob{JobID: a.JobID, Type: a.Type, Placed: a.Placed, Why: a.Why, StepsLeft: a.StepsLeft,
+		WalltimeMin: a.WalltimeMin, WalltimeBasis: a.WalltimeBasis, Moves: a.Moves,
+		Share: map[string]float64{}, Rates: map[string]float64{}, RateSource: map[string]string{}}
+	for k, t := range types {
+		if k < len(a.Share) && a.Share[k] > 1e-9 {
+			rj.Share[t] = a.Share[k]
+		}
+		if k < len(a.Rates) {
+			rj.Rates[t] = a.Rates[k]
+		}
+		if k < len(a.RateSource) {
+			rj.RateSource[t] = a.RateSource[k]
+		}
+	}
+	return rj
 }

@@ -469,7 +469,8 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 	for i := range views {
 		viewOf[views[i].ID] = &views[i]
 	}
-	for _, a := range plan.Actions {
+	for i := range plan.Actions {
+		a := &plan.Actions[i]
 		j, v := byID[a.JobID], viewOf[a.JobID]
 		l.mu.Lock()
 		tr := l.known[a.JobID]
@@ -477,6 +478,8 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if j == nil || v == nil || tr == nil {
 			continue
 		}
+		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(v, tr, a.Type, snap, j.Partition)
+		a.Moves = tr.moves
 		if a.Migrate {
 			l.migrate(ctx, j, v, tr, a.Type, snap)
 			continue
@@ -530,22 +533,40 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 	}
 }
 
-// walltime is the limit for the job's remaining work on type t: steps
-// left over its rate there, times the margin, plus overhead; capped by
-// the user's limit and the partition's MaxTime. 0: no estimate.
+// walltime is the limit for the job's remaining work on type t (see
+// Estimator.Walltime); 0: no estimate.
 func (l *Loop) walltime(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) uint32 {
+	m, _ := l.walltimeBasis(v, tr, t, snap, part)
+	return m
+}
+
+func (l *Loop) walltimeBasis(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
 	k := indexOf(snap.TypeNames(), t)
 	if k < 0 || k >= len(v.Rates) || l.est == nil {
-		return 0
+		return 0, ""
 	}
 	rate := v.Rates[k]
 	if v.RateSource[k] == SourceRelative {
-		rate = 0 // not steps/s: only history can say
+		rate = 0
 	}
 	var maxTime uint32
 	if p, ok := snap.Partitions[part]; ok {
 		maxTime = p.MaxTimeMin
 	}
-	m, _ := l.est.Walltime(tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
-	return m
+	return l.est.Walltime(tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
+}
+
+// Explain returns the last plan's action for a job.
+func (l *Loop) Explain(jobID uint32) (Action, []string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		return Action{}, nil, false
+	}
+	for _, a := range l.last.Actions {
+		if a.JobID == jobID {
+			return a, l.last.Types, true
+		}
+	}
+	return Action{}, nil, false
 }

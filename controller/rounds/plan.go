@@ -83,6 +83,11 @@ type Action struct {
 	Rates      []float64
 	RateSource []string
 	StepsLeft  float64
+	// WalltimeMin and WalltimeBasis: the limit for the rest of the work
+	// on Type (0: no estimate), and how.
+	WalltimeMin   uint32
+	WalltimeBasis string
+	Moves         int
 }
 
 // Plan is one round's decision.
