@@ -87,8 +87,8 @@ type Options struct {
 	PingInterval   time.Duration // keep-alive; 2s
 	MaxPingsOut    int           // unanswered PINGs before giving up; 2
 	// Callbacks; they run on the client's goroutine or, for a disconnect
-	// noticed by a request, on the requesting thread, and must not call
-	// back into the Client.
+	// noticed by a request, on the requesting thread, always with the
+	// client's lock held: they must not call back into the Client.
 	OnConnect    func(url string, reconnect bool)
 	OnDisconnect func(err error)
 	OnError      func(err error) // failed connects, server errors outside requests
@@ -106,7 +106,6 @@ type Client struct {
 
 	kick chan struct{}
 	done chan struct{}
-	wg   sync.WaitGroup
 }
 
 // New checks opts and starts connecting in the background; it returns at
@@ -139,7 +138,6 @@ func New(opts Options) (*Client, error) {
 		opts.MaxPingsOut = 2
 	}
 	c := &Client{opts: opts, urls: urls, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	c.wg.Add(1)
 	go c.loop()
 	return c, nil
 }
@@ -313,17 +311,20 @@ func (c *Client) dropLocked(err error) {
 	}
 }
 
-// Close stops the background goroutine and closes the connection; later
-// requests fail with ErrNotConnected.
+// Close closes the connection and tells the background goroutine to stop;
+// later requests fail with ErrNotConnected. It does not wait for a connect
+// in progress (up to ConnectTimeout: slurmctld's reconfigure must not),
+// whose connection is closed as soon as it is made, and no callback runs
+// after Close returns.
 func (c *Client) Close() {
+	c.mu.Lock()
 	select {
 	case <-c.done:
+		c.mu.Unlock()
 		return
 	default:
 	}
 	close(c.done)
-	c.wg.Wait()
-	c.mu.Lock()
 	if c.cn != nil {
 		c.cn.close()
 		c.cn = nil
@@ -334,7 +335,6 @@ func (c *Client) Close() {
 
 // loop connects, reconnects after a drop, and keeps the connection alive.
 func (c *Client) loop() {
-	defer c.wg.Done()
 	tick := time.NewTicker(c.opts.PingInterval)
 	defer tick.Stop()
 	ever := false
@@ -353,15 +353,23 @@ func (c *Client) loop() {
 				}
 				c.cn = cn
 				c.connected.Store(true)
-				c.mu.Unlock()
 				if c.opts.OnConnect != nil {
 					c.opts.OnConnect(cn.url, ever)
 				}
+				c.mu.Unlock()
 				ever = true
 			} else {
+				c.mu.Lock()
+				select {
+				case <-c.done:
+					c.mu.Unlock()
+					return
+				default:
+				}
 				if c.opts.OnError != nil {
 					c.opts.OnError(err)
 				}
+				c.mu.Unlock()
 				wait := c.opts.ReconnectWait + rand.N(c.opts.ReconnectWait)
 				select {
 				case <-c.done:

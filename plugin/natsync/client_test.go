@@ -431,6 +431,42 @@ func TestStaleServerDropped(t *testing.T) {
 	}
 }
 
+// Close must not wait for a connect in progress (slurmctld's reconfigure
+// runs it), and no callback may run after it.
+func TestCloseDuringConnect(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() // accepts (in the kernel) but never sends INFO
+	var after atomic.Bool
+	var closed atomic.Bool
+	cb := func() {
+		if closed.Load() {
+			after.Store(true)
+		}
+	}
+	c, err := New(Options{URLs: []string{l.Addr().String()}, ConnectTimeout: 300 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
+		OnError: func(error) { cb() }, OnConnect: func(string, bool) { cb() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	c.Close()
+	closed.Store(true)
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("Close took %v", d)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if after.Load() {
+		t.Fatal("a callback ran after Close")
+	}
+	if _, err := c.Request(subject, nil, time.Second); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("request after Close: %v", err)
+	}
+}
+
 func TestNewRejectsBadURLs(t *testing.T) {
 	for _, u := range []string{"tls://127.0.0.1:4222", "http://x", "nats://"} {
 		if _, err := New(Options{URLs: []string{u}}); err == nil {
