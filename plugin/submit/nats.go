@@ -292,6 +292,10 @@ func (a *NATSAsker) request(ctx context.Context, data []byte) ([]byte, error) {
 		return nil, nats.ErrNoResponders
 	case errors.Is(err, natsync.ErrTimeout):
 		return nil, context.DeadlineExceeded
+	case errors.Is(err, natsync.ErrNotConnected):
+		// The request found the connection closed (the drop is logged
+		// once by OnDisconnect): the cgo layer logs it at debug level.
+		return nil, fmt.Errorf("%w: %v", ErrNotConnected, err)
 	}
 	return b, err
 }

@@ -249,3 +249,26 @@ func TestUseSync(t *testing.T) {
 		}
 	}
 }
+
+// A connection the server closed since the last job is noticed by the next
+// request itself (natsync reads what arrived before publishing): it fails
+// as "not connected", logged at debug level, not as a controller error.
+func TestSyncAskerNoticesClosedConnection(t *testing.T) {
+	s := natstest.Start(t)
+	a, err := DialNATS(testConfig(s.URL()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.sc == nil {
+		t.Fatal("testConfig must pick natsync")
+	}
+	waitConnected(t, a)
+	s.Stop()
+	if !a.Connected() {
+		t.Skip("the keep-alive noticed first; nothing left to test")
+	}
+	if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("err %v, want ErrNotConnected", err)
+	}
+}
