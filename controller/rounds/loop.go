@@ -120,6 +120,7 @@ type tracked struct {
 	lastType string
 	moveCost time.Duration // measured; 0 until one move was timed
 	moveAt   time.Time     // when the current move began
+	target   string        // the type it was requeued onto, until it runs
 	// What the last round saw, to judge the walltime when the job is gone:
 	// a job last seen running with all its steps done finished.
 	running     bool
@@ -409,6 +410,10 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 			// Checkpoint request to restart: this job's measured move cost.
 			tr.moveCost, tr.moveAt = j.Start.Sub(tr.moveAt), time.Time{}
 		}
+		if v.Running {
+			tr.target = ""
+		}
+		v.Target = tr.target
 		v.SinceMove = now.Sub(tr.moved)
 		if tr.moved.IsZero() {
 			v.SinceMove = time.Duration(math.MaxInt64)
@@ -481,7 +486,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(v, tr, a.Type, snap, j.Partition)
 		a.Moves = tr.moves
 		if a.Migrate {
-			l.migrate(ctx, j, v, tr, a.Type, snap)
+			l.migrate(ctx, j, v, tr, a.Type, a.Why, snap)
 			continue
 		}
 		if !j.Pending() {

@@ -21,7 +21,7 @@ import (
 // job id) constrained to the new type with a walltime for what is left.
 // It runs in the background; the job is out of the planner's hands until
 // it is pending again.
-func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, to string, snap *cluster.Snapshot) {
+func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, to, why string, snap *cluster.Snapshot) {
 	if l.ckpt == nil || !snap.ByFeature {
 		return
 	}
@@ -39,7 +39,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	tr.moveAt = time.Now()
 	l.mu.Unlock()
 	id, nodes, from := j.ID, append([]string(nil), j.Nodes...), v.Type
-	l.log.Info().Uint32("job", id).Str("from", from).Str("to", to).Msg("migrating: asking the node agents to checkpoint the job")
+	l.log.Info().Uint32("job", id).Str("from", from).Str("to", to).Str("why", why).Msg("migrating: asking the node agents to checkpoint the job")
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -50,6 +50,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 			l.stats.Migrations++
 			tr.moved = time.Now()
 			tr.moves++
+			tr.target = to
 		} else {
 			l.stats.MigrationFailures++
 			tr.moveAt = time.Time{}

@@ -52,6 +52,9 @@ type JobView struct {
 	// Fits[k] is false when the type's GPU memory is below the job's
 	// observed peak.
 	Fits []bool
+	// Target is the type Rota requeued the job onto (pending after a
+	// migration): it waits for that type, whatever is free meanwhile.
+	Target string
 }
 
 // PlanConfig are the rules the planner follows.
@@ -197,7 +200,12 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 				best, bestScore = k, s
 			}
 		}
-		if t := res.Placed[i].Type; t >= 0 {
+		// A pending job the mechanism hands GPUs of a type where it has no
+		// share only fills a gap for one round in Gavel (it is preempted
+		// next round); here it would stay there to the end, so it waits
+		// for its share's type instead, and fill decides whether starting
+		// now elsewhere finishes sooner.
+		if t := res.Placed[i].Type; t >= 0 && (j.Running || alloc.X[i][t] > 1e-6) {
 			a.Placed = true
 			a.Type = types[t]
 			a.Why = fmt.Sprintf("%s gives it GPUs this round on %s (share %s)", plan.Policy, types[t], shareString(types, alloc.X[i]))
@@ -211,6 +219,10 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		}
 		if j.UserTyped {
 			a.Type = j.Type
+		}
+		if j.Target != "" && !j.Running {
+			a.Type = j.Target
+			a.Why = fmt.Sprintf("requeued by Rota onto %s; waits for it", j.Target)
 		}
 		if j.Running {
 			a.Migrate = a.Placed && a.Type != j.Type && !pinned(j, p.cfg.MinLease) && worthMoving(j, types, a.Type, p.cfg.Round)
@@ -270,7 +282,10 @@ func fill(plan *Plan, jobs []JobView) {
 			k = indexOf(plan.Types, j.Type) // still there until it moves
 		}
 		free[k] -= max(j.GPUs, 1)
-		left := math.Inf(1)
+		// Remaining time: steps over rate when both are known; otherwise
+		// as long again as it has run (the expected remainder of a run
+		// whose length is unknown), at least a round.
+		left := math.Max(j.RunningFor.Seconds(), 1)
 		if j.StepsLeft > 0 && j.Rates[k] > 0 && j.RateSource[k] != SourceRelative {
 			left = j.StepsLeft / j.Rates[k]
 		}
@@ -281,7 +296,7 @@ func fill(plan *Plan, jobs []JobView) {
 	}
 	order := make([]int, 0, len(jobs))
 	for i, j := range jobs {
-		if !j.Running && !j.UserTyped {
+		if !j.Running && !j.UserTyped && j.Target == "" {
 			order = append(order, i)
 		}
 	}
