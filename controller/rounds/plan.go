@@ -368,6 +368,9 @@ func pinned(j JobView, minLease time.Duration) bool {
 	return j.Running && (!j.Migratable || j.UserTyped || j.SinceMove < minLease)
 }
 
+// minGain is how much faster the new type must be for a move.
+const minGain = 1.2
+
 // worthMoving: the time saved on the new type must exceed the measured
 // cost of a checkpoint and restart. With the remaining steps unknown, the
 // saving over one round stands in for it.
@@ -380,10 +383,12 @@ func worthMoving(j JobView, types []string, to string, round time.Duration) bool
 	if rFrom <= 0 {
 		return true // cannot make progress where it is
 	}
-	if rTo <= rFrom {
+	if rTo < minGain*rFrom {
 		// A move to a slower type would only make room for others; a
 		// checkpoint and restart is not worth that (the job keeps running
-		// where it is and the others wait for its GPUs).
+		// where it is and the others wait for its GPUs). Nor is a gain
+		// within the noise of measured rates: without this margin two
+		// types of nearly equal speed would trade a job back and forth.
 		return false
 	}
 	var saved float64
