@@ -80,6 +80,13 @@ demo-down:
 bench-submit: build
 	scripts/bench-submit
 
+# Does Rota pay? The same 24 synthetic training jobs on the dev cluster with
+# Rota and as plain Slurm; last line jct_ratio=... migrations=...
+# lost_progress=... killed_at_limit=... (docs/rounds.md).
+.PHONY: e2e
+e2e: deps build
+	scripts/e2e-workload
+
 # Policy solver speed (controller/policy/lp) on synthetic instances.
 bench-policy:
 	$(GO) test -run XXX -bench . -benchtime 3x ./controller/policy/...

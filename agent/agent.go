@@ -335,6 +335,7 @@ func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.Job
 			break
 		}
 	}
+	before := a.jobNode
 	if rescan {
 		a.jobScan = time.Now()
 		fresh := map[uint32]string{}
@@ -352,9 +353,16 @@ func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.Job
 	}
 	out := map[uint32]wire.JobProgress{}
 	for id, p := range prog {
-		if a.jobNode[id] == a.opts.Node {
-			out[id] = p
+		if a.jobNode[id] != a.opts.Node {
+			continue
 		}
+		if was, ok := before[id]; ok && was != a.opts.Node && a.tracker != nil {
+			// It moved here: the rate so far was measured on another
+			// node's GPU type.
+			a.tracker.Reset(id)
+			p.StepsPerSec = 0
+		}
+		out[id] = p
 	}
 	for id := range a.jobNode {
 		if _, ok := prog[id]; !ok {

@@ -21,7 +21,7 @@ func TestOnThisNodeFollowsRequeue(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "environ"), []byte("SLURM_JOB_ID=8\x00SLURMD_NODENAME="+node+"\x00"), 0o644)
 	}
 	proc("100", "node-k80")
-	prog := map[uint32]wire.JobProgress{8: {Step: 10}}
+	prog := map[uint32]wire.JobProgress{8: {Step: 10, StepsPerSec: 5}}
 	k80 := &Agent{opts: Options{Node: "node-k80", JobNodeFromEnviron: true}, proc: jobs.Proc{Root: root}}
 	v100 := &Agent{opts: Options{Node: "node-v100", JobNodeFromEnviron: true}, proc: jobs.Proc{Root: root}}
 	if _, ok := k80.onThisNode(prog)[8]; !ok {
@@ -38,7 +38,9 @@ func TestOnThisNodeFollowsRequeue(t *testing.T) {
 	if _, ok := k80.onThisNode(prog)[8]; ok {
 		t.Error("the old node's agent still reports the requeued job")
 	}
-	if _, ok := v100.onThisNode(prog)[8]; !ok {
+	if p, ok := v100.onThisNode(prog)[8]; !ok {
 		t.Error("the new node's agent does not report the requeued job")
+	} else if p.StepsPerSec != 0 {
+		t.Errorf("the new node reports the rate measured on the old one: %v", p.StepsPerSec)
 	}
 }
