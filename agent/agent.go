@@ -356,10 +356,12 @@ func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.Job
 		if a.jobNode[id] != a.opts.Node {
 			continue
 		}
-		if was, ok := before[id]; ok && was != a.opts.Node && a.tracker != nil {
+		if was, ok := before[id]; ok && was != a.opts.Node {
 			// It moved here: the rate so far was measured on another
 			// node's GPU type.
-			a.tracker.Reset(id)
+			if a.tracker != nil {
+				a.tracker.Reset(id)
+			}
 			p.StepsPerSec = 0
 		}
 		out[id] = p
