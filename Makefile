@@ -73,6 +73,7 @@ integration: build
 # GPU jobs, and what Rota did with each.
 demo: deps build
 	scripts/demo
+	@if [ "$${ROTA_DEMO_E2E:-1}" != 0 ]; then echo; echo "Now the same 24 training jobs with Rota and as plain Slurm (about 10 minutes; ROTA_DEMO_E2E=0 skips):"; scripts/e2e-workload; fi
 
 demo-down:
 	scripts/dev-cluster down
