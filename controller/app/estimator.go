@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
@@ -16,12 +17,29 @@ type estimator struct {
 	mem   *estimate.Memory
 	wall  *estimate.Walltimes
 	speed map[string]float64
+
+	// byName maps "user/name" to the latest job of that user and job name
+	// that was measured: a job never measured (and without hints) takes
+	// its rates, since the same user's job of the same name is most
+	// likely the same training, resubmitted with an edited script.
+	mu     sync.Mutex
+	byName map[string]string
+}
+
+// userName is the user/name part of an identity key.
+func userName(key string) string {
+	id, ok := estimate.ParseKey(key)
+	if !ok {
+		return ""
+	}
+	return estimate.Identity{User: id.User, Name: id.Name}.Key()
 }
 
 func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) *estimator {
 	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
 		mem:  estimate.NewMemory(estimate.MemoryConfig{}),
-		wall: estimate.NewWalltimes(estimate.WalltimeConfig{Margin: margin, OverheadMin: overheadMin}), speed: speed}
+		wall: estimate.NewWalltimes(estimate.WalltimeConfig{Margin: margin, OverheadMin: overheadMin}), speed: speed,
+		byName: map[string]string{}}
 }
 
 func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
@@ -44,6 +62,18 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 		known = known || rates[k] > 0
 	}
 	if !known {
+		e.mu.Lock()
+		peer := e.byName[userName(key)]
+		e.mu.Unlock()
+		if peer != "" && peer != key {
+			for k, pe := range e.tp.Estimate(peer, types) {
+				if pe.StepsPerSec > 0 {
+					rates[k], src[k], known = pe.StepsPerSec, SourceSameName, true
+				}
+			}
+		}
+	}
+	if !known {
 		// Nothing measured or hinted: the admin's relative speeds stand
 		// in. Their unit is not steps/s, but the policies compare a job's
 		// rates only with each other (LAS normalises per job), so the
@@ -62,8 +92,18 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 // Observe and Hint drop what the estimator refuses (a zero or absurd
 // rate, an unknown key): the agents' intake has already counted it.
 func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
-	_ = e.tp.Observe(key, gpuType, sps, at)
+	if e.tp.Observe(key, gpuType, sps, at) == nil {
+		if un := userName(key); un != "" {
+			e.mu.Lock()
+			e.byName[un] = key
+			e.mu.Unlock()
+		}
+	}
 }
+
+// SourceSameName marks rates taken from the latest measured job of the
+// same user and job name.
+const SourceSameName = "same-name"
 
 func (e *estimator) Hint(key string, perType map[string]float64) { _ = e.tp.Hint(key, perType) }
 
@@ -87,9 +127,10 @@ func (e *estimator) hintRatio() (float64, bool) {
 
 // savedEstimates is the estimator's persisted form.
 type savedEstimates struct {
-	Throughputs json.RawMessage `json:"throughputs"`
-	Memory      json.RawMessage `json:"memory"`
-	Walltimes   json.RawMessage `json:"walltimes"`
+	Throughputs json.RawMessage   `json:"throughputs"`
+	Memory      json.RawMessage   `json:"memory"`
+	Walltimes   json.RawMessage   `json:"walltimes"`
+	ByName      map[string]string `json:"by_name,omitempty"`
 }
 
 // Export implements rounds.Exporter.
@@ -106,7 +147,13 @@ func (e *estimator) Export() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(savedEstimates{Throughputs: tp, Memory: mem, Walltimes: wall})
+	e.mu.Lock()
+	byName := make(map[string]string, len(e.byName))
+	for k, v := range e.byName {
+		byName[k] = v
+	}
+	e.mu.Unlock()
+	return json.Marshal(savedEstimates{Throughputs: tp, Memory: mem, Walltimes: wall, ByName: byName})
 }
 
 // Import implements rounds.Exporter.
@@ -120,6 +167,11 @@ func (e *estimator) Import(b []byte) error {
 	}
 	if err := e.mem.Import(s.Memory); err != nil {
 		return err
+	}
+	if s.ByName != nil {
+		e.mu.Lock()
+		e.byName = s.ByName
+		e.mu.Unlock()
 	}
 	return e.wall.Import(s.Walltimes)
 }

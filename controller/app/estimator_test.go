@@ -29,3 +29,20 @@ func TestEstimatorRates(t *testing.T) {
 		t.Fatal("memory fits wrong")
 	}
 }
+
+// A job never measured takes the rates of its user's latest measured job
+// of the same name (a resubmission with an edited script).
+func TestEstimatorSameName(t *testing.T) {
+	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
+	types := []string{"k80", "v100"}
+	now := time.Now()
+	e.Observe("alice/resnet/aaa", "v100", 12, now)
+	e.Observe("alice/resnet/aaa", "v100", 12, now.Add(time.Second))
+	r, src := e.Rates("alice/resnet/bbb", types)
+	if r[1] != 12 || src[1] != SourceSameName || src[0] != SourceSameName || r[0] <= 0 {
+		t.Fatalf("same user and name: %v %v", r, src)
+	}
+	if _, src := e.Rates("bob/resnet/ccc", types); src[1] != rounds.SourceRelative {
+		t.Fatalf("another user's job borrowed alice's rates: %v", src)
+	}
+}
