@@ -10,7 +10,7 @@ LDFLAGS     := -s -w -X github.com/rota-hpc/rota/internal/buildinfo.Version=$(VE
 # Slurm headers the plugins build against; see docs/building-plugins.md.
 SLURM_INCLUDE ?= /usr/include/slurm
 
-GO_BINARIES := rota-controller rota rota-agent
+GO_BINARIES := rota-controller rota rota-agent rota-synthtrain
 
 .PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
 
@@ -26,6 +26,10 @@ $(BIN)/rota-controller: FORCE
 
 $(BIN)/rota: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota
+
+# The synthetic training job of the end-to-end demonstration (issue #5).
+$(BIN)/rota-synthtrain: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/synthtrain
 
 # The job_submit plugin is a Go c-shared object with the C shim from cgo/;
 # the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..
@@ -69,12 +73,20 @@ integration: build
 # GPU jobs, and what Rota did with each.
 demo: deps build
 	scripts/demo
+	@if [ "$${ROTA_DEMO_E2E:-1}" != 0 ]; then echo; echo "Now the same 24 training jobs with Rota and as plain Slurm (about 10 minutes; ROTA_DEMO_E2E=0 skips):"; scripts/e2e-workload; fi
 
 demo-down:
 	scripts/dev-cluster down
 
 bench-submit: build
 	scripts/bench-submit
+
+# Does Rota pay? The same 24 synthetic training jobs on the dev cluster with
+# Rota and as plain Slurm; last line jct_ratio=... migrations=...
+# lost_progress=... killed_at_limit=... (docs/rounds.md).
+.PHONY: e2e
+e2e: deps build
+	scripts/e2e-workload
 
 # Policy solver speed (controller/policy/lp) on synthetic instances.
 bench-policy:

@@ -58,6 +58,7 @@ type Agent struct {
 	pub      *report.Publisher
 	pidCache map[uint32]pidEntry
 	jobNode  map[uint32]string // job -> node, from environ (JobNodeFromEnviron)
+	jobScan  time.Time         // when jobNode was last rebuilt
 	seq      uint64
 	lastErr  string
 
@@ -318,24 +319,52 @@ func (a *Agent) Sample(ctx context.Context, now time.Time) *wire.NodeReport {
 }
 
 // onThisNode keeps the jobs whose processes say they run on this node,
-// scanning the process table only when a job is not known yet.
+// scanning the process table when a job is not known yet, and at least
+// every jobRescan: a requeued job keeps its id (and its progress file) but
+// may restart on another node, and a stale entry would have the old
+// node's agent report its progress (as measured on the wrong GPU type)
+// while the new node's ignores it.
 func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.JobProgress {
 	if a.jobNode == nil {
 		a.jobNode = map[uint32]string{}
 	}
+	rescan := time.Since(a.jobScan) > jobRescan
 	for id := range prog {
 		if _, ok := a.jobNode[id]; !ok {
-			for j, n := range a.proc.NodesFromEnviron() {
-				a.jobNode[j] = n
-			}
+			rescan = true
 			break
 		}
 	}
+	before := a.jobNode
+	if rescan {
+		a.jobScan = time.Now()
+		fresh := map[uint32]string{}
+		for j, n := range a.proc.NodesFromEnviron() {
+			fresh[j] = n
+		}
+		// A job with no process anywhere right now (between a requeue
+		// and its restart) keeps its last node until it shows up again.
+		for j, n := range a.jobNode {
+			if _, ok := fresh[j]; !ok {
+				fresh[j] = n
+			}
+		}
+		a.jobNode = fresh
+	}
 	out := map[uint32]wire.JobProgress{}
 	for id, p := range prog {
-		if a.jobNode[id] == a.opts.Node {
-			out[id] = p
+		if a.jobNode[id] != a.opts.Node {
+			continue
 		}
+		if was, ok := before[id]; ok && was != a.opts.Node {
+			// It moved here: the rate so far was measured on another
+			// node's GPU type.
+			if a.tracker != nil {
+				a.tracker.Reset(id)
+			}
+			p.StepsPerSec = 0
+		}
+		out[id] = p
 	}
 	for id := range a.jobNode {
 		if _, ok := prog[id]; !ok {
@@ -344,6 +373,9 @@ func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.Job
 	}
 	return out
 }
+
+// jobRescan bounds how long a job -> node entry from environ is trusted.
+const jobRescan = 3 * time.Second
 
 // lookup maps a GPU process to its job, caching while the PID stays on a
 // GPU from one sample to the next.

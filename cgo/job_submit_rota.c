@@ -110,6 +110,8 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	job.num_tasks = job_desc->num_tasks;
 	job.spank_env = job_desc->spank_job_env;
 	job.spank_env_size = job_desc->spank_job_env_size;
+	job.features = job_desc->features;
+	job.script = modify ? NULL : job_desc->script;
 
 	/* Go recovers its own panics and answers "no change" on any error. */
 	rota_go_job(&job, &change);
@@ -118,6 +120,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	replace_str(&job_desc->tres_per_node, change.tres_per_node);
 	replace_str(&job_desc->tres_per_socket, change.tres_per_socket);
 	replace_str(&job_desc->tres_per_task, change.tres_per_task);
+	replace_str(&job_desc->features, change.features);
 	if (change.set_time_limit)
 		job_desc->time_limit = change.time_limit;
 	append_admin_comment(job_desc, change.admin_comment);

@@ -29,6 +29,8 @@ typedef struct {
 	uint32_t num_tasks;
 	char **spank_env;         /* "_SLURM_SPANK_OPTION_rota_..." entries */
 	uint32_t spank_env_size;
+	const char *features;     /* the job's constraint; NULL when unset */
+	const char *script;       /* batch script (job_submit only), for its hash */
 } rota_job_t;
 
 /* Every pointer is NULL for "leave as is", else malloc()ed by Go: the shim
@@ -41,6 +43,7 @@ typedef struct {
 	int set_time_limit;
 	uint32_t time_limit;
 	char *admin_comment;
+	char *features;
 } rota_change_t;
 
 /* Implemented in job_submit_rota.c: write one line to slurmctld's log. */

@@ -10,7 +10,10 @@ type ExplainRequest struct {
 type ExplainReply struct {
 	V        int       `json:"v"`
 	Decision *Decision `json:"decision,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// Round is what the round loop last decided for the job, when it
+	// manages it.
+	Round *RoundJob `json:"round,omitempty"`
+	Error string    `json:"error,omitempty"`
 }
 
 // StatusRequest asks for the controller's view of the cluster.
@@ -43,6 +46,43 @@ type StatusReply struct {
 	// the request asked for it; JobsTruncated says some were left out.
 	Jobs          []JobThroughput `json:"jobs,omitempty"`
 	JobsTruncated bool            `json:"jobs_truncated,omitempty"`
+	// Rounds is the round loop's state, when it runs.
+	Rounds *RoundsStatus `json:"rounds,omitempty"`
+}
+
+// RoundsStatus is what the round loop did and its last plan.
+type RoundsStatus struct {
+	Policy            string  `json:"policy"`
+	Rounds            uint64  `json:"rounds"`
+	RoundErrors       uint64  `json:"round_errors"`
+	SlurmErrors       uint64  `json:"slurm_errors"`
+	Retyped           uint64  `json:"retyped"`
+	Migrations        uint64  `json:"migrations"`
+	MigrationFailures uint64  `json:"migration_failures"`
+	LastRoundSeconds  float64 `json:"last_round_s"`
+	SolveSeconds      float64 `json:"solve_s"`
+	Objective         float64 `json:"objective"`
+	// Jobs of the last plan (at most MaxStatusJobs).
+	Jobs []RoundJob `json:"jobs,omitempty"`
+}
+
+// RoundJob is one job in the last round's plan.
+type RoundJob struct {
+	JobID  uint32             `json:"job_id"`
+	Type   string             `json:"type,omitempty"`
+	Placed bool               `json:"placed"`
+	Share  map[string]float64 `json:"share,omitempty"`
+	// Rates are steps/s per type and RateSource where each came from
+	// (measured, hint, completed, table).
+	Rates      map[string]float64 `json:"rates,omitempty"`
+	RateSource map[string]string  `json:"rate_source,omitempty"`
+	StepsLeft  float64            `json:"steps_left,omitempty"`
+	Why        string             `json:"why"`
+	// WalltimeMin is the limit Rota would give the job on Type now, and
+	// WalltimeBasis how it was reckoned.
+	WalltimeMin   uint32 `json:"walltime_min,omitempty"`
+	WalltimeBasis string `json:"walltime_basis,omitempty"`
+	Moves         int    `json:"moves,omitempty"`
 }
 
 // IngestStatus is the controller's count of agent reports since it started.

@@ -23,6 +23,11 @@ type PlaceRequest struct {
 	// TimeLimitMin is the user's --time in minutes, 0 when not given.
 	TimeLimitMin uint32 `json:"time_limit_min,omitempty"`
 	Hints        Hints  `json:"hints,omitempty"`
+	// Features is the job's constraint as the user gave it ("" none).
+	Features string `json:"features,omitempty"`
+	// ScriptHash identifies the batch script (hex SHA-256, first 16
+	// bytes), so a resubmitted job finds its history; "" for job_modify.
+	ScriptHash string `json:"script_hash,omitempty"`
 }
 
 // GPUAsk summarises a job's GPU request as the controller needs it: how
@@ -63,8 +68,12 @@ type PlaceReply struct {
 	GPUType string `json:"gpu_type,omitempty"`
 	// TimeLimitMin is the walltime to set in minutes; 0 keeps the user's.
 	TimeLimitMin uint32 `json:"time_limit_min,omitempty"`
-	Policy       string `json:"policy"`
-	Reason       string `json:"reason"`
+	// ByFeature asks the plugin to express GPUType as a node constraint on
+	// an untyped GPU request rather than in the gres, so the controller
+	// can retype the job while it is pending (see cluster.Snapshot).
+	ByFeature bool   `json:"by_feature,omitempty"`
+	Policy    string `json:"policy"`
+	Reason    string `json:"reason"`
 }
 
 // Decision is the controller's record of one placement, kept so that

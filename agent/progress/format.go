@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"time"
 )
@@ -101,4 +102,42 @@ func Parse(data []byte) (Reading, error) {
 		return Reading{}, errors.New("no step=<n> on the first line")
 	}
 	return r, nil
+}
+
+// Format is the progress line for r: "step=<n> [ckpt=<n>] [total=<n>]
+// [time=<unix seconds>]\n", the line Parse reads back. It is the Go
+// counterpart of contrib/python/rota_progress.py's format_line.
+func Format(r Reading) string {
+	b := make([]byte, 0, 80)
+	b = append(b, "step="...)
+	b = strconv.AppendUint(b, r.Step, 10)
+	if r.HasCk {
+		b = append(b, " ckpt="...)
+		b = strconv.AppendUint(b, r.Ckpt, 10)
+	}
+	if r.Total > 0 {
+		b = append(b, " total="...)
+		b = strconv.AppendUint(b, r.Total, 10)
+	}
+	if !r.Time.IsZero() {
+		b = append(b, " time="...)
+		b = strconv.AppendFloat(b, float64(r.Time.UnixNano())/1e9, 'f', 3, 64)
+	}
+	return string(append(b, '\n'))
+}
+
+// WriteFile replaces path with r's line atomically: a temporary file in the
+// same directory, then a rename, so the agent never reads half a line. No
+// fsync: progress is advisory and rewritten every few seconds.
+func WriteFile(path string, r Reading) error {
+	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(Format(r)), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }

@@ -219,3 +219,46 @@ func TestLatest(t *testing.T) {
 		t.Errorf("Latest = %+v, %v", r, err)
 	}
 }
+
+// Format must write exactly what Parse reads back (to the millisecond), and
+// WriteFile must leave no temporary file behind.
+func TestFormatRoundTrip(t *testing.T) {
+	at := time.Unix(1732250000, 250_000_000)
+	cases := []struct {
+		name string
+		in   Reading
+		line string
+	}{
+		{"step only", Reading{Step: 7}, "step=7\n"},
+		{"zero step with checkpoint zero", Reading{Step: 0, Ckpt: 0, HasCk: true}, "step=0 ckpt=0\n"},
+		{"everything", Reading{Step: 1200, Ckpt: 1000, HasCk: true, Total: 50000, Time: at},
+			"step=1200 ckpt=1000 total=50000 time=1732250000.250\n"},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Format(c.in); got != c.line {
+				t.Fatalf("Format = %q, want %q", got, c.line)
+			}
+			path := filepath.Join(dir, "progress")
+			if err := WriteFile(path, c.in); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Parse(data)
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", data, err)
+			}
+			if got.Step != c.in.Step || got.HasCk != c.in.HasCk || got.Ckpt != c.in.Ckpt || got.Total != c.in.Total ||
+				got.Time.Sub(c.in.Time).Abs() > time.Millisecond {
+				t.Fatalf("round trip: got %+v, want %+v", got, c.in)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Fatalf("directory holds %d entries, want only the progress file", len(ents))
+			}
+		})
+	}
+}

@@ -48,6 +48,15 @@ type jobState struct {
 	problem  string
 }
 
+// Reset forgets a job's rate: its next readings start a new baseline. For
+// a job that moved here from another node (the file is shared, the GPU type
+// is not), whose rate so far was measured elsewhere.
+func (t *Tracker) Reset(job uint32) {
+	t.mu.Lock()
+	delete(t.jobs, job)
+	t.mu.Unlock()
+}
+
 // Scan reads every job's file (skipping files unchanged since the last
 // scan) and returns each live job's progress.
 func (t *Tracker) Scan(now time.Time) (map[uint32]wire.JobProgress, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/auth"
 )
@@ -59,6 +60,10 @@ type Controller struct {
 	auth     string         // how clients authenticate, for the log
 	obs      *observe.Observer
 	started  time.Time
+	// estimator learns throughputs, walltimes and memory needs; rounds
+	// is the round loop while leading (nil otherwise).
+	estimator rounds.Estimator
+	rounds    atomic.Pointer[rounds.Loop]
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -81,6 +86,7 @@ func Run(ctx context.Context, o Options) error {
 		c.slurm = &slurm.CLI{}
 	}
 	c.placer = placement.NewInterim(c.cfg.Placement)
+	c.estimator = newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 
 	if err := c.connect(); err != nil {
 		return err
@@ -105,6 +111,11 @@ func Run(ctx context.Context, o Options) error {
 	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
 	if err := c.obs.Start(ctx, c.ingestNC); err != nil {
 		return err
+	}
+	if c.cfg.MetricsListen != "" {
+		if err := c.serveMetrics(ctx, c.cfg.MetricsListen); err != nil {
+			return fmt.Errorf("metrics_listen %s: %w (set metrics_listen = \"\" to turn /metrics off)", c.cfg.MetricsListen, err)
+		}
 	}
 
 	// Only the leader answers requests and reads Slurm. The embedded
@@ -156,6 +167,7 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
+	c.startRounds(ctx)
 	where := c.cfg.NATSURL
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen

@@ -8,6 +8,7 @@ import (
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -58,6 +59,13 @@ type Config struct {
 	Placement placement.Config
 	// Observe sizes the intake of agent reports (zero values: defaults).
 	Observe observe.Config
+	// Rounds drives Slurm round by round with the policy (retyping and
+	// ordering pending jobs, migrating running ones); RoundsOff leaves
+	// jobs to the submit-time placement alone.
+	Rounds    rounds.Config
+	RoundsOff bool
+	// MetricsListen is where /metrics is served ("" off).
+	MetricsListen string
 }
 
 // DefaultConfig is what no file and no flags mean.
@@ -71,6 +79,7 @@ func DefaultConfig() Config {
 		DecisionTTL: 30 * 24 * time.Hour,
 		LogLevel:    "info",
 		Placement:   placement.DefaultConfig(),
+		Rounds:      rounds.DefaultConfig(),
 	}
 }
 
@@ -104,6 +113,14 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("agent_forget_after", &c.Observe.ForgetAfter, 10*time.Second, 7*24*time.Hour)
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
+	v.String("metrics_listen", &c.MetricsListen)
+	v.String("policy", &c.Rounds.Policy)
+	v.Bool("rounds_off", &c.RoundsOff)
+	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)
+	v.Duration("min_lease", &c.Rounds.MinLease, 0, 7*24*time.Hour)
+	v.Duration("move_cost", &c.Rounds.MoveCost, 0, 24*time.Hour)
+	v.Duration("checkpoint_grace", &c.Rounds.CheckpointGrace, time.Second, time.Hour)
+	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
 		t, ok := strings.CutPrefix(k, "speed.")

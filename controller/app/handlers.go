@@ -84,6 +84,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		DecisionID:   nuid.Next(),
 		GPUType:      res.GPUType,
 		TimeLimitMin: res.TimeLimitMin,
+		ByFeature:    res.ByFeature,
 		Policy:       c.placer.Name(),
 		Reason:       res.Reason,
 	}
@@ -143,7 +144,14 @@ func (c *Controller) onExplain(m *nats.Msg) {
 		c.respond(m, wire.ExplainReply{V: wire.Version, Error: err.Error()})
 		return
 	}
-	c.respond(m, wire.ExplainReply{V: wire.Version, Decision: d})
+	rep := wire.ExplainReply{V: wire.Version, Decision: d}
+	if l := c.rounds.Load(); l != nil {
+		if a, types, ok := l.Explain(req.JobID); ok {
+			rj := roundJob(a, types)
+			rep.Round = &rj
+		}
+	}
+	c.respond(m, rep)
 }
 
 func (c *Controller) explain(ctx context.Context, jobID uint32) (*wire.Decision, error) {
@@ -194,6 +202,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 			rep.Partitions = append(rep.Partitions, wire.Partition{Name: p.Name, MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin, Default: p.Default, Nodes: p.Nodes})
 		}
 		sort.Slice(rep.Partitions, func(i, j int) bool { return rep.Partitions[i].Name < rep.Partitions[j].Name })
+	}
+	if l := c.rounds.Load(); l != nil {
+		rep.Rounds = roundsStatus(l, req.Jobs)
 	}
 	c.respond(m, rep)
 }

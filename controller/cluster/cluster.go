@@ -5,6 +5,7 @@
 package cluster
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -18,6 +19,13 @@ type Snapshot struct {
 	Partitions map[string]slurm.Partition
 	// DefaultPartition is the partition a job that names none goes to.
 	DefaultPartition string
+	// ByFeature is true when every GPU node carries each of its GPU types
+	// as a node feature (Feature=v100 in slurm.conf): Rota then chooses a
+	// job's type with a constraint on an untyped GPU request, which it can
+	// change while the job is pending; Slurm (22.05) cannot retype a
+	// pending job's GPU gres. Otherwise the type goes into the gres at
+	// submission and stays there.
+	ByFeature bool
 }
 
 // TypeCap is one GPU type's capacity.
@@ -78,7 +86,13 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 			s.DefaultPartition = p.Name
 		}
 	}
+	s.ByFeature = true
 	for _, n := range nodes {
+		for typ, count := range n.GPUs {
+			if typ != "" && count > 0 && !slices.Contains(n.Features, typ) {
+				s.ByFeature = false
+			}
+		}
 		if !Usable(n.State) {
 			continue
 		}
@@ -101,6 +115,9 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 				tc.Partitions[p] = true
 			}
 		}
+	}
+	if len(s.Types) == 0 {
+		s.ByFeature = false
 	}
 	return s
 }

@@ -42,3 +42,24 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("types %v", got)
 	}
 }
+
+func TestByFeature(t *testing.T) {
+	node := func(name, typ string, feats ...string) slurm.Node {
+		return slurm.Node{Name: name, State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{typ: 4}, Features: feats}
+	}
+	for _, c := range []struct {
+		name  string
+		nodes []slurm.Node
+		want  bool
+	}{
+		{"every node has its type", []slurm.Node{node("a", "v100", "v100", "ib"), node("b", "k80", "k80")}, true},
+		{"one node lacks it", []slurm.Node{node("a", "v100", "v100"), node("b", "k80", "ib")}, false},
+		{"down node lacks it too", []slurm.Node{node("a", "v100", "v100"), {Name: "b", State: "down", GPUs: map[string]int{"k80": 2}}}, false},
+		{"no GPU types", []slurm.Node{{Name: "c", State: "idle", GPUs: map[string]int{}}}, false},
+		{"untyped GPUs are not asked for", []slurm.Node{node("a", "v100", "v100"), {Name: "u", State: "idle", GPUs: map[string]int{"": 2}}}, true},
+	} {
+		if got := Build(time.Now(), c.nodes, nil).ByFeature; got != c.want {
+			t.Errorf("%s: ByFeature=%v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -33,6 +33,9 @@ type Result struct {
 	TimeLimitMin uint32 // 0 keeps the request's time limit
 	Reason       string
 	Numbers      map[string]float64
+	// ByFeature: express GPUType as a node constraint (see
+	// cluster.Snapshot.ByFeature).
+	ByFeature bool
 }
 
 // Config holds the knobs shared by placement rules.
@@ -47,6 +50,10 @@ type Config struct {
 	// WalltimeOverheadMin is added to every estimate: start-up, data
 	// loading, checkpoint writing.
 	WalltimeOverheadMin uint32
+	// Name is the policy named in annotations; "" means "interim". The
+	// controller sets it to the round loop's policy, whose rounds then
+	// correct what the submit-time rule chose.
+	Name string
 }
 
 // DefaultConfig is what an unconfigured controller uses.
@@ -99,7 +106,21 @@ func NewInterim(cfg Config) *Interim {
 }
 
 // Name implements Placer.
-func (p *Interim) Name() string { return "interim" }
+func (p *Interim) Name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.Name != "" {
+		return p.cfg.Name
+	}
+	return "interim"
+}
+
+// SetName names the policy whose rounds follow up on these placements.
+func (p *Interim) SetName(name string) {
+	p.mu.Lock()
+	p.cfg.Name = name
+	p.mu.Unlock()
+}
 
 // Update implements Placer. Reservations end: the new snapshot's use
 // includes the jobs that have started.
@@ -133,6 +154,11 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 	case len(req.GPU.Types) > 1:
 		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
 		res.TimeLimitMin = p.walltime(req, "", part, num)
+		return withNumbers(res, num)
+	case req.GPU.Type == "" && constraintType(req.Features, p.snap) != "":
+		t := constraintType(req.Features, p.snap)
+		res.Reason = "user's constraint names type " + t + "; type kept"
+		res.TimeLimitMin = p.walltime(req, t, part, num)
 		return withNumbers(res, num)
 	case req.GPU.Type != "" && !p.cfg.RetypeTyped:
 		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
@@ -189,9 +215,20 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 	num["chosen.score"] = best.score
 	if best.t != req.GPU.Type {
 		res.GPUType = best.t
+		res.ByFeature = p.snap.ByFeature
 	}
 	res.TimeLimitMin = p.walltime(req, best.t, part, num)
 	return withNumbers(res, num)
+}
+
+// constraintType is the GPU type a job's constraint names, if any.
+func constraintType(features string, s *cluster.Snapshot) string {
+	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
+		if _, ok := s.Types[f]; ok {
+			return f
+		}
+	}
+	return ""
 }
 
 func withNumbers(r Result, num map[string]float64) Result {

@@ -25,6 +25,10 @@ type Node struct {
 	Partitions []string
 	GPUs       map[string]int // type -> configured count ("" for untyped)
 	GPUsUsed   map[string]int // type -> allocated now
+	// Features are the node's available features (AvailableFeatures).
+	// Rota retypes jobs by constraint when every GPU node carries its
+	// GPU type as a feature (see cluster.Snapshot.ByFeature).
+	Features []string
 }
 
 // Partition is what Rota needs of a Slurm partition. Times in minutes,
@@ -43,6 +47,25 @@ type Client interface {
 	Partitions(ctx context.Context) ([]Partition, error)
 	// JobAdminComment returns a job's AdminComment ("" when none).
 	JobAdminComment(ctx context.Context, jobID uint32) (string, error)
+}
+
+// Scheduler is the part of Slurm the round loop drives: it reads the
+// queue and changes pending and running jobs. Every call is one command;
+// a failure affects that job only.
+type Scheduler interface {
+	Client
+	// Jobs lists pending and running jobs.
+	Jobs(ctx context.Context) ([]Job, error)
+	// Job reads one job; ok is false when it is neither pending nor
+	// running.
+	Job(ctx context.Context, id uint32) (j Job, ok bool, err error)
+	// DecisionIDs maps job ids to the Rota decision id in their
+	// AdminComment, for the jobs that have one.
+	DecisionIDs(ctx context.Context) (map[uint32]string, error)
+	// Update changes a job; only the set fields of u are sent.
+	Update(ctx context.Context, jobID uint32, u JobUpdate) error
+	// Requeue puts a running batch job back in the queue (same id).
+	Requeue(ctx context.Context, jobID uint32) error
 }
 
 // CLI runs sinfo and scontrol: formatted output of these is stable across
@@ -73,14 +96,14 @@ func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, err
 
 // Nodes lists nodes with their GPUs and current GPU use.
 func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
-	out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256")
+	out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256,Features:1024")
 	if err != nil {
 		return nil, err
 	}
 	return ParseSinfoNodes(string(out))
 }
 
-// ParseSinfoNodes reads `sinfo -h -N -O NodeList,Gres,GresUsed,StateLong,Partition`.
+// ParseSinfoNodes reads `sinfo -h -N -O NodeList,Gres,GresUsed,StateLong,Partition[,Features]`.
 // A node in several partitions appears once per partition; they merge.
 func ParseSinfoNodes(out string) ([]Node, error) {
 	byName := map[string]*Node{}
@@ -89,8 +112,8 @@ func ParseSinfoNodes(out string) ([]Node, error) {
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) != 5 {
-			return nil, fmt.Errorf("sinfo line %d: want 5 fields, got %d: %q", i+1, len(f), line)
+		if len(f) != 5 && len(f) != 6 {
+			return nil, fmt.Errorf("sinfo line %d: want 5 or 6 fields, got %d: %q", i+1, len(f), line)
 		}
 		n := byName[f[0]]
 		if n == nil {
@@ -103,6 +126,9 @@ func ParseSinfoNodes(out string) ([]Node, error) {
 				return nil, fmt.Errorf("node %s: GresUsed: %w", f[0], err)
 			}
 			n = &Node{Name: f[0], State: f[3], GPUs: gpus, GPUsUsed: used}
+			if len(f) == 6 && f[5] != "(null)" {
+				n.Features = strings.Split(f[5], ",")
+			}
 			byName[f[0]] = n
 		}
 		n.Partitions = append(n.Partitions, strings.TrimSuffix(f[4], "*"))

@@ -18,6 +18,7 @@ package main
 // resulting executable does nothing).
 #cgo LDFLAGS: -Wl,--unresolved-symbols=ignore-in-object-files
 #include <stdlib.h>
+#include <string.h>
 #include "rota_shim.h"
 */
 import "C"
@@ -149,6 +150,7 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	out.tres_per_node = cstr(ch.TresPerNode)
 	out.tres_per_socket = cstr(ch.TresPerSocket)
 	out.tres_per_task = cstr(ch.TresPerTask)
+	out.features = cstr(ch.Features)
 	if ch.TimeLimit != nil {
 		out.set_time_limit = 1
 		out.time_limit = C.uint32_t(*ch.TimeLimit)
@@ -180,6 +182,11 @@ func toJob(j *C.rota_job_t) submit.Job {
 		TimeLimit:     uint32(j.time_limit),
 		MinNodes:      uint32(j.min_nodes),
 		NumTasks:      uint32(j.num_tasks),
+		Features:      gostr(j.features),
+	}
+	if j.script != nil {
+		// Hashed in place: scripts can be large, and only the hash leaves.
+		job.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(j.script)), C.strlen(j.script)))
 	}
 	if n := int(j.spank_env_size); n > 0 && n < 1<<16 && j.spank_env != nil {
 		env := unsafe.Slice(j.spank_env, n)

@@ -32,6 +32,10 @@ type Config struct {
 	// NATSTLSCA is the CA certificate (PEM) that signed the server's
 	// certificate, when the controller's NATS uses TLS.
 	NATSTLSCA string
+	// NATSSync uses the plugin's own synchronous NATS client (plugin/
+	// natsync), which does each request on slurmctld's calling thread;
+	// false, or TLS, uses nats.go.
+	NATSSync bool
 	// Deadline bounds each placement request: slurmctld holds its job lock
 	// while job_submit runs, so this is what a slow controller can cost.
 	Deadline time.Duration
@@ -53,6 +57,7 @@ func DefaultConfig() Config {
 	return Config{
 		Enabled:         true,
 		NATSURL:         "nats://127.0.0.1:4222",
+		NATSSync:        true,
 		Deadline:        50 * time.Millisecond,
 		BreakerFailures: 3,
 		BreakerCooldown: 10 * time.Second,
@@ -77,6 +82,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("nats_creds_file", &c.NATSCredsFile)
 	v.String("nats_nkey_seed_file", &c.NATSNkeySeedFile)
 	v.String("nats_tls_ca", &c.NATSTLSCA)
+	v.Bool("nats_sync", &c.NATSSync)
 	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
 	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
 	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)

@@ -31,6 +31,10 @@ type Job struct {
 	// SpankEnv holds the SPANK plugin's options as
 	// "_SLURM_SPANK_OPTION_rota_<option>=<value>".
 	SpankEnv []string
+	// Features is the job's constraint ("" none).
+	Features string
+	// ScriptHash is ScriptHash of the batch script ("" none).
+	ScriptHash string
 }
 
 // Change is what to write back; nil fields stay as they are.
@@ -39,6 +43,8 @@ type Change struct {
 	TimeLimit                                           *uint32
 	// AdminComment is appended to the job's admin comment ("" for none).
 	AdminComment string
+	// Features replaces the job's constraint.
+	Features *string
 }
 
 // Outcome says what happened to a job, for logs and counters.
@@ -97,15 +103,17 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	}
 
 	preq := &wire.PlaceRequest{
-		V:         wire.Version,
-		Modify:    job.Modify,
-		JobID:     job.JobID,
-		UID:       job.UID,
-		Account:   job.Account,
-		Partition: job.Partition,
-		Name:      job.Name,
-		GPU:       req.Ask(unset(job.MinNodes), unset(job.NumTasks)),
-		Hints:     opts.Hints,
+		V:          wire.Version,
+		Modify:     job.Modify,
+		JobID:      job.JobID,
+		UID:        job.UID,
+		Account:    job.Account,
+		Partition:  job.Partition,
+		Name:       job.Name,
+		GPU:        req.Ask(unset(job.MinNodes), unset(job.NumTasks)),
+		Hints:      opts.Hints,
+		Features:   job.Features,
+		ScriptHash: job.ScriptHash,
 	}
 	if userLimit(job.TimeLimit) {
 		preq.TimeLimitMin = job.TimeLimit
@@ -137,7 +145,15 @@ func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.P
 			return Change{}, FailOpen, fmt.Errorf("controller answered an invalid GPU type: %w", err)
 		}
 		before := [4]string{job.TresPerJob, job.TresPerNode, job.TresPerSocket, job.TresPerTask}
-		req.SetType(reply.GPUType)
+		if f, ok := gpureq.WithTypeFeature(job.Features, reply.GPUType); reply.ByFeature && !job.Modify && ok {
+			// The type goes into the constraint and the gres stays (or
+			// becomes) untyped, so the controller can retype the job
+			// while it waits.
+			ch.Features = &f
+			req.SetType("")
+		} else {
+			req.SetType(reply.GPUType)
+		}
 		after := [4]string{req.PerJob.String(), req.PerNode.String(), req.PerSocket.String(), req.PerTask.String()}
 		dst := [4]**string{&ch.TresPerJob, &ch.TresPerNode, &ch.TresPerSocket, &ch.TresPerTask}
 		for i := range after {
@@ -171,7 +187,7 @@ func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.P
 	if !job.Modify {
 		ch.AdminComment = annotation(asked, given, timeAsked, timeGiven, reply)
 	}
-	if ch.TimeLimit == nil && ch.TresPerJob == nil && ch.TresPerNode == nil && ch.TresPerSocket == nil && ch.TresPerTask == nil {
+	if ch.TimeLimit == nil && ch.TresPerJob == nil && ch.TresPerNode == nil && ch.TresPerSocket == nil && ch.TresPerTask == nil && ch.Features == nil {
 		return ch, Kept, nil
 	}
 	return ch, Rewritten, nil

@@ -297,3 +297,34 @@ func FuzzParseSpankOptions(f *testing.F) {
 		}
 	})
 }
+
+// With ByFeature the type goes into the constraint and the gres stays (or
+// becomes) untyped, so the controller can retype the job while it waits.
+func TestHandleByFeature(t *testing.T) {
+	for _, c := range []struct {
+		name                   string
+		tres, features         string
+		wantTres, wantFeatures string
+	}{
+		{"untyped, no constraint", "gres:gpu:2", "", "<unchanged>", "v100"},
+		{"untyped, user constraint", "gres:gpu:2", "ib", "<unchanged>", "ib&v100"},
+		{"untyped, constraint with alternatives: gres typed", "gres:gpu:2", "ib|eth", "gres:gpu:v100:2", "<unchanged>"},
+		{"typed, controller retypes: gres untyped", "gres:gpu:k80:1,gres:nvme:1", "", "gres:gpu:1,gres:nvme:1", "v100"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &scripted{reply: &wire.PlaceReply{V: 1, GPUType: "v100", ByFeature: true, Policy: "las", DecisionID: "d1"}}
+			h := &Handler{Config: DefaultConfig(), Asker: a}
+			job := &Job{TresPerNode: c.tres, Features: c.features, TimeLimit: NoVal, ScriptHash: "abc"}
+			ch, out, err := h.Handle(context.Background(), job)
+			if err != nil || out != Rewritten {
+				t.Fatalf("outcome %s err %v", out, err)
+			}
+			if str(ch.TresPerNode) != c.wantTres || str(ch.Features) != c.wantFeatures {
+				t.Errorf("tres %s features %s; want %s %s", str(ch.TresPerNode), str(ch.Features), c.wantTres, c.wantFeatures)
+			}
+			if a.got[0].Features != c.features || a.got[0].ScriptHash != "abc" {
+				t.Errorf("request %+v", a.got[0])
+			}
+		})
+	}
+}

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/plugin/natsync"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -29,10 +31,20 @@ var (
 // deadline, behind a circuit breaker: a dead controller costs nothing (the
 // connection is down, so the request is refused at once), a hung one costs
 // the deadline Threshold times and then nothing until a probe gets through.
+//
+// It speaks through one of two clients. natsync (the default) does each
+// request on the calling thread: slurmctld's, locked to its goroutine by
+// cgo, so nothing else has to be woken (see plugin/natsync for why that
+// matters). nats.go serves TLS, which natsync does not speak, and
+// nats_sync = false.
 type NATSAsker struct {
-	nc       *nats.Conn
-	deadline time.Duration
-	Breaker  *breaker.Breaker
+	nc *nats.Conn      // nats.go, or nil
+	sc *natsync.Client // natsync, or nil
+	// serverErr hears natsync's refusals of a request (nats.go reports
+	// them to its error handler): one clear log line, not one per job.
+	serverErr func(error)
+	deadline  time.Duration
+	Breaker   *breaker.Breaker
 }
 
 // DialNATS connects in the background: it returns at once even when the
@@ -40,6 +52,9 @@ type NATSAsker struct {
 // onEvent, when set, hears connection changes worth a log line; warn marks
 // the ones that mean jobs now pass through unplaced.
 func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
+	if useSync(c) {
+		return dialSync(c, onEvent)
+	}
 	// The breaker is made after the connection; the reconnect handler
 	// reads it through this pointer, so no ordering is assumed.
 	var br atomic.Pointer[breaker.Breaker]
@@ -138,9 +153,156 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	return a, nil
 }
 
+// useSync says whether the synchronous client can serve c: not with TLS.
+func useSync(c Config) bool {
+	if !c.NATSSync || c.NATSTLSCA != "" {
+		return false
+	}
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if strings.HasPrefix(strings.TrimSpace(u), "tls://") {
+			return false
+		}
+	}
+	return true
+}
+
+// dialSync is DialNATS with natsync: same credentials, same inbox, same
+// events for the log.
+func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
+	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}
+	o := natsync.Options{Name: "rota-job_submit"}
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			o.URLs = append(o.URLs, u)
+		}
+	}
+	switch {
+	case c.NATSNkeySeedFile != "":
+		kp, err := auth.LoadSeed(c.NATSNkeySeedFile)
+		if err != nil {
+			return nil, err
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed file %s: %w", c.NATSNkeySeedFile, err)
+		}
+		// The server lets the plugin subscribe to its own inbox only.
+		o.Nkey, o.InboxPrefix = kp, auth.InboxPrefix(pub)
+	case c.NATSCredsFile != "":
+		b, err := os.ReadFile(c.NATSCredsFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading nats_creds_file: %w", err)
+		}
+		if o.JWT, err = nkeys.ParseDecoratedJWT(b); err != nil {
+			return nil, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
+		}
+		if o.Nkey, err = nkeys.ParseDecoratedUserNKey(b); err != nil {
+			return nil, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
+		}
+	case c.NATSUser != "":
+		o.User = c.NATSUser
+		if c.NATSPasswordFile != "" {
+			b, err := os.ReadFile(c.NATSPasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading nats_password_file: %w", err)
+			}
+			o.Password = strings.TrimSpace(string(b))
+		}
+	}
+	// Failed connects repeat every second while the server is down or
+	// refuses us: say each distinct reason once per outage.
+	var (
+		mu      sync.Mutex
+		lastErr string
+	)
+	event := func(warn bool, msg string) {
+		if onEvent != nil {
+			onEvent(warn, msg)
+		}
+	}
+	o.OnConnect = func(url string, reconnect bool) {
+		mu.Lock()
+		lastErr = ""
+		mu.Unlock()
+		if reconnect {
+			// As with nats.go: timeouts before the drop said nothing
+			// about the controller; give it a fresh chance.
+			a.Breaker.Success()
+			event(false, "reconnected to the controller's NATS at "+url)
+			return
+		}
+		event(false, "connected to the controller's NATS at "+url)
+	}
+	o.OnDisconnect = func(err error) {
+		event(true, fmt.Sprintf("lost the controller's NATS connection (%v); jobs pass through unchanged until it is back", err))
+	}
+	o.OnError = func(err error) {
+		mu.Lock()
+		seen := err.Error() == lastErr
+		lastErr = err.Error()
+		mu.Unlock()
+		switch {
+		case seen:
+		case errors.Is(err, natsync.ErrPermission), errors.Is(err, natsync.ErrAuthorization):
+			event(true, fmt.Sprintf("the controller's NATS refused the plugin (%v); check that nats_nkey_seed_file is the plugin's seed from 'rota-controller creds init'", err))
+		case errors.Is(err, natsync.ErrTLSRequired):
+			event(true, fmt.Sprintf("cannot connect to the controller's NATS: %v", err))
+		default:
+			event(true, fmt.Sprintf("cannot connect to the controller's NATS (%v); jobs pass through unchanged until it answers", err))
+		}
+	}
+	a.serverErr = o.OnError
+	sc, err := natsync.New(o)
+	if err != nil {
+		return nil, err
+	}
+	a.sc = sc
+	return a, nil
+}
+
+// Connected reports whether the NATS connection is up.
+func (a *NATSAsker) Connected() bool {
+	if a.sc != nil {
+		return a.sc.Connected()
+	}
+	return a.nc.IsConnected()
+}
+
+// request is one request/reply through whichever client is in use, with
+// the errors that matter here mapped to nats.go's.
+func (a *NATSAsker) request(ctx context.Context, data []byte) ([]byte, error) {
+	if a.sc == nil {
+		ctx, cancel := context.WithTimeout(ctx, a.deadline)
+		defer cancel()
+		msg, err := a.nc.RequestWithContext(ctx, wire.SubjectPlace, data)
+		if err != nil {
+			return nil, err
+		}
+		return msg.Data, nil
+	}
+	timeout := a.deadline
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = time.Until(d)
+	}
+	b, err := a.sc.Request(wire.SubjectPlace, data, timeout)
+	switch {
+	case errors.Is(err, natsync.ErrPermission):
+		a.serverErr(err)
+	case errors.Is(err, natsync.ErrNoResponders):
+		return nil, nats.ErrNoResponders
+	case errors.Is(err, natsync.ErrTimeout):
+		return nil, context.DeadlineExceeded
+	case errors.Is(err, natsync.ErrNotConnected):
+		// The request found the connection closed (the drop is logged
+		// once by OnDisconnect): the cgo layer logs it at debug level.
+		return nil, fmt.Errorf("%w: %v", ErrNotConnected, err)
+	}
+	return b, err
+}
+
 // Place sends req and waits at most the deadline for the answer.
 func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
-	if !a.nc.IsConnected() {
+	if !a.Connected() {
 		return nil, ErrNotConnected
 	}
 	if !a.Breaker.Allow() {
@@ -151,9 +313,7 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 		a.Breaker.Success() // our fault, not the controller's
 		return nil, fmt.Errorf("encoding the placement request: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.deadline)
-	defer cancel()
-	msg, err := a.nc.RequestWithContext(ctx, wire.SubjectPlace, data)
+	resp, err := a.request(ctx, data)
 	if errors.Is(err, nats.ErrNoResponders) {
 		// NATS said at once that nobody listens: as cheap as being
 		// disconnected, so not the breaker's business. Counting it would
@@ -170,7 +330,7 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 		return nil, fmt.Errorf("asking the controller: %w", err)
 	}
 	var reply wire.PlaceReply
-	if err := wire.Decode(msg.Data, &reply); err != nil {
+	if err := wire.Decode(resp, &reply); err != nil {
 		a.Breaker.Failure()
 		return nil, fmt.Errorf("controller's answer: %w", err)
 	}
@@ -179,4 +339,10 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 }
 
 // Close drops the connection; pending requests fail at once.
-func (a *NATSAsker) Close() { a.nc.Close() }
+func (a *NATSAsker) Close() {
+	if a.sc != nil {
+		a.sc.Close()
+		return
+	}
+	a.nc.Close()
+}

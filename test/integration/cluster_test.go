@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env = append(os.Environ(),
 		"ROTA_DEV_DIR="+devDir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
 		// bin/rota signs in with the dev cluster's read-only credential.
 		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
@@ -94,10 +95,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePorts: four consecutive ports (slurmctld and three slurmd) and the
-// next one for NATS.
+// freePorts: four consecutive ports (slurmctld and three slurmd), the
+// next one for NATS and the one after for the controller's /metrics.
 func freePorts() (slurm, nats int, err error) {
-	base, err := freeport.Consecutive(5)
+	base, err := freeport.Consecutive(6)
 	return base, base + 4, err
 }
 
@@ -151,12 +152,21 @@ func sbatch(t *testing.T, args ...string) uint32 {
 }
 
 // job is what `scontrol show job` says about the fields Rota touches.
+// Where Rota chose the type by node constraint (the dev cluster's nodes
+// carry their GPU type as a feature), the untyped GPU entries of the TRES
+// fields are shown with that type, the type the job will run on; Raw
+// keeps what Slurm printed.
 type job struct {
 	TresPerNode, TresPerJob, TresPerTask, TresPerSocket string
-	TimeLimit, AdminComment                             string
+	TimeLimit, AdminComment, Features                   string
+	Raw                                                 struct{ TresPerNode, TresPerJob, TresPerTask, TresPerSocket string }
 }
 
-var kvRe = regexp.MustCompile(`(TresPerNode|TresPerJob|TresPerTask|TresPerSocket|TimeLimit)=(\S*)`)
+var (
+	kvRe      = regexp.MustCompile(`(TresPerNode|TresPerJob|TresPerTask|TresPerSocket|TimeLimit|Features)=(\S*)`)
+	featureRe = regexp.MustCompile(`(?:^|&)(v100|p100|k80)(?:&|$)`)
+	untypedRe = regexp.MustCompile(`gres:gpu(:\d+)?(,|$)`)
+)
 
 func show(t *testing.T, id uint32) job {
 	t.Helper()
@@ -177,6 +187,16 @@ func show(t *testing.T, id uint32) job {
 			j.TresPerSocket = m[2]
 		case "TimeLimit":
 			j.TimeLimit = m[2]
+		case "Features":
+			if m[2] != "(null)" {
+				j.Features = m[2]
+			}
+		}
+	}
+	j.Raw.TresPerNode, j.Raw.TresPerJob, j.Raw.TresPerTask, j.Raw.TresPerSocket = j.TresPerNode, j.TresPerJob, j.TresPerTask, j.TresPerSocket
+	if m := featureRe.FindStringSubmatch(j.Features); m != nil {
+		for _, f := range []*string{&j.TresPerNode, &j.TresPerJob, &j.TresPerTask, &j.TresPerSocket} {
+			*f = untypedRe.ReplaceAllString(*f, "gres:gpu:"+m[1]+"$1$2")
 		}
 	}
 	for _, line := range strings.Split(out, "\n") {

@@ -43,10 +43,46 @@ func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep.Decision)
+		return enc.Encode(rep)
 	}
 	printDecision(stdout, rep.Decision)
+	if rep.Round != nil {
+		printRound(stdout, rep.Round)
+	}
 	return nil
+}
+
+// printRound shows what the round loop last decided and the numbers
+// behind it.
+func printRound(w io.Writer, r *wire.RoundJob) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	state := "waiting"
+	if r.Placed {
+		state = "given GPUs"
+	}
+	fmt.Fprintf(tw, "last round\ttype %s (%s), moved %d times\n", r.Type, state, r.Moves)
+	fmt.Fprintf(tw, "  why\t%s\n", r.Why)
+	types := make([]string, 0, len(r.Rates))
+	for t := range r.Rates {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		share := ""
+		if s, ok := r.Share[t]; ok {
+			share = fmt.Sprintf(", share %.2f", s)
+		}
+		fmt.Fprintf(tw, "  %s\t%.4g steps/s (%s)%s\n", t, r.Rates[t], r.RateSource[t], share)
+	}
+	if r.StepsLeft > 0 {
+		fmt.Fprintf(tw, "  steps left\t%.0f\n", r.StepsLeft)
+	}
+	if r.WalltimeMin > 0 {
+		fmt.Fprintf(tw, "  walltime\t%s: %s\n", slurmtime.Format(r.WalltimeMin), r.WalltimeBasis)
+	} else if r.WalltimeBasis != "" {
+		fmt.Fprintf(tw, "  walltime\tno estimate: %s\n", r.WalltimeBasis)
+	}
+	tw.Flush()
 }
 
 func printDecision(w io.Writer, d *wire.Decision) {

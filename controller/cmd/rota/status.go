@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -60,6 +62,37 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if in := rep.Ingest; in != nil {
 		fmt.Fprintf(stdout, "\nagents: %d nodes, %d jobs reporting; %d reports received, %d taken in, dropped %d malformed, %d invalid, %d slow consumer; %d pending; %d lost by agents; %d forgotten\n",
 			in.Nodes, in.Jobs, in.Received, in.Decoded, in.Malformed, in.Invalid, in.SlowConsumer, in.Pending, in.LostReports, in.Forgotten)
+	}
+	if r := rep.Rounds; r != nil {
+		fmt.Fprintf(stdout, "\nround loop (%s): %d rounds (%d failed), last %.2fs (solve %.3fs); %d retyped, %d migrations (%d failed), %d Slurm update errors\n",
+			r.Policy, r.Rounds, r.RoundErrors, r.LastRoundSeconds, r.SolveSeconds, r.Retyped, r.Migrations, r.MigrationFailures, r.SlurmErrors)
+		if *jobs && len(r.Jobs) > 0 {
+			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tTYPE\tGPUS NOW\tSHARE\tSTEPS/S (SOURCE)\tSTEPS LEFT\tWALLTIME\tMOVES")
+			for _, j := range r.Jobs {
+				types := make([]string, 0, len(j.Rates))
+				for t := range j.Rates {
+					types = append(types, t)
+				}
+				sort.Strings(types)
+				var share, rates []string
+				for _, t := range types {
+					if v, ok := j.Share[t]; ok {
+						share = append(share, fmt.Sprintf("%s=%.2f", t, v))
+					}
+					rates = append(rates, fmt.Sprintf("%s=%.3g(%s)", t, j.Rates[t], j.RateSource[t]))
+				}
+				wt := "-"
+				if j.WalltimeMin > 0 {
+					wt = slurmtime.Format(j.WalltimeMin)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\t%.0f\t%s\t%d\n", j.JobID, j.Type, j.Placed, strings.Join(share, " "),
+					strings.Join(rates, " "), j.StepsLeft, wt, j.Moves)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
 	}
 	if *jobs {
 		fmt.Fprintln(stdout)

@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// startRounds runs the round loop while this controller leads: the
+// policy then drives Slurm (retyping and ordering pending jobs, migrating
+// running ones) with what the agents measure, and the submit path answers
+// from the view each round leaves behind. Returns nil when rounds are off
+// or Slurm cannot be driven (a read-only Client in tests).
+func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
+	if c.cfg.RoundsOff {
+		return nil
+	}
+	sched, ok := c.slurm.(slurm.Scheduler)
+	if !ok {
+		c.log.Info().Msg("the Slurm client cannot change jobs; rounds are off, placement happens at submission only")
+		return nil
+	}
+	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), sched, c.store, c.obs,
+		c.estimator, &rounds.NATSCheckpointer{NC: c.nc})
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
+		return nil
+	}
+	if js, err := jetstream.New(c.nc); err != nil {
+		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
+	} else if st, err := openState(ctx, js, c.cfg.Replicas); err != nil {
+		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
+	} else {
+		loop.SetStore(st)
+	}
+	loop.OnSnapshot = func(s *cluster.Snapshot, _ *rounds.Plan) {
+		c.snap.Store(s)
+		c.placer.Update(s)
+	}
+	c.rounds.Store(loop)
+	if in, ok := c.placer.(*placement.Interim); ok {
+		in.SetName(loop.Policy())
+	}
+	go loop.Run(ctx)
+	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
+		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")
+	return loop
+}
+
+// roundsStatus is the loop's counters and, with jobs, its last plan.
+func roundsStatus(l *rounds.Loop, jobs bool) *wire.RoundsStatus {
+	s := l.Stats()
+	st := &wire.RoundsStatus{Policy: l.Policy(), Rounds: s.Rounds, RoundErrors: s.RoundErrors, SlurmErrors: s.SlurmErrors,
+		Retyped: s.Retyped, Migrations: s.Migrations, MigrationFailures: s.MigrationFailures,
+		LastRoundSeconds: s.LastRound.Seconds(), SolveSeconds: s.LastSolve.Seconds()}
+	p := l.Last()
+	if p == nil {
+		return st
+	}
+	st.Objective = p.Objective
+	if !jobs {
+		return st
+	}
+	for i, a := range p.Actions {
+		if i >= wire.MaxStatusJobs {
+			break
+		}
+		st.Jobs = append(st.Jobs, roundJob(a, p.Types))
+	}
+	return st
+}
+
+// StateBucket is the JetStream KV bucket of the round loop's state.
+const StateBucket = "rota_state"
+
+// kvState is rounds.StateStore on a JetStream KV bucket.
+type kvState struct{ kv jetstream.KeyValue }
+
+func openState(ctx context.Context, js jetstream.JetStream, replicas int) (*kvState, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      StateBucket,
+		Description: "Rota round loop state: jobs, moves, learned throughputs, last allocation",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream bucket %s: %w", StateBucket, err)
+	}
+	return &kvState{kv: kv}, nil
+}
+
+func (s *kvState) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, rounds.ErrNoState
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+func (s *kvState) Put(ctx context.Context, key string, data []byte) error {
+	_, err := s.kv.Put(ctx, key, data)
+	return err
+}
+
+// roundJob is one plan action as the CLI shows it.
+func roundJob(a rounds.Action, types []string) wire.RoundJob {
+	rj := wire.RoundJob{JobID: a.JobID, Type: a.Type, Placed: a.Placed, Why: a.Why, StepsLeft: a.StepsLeft,
+		WalltimeMin: a.WalltimeMin, WalltimeBasis: a.WalltimeBasis, Moves: a.Moves,
+		Share: map[string]float64{}, Rates: map[string]float64{}, RateSource: map[string]string{}}
+	for k, t := range types {
+		if k < len(a.Share) && a.Share[k] > 1e-9 {
+			rj.Share[t] = a.Share[k]
+		}
+		if k < len(a.Rates) {
+			rj.Rates[t] = a.Rates[k]
+		}
+		if k < len(a.RateSource) {
+			rj.RateSource[t] = a.RateSource[k]
+		}
+	}
+	return rj
+}

@@ -1,0 +1,577 @@
+package rounds
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/estimate"
+	"github.com/rota-hpc/rota/controller/observe"
+	"github.com/rota-hpc/rota/controller/policy"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Config is the loop's configuration.
+type Config struct {
+	Policy   string        // policy name (policy.Names())
+	Round    time.Duration // round length
+	MinLease time.Duration // a job runs at least this long before Rota moves it
+	// MoveCost is the checkpoint + restart time assumed for a job until
+	// one of its moves has been measured.
+	MoveCost time.Duration
+	// CheckpointGrace is how long the agent waits for a checkpoint before
+	// SIGTERM.
+	CheckpointGrace time.Duration
+	PriorityBase    uint32
+	// WalltimeMargin and WalltimeOverheadMin size walltimes as the
+	// placement does.
+	WalltimeMargin      float64
+	WalltimeOverheadMin uint32
+}
+
+// DefaultConfig are the production defaults: minutes-long rounds.
+func DefaultConfig() Config {
+	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
+		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5}
+}
+
+// Decisions finds a job's placement decision (hints, identity, what the
+// user asked).
+type Decisions interface {
+	Get(ctx context.Context, id string) (*wire.Decision, error)
+}
+
+// Measurements are what the agents measured of a job.
+type Measurements interface {
+	Job(id uint32) (observe.Job, bool)
+}
+
+// SourceRelative marks rates that are only the admin's relative speeds
+// (nothing is known of the job): fit for comparing types, not for
+// walltimes.
+const SourceRelative = "relative"
+
+// Estimator turns what is known of a job into rates and walltimes.
+type Estimator interface {
+	// Rates returns steps/s per type and where each figure came from
+	// ("measured", "hint", "completed", "table", "unknown").
+	Rates(key string, types []string) (rates []float64, sources []string)
+	// Observe feeds a measurement; Hint the user's figures.
+	Observe(key, gpuType string, stepsPerSec float64, at time.Time)
+	Hint(key string, perType map[string]float64)
+	// MemoryFits says whether a type with memBytes per GPU holds the job.
+	MemoryFits(key string, memBytes uint64) bool
+	ObserveMemory(key string, peakPerGPU uint64)
+	// Walltime is the time limit in minutes for stepsLeft (0 unknown) at
+	// rate (0 unknown) steps/s, capped by the user's limit and MaxTime (0
+	// none); 0 means no estimate. basis says how, in words.
+	Walltime(key string, stepsLeft, rate float64, userLimitMin, maxTimeMin uint32) (minutes uint32, basis string)
+	// Finished records a job's run time against the limit Rota gave it.
+	Finished(key string, jobID uint32, limitMin, actualSec float64)
+}
+
+// Checkpointer asks node agents to checkpoint a job and reports how it
+// went (wire.Checkpoint* outcomes).
+type Checkpointer interface {
+	Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error)
+}
+
+// Loop drives Slurm round by round.
+type Loop struct {
+	cfg     Config
+	log     zerolog.Logger
+	sched   slurm.Scheduler
+	dec     Decisions
+	meas    Measurements
+	est     Estimator
+	ckpt    Checkpointer
+	store   StateStore
+	planner *Planner
+	pol     policy.Policy
+
+	// OnSnapshot, when set, gets each round's cluster picture (the submit
+	// path answers from it).
+	OnSnapshot func(*cluster.Snapshot, *Plan)
+
+	mu      sync.Mutex
+	known   map[uint32]*tracked // by job id
+	moving  map[uint32]bool     // migrations in flight
+	last    *Plan
+	lastErr error
+	stats   Stats
+	wg      sync.WaitGroup
+}
+
+// tracked is what the loop remembers of a job between rounds.
+type tracked struct {
+	decision *wire.Decision
+	key      string
+	moved    time.Time // last time Rota placed or moved it
+	moves    int
+	lastType string
+	moveCost time.Duration // measured; 0 until one move was timed
+	moveAt   time.Time     // when the current move began
+	target   string        // the type it was requeued onto, until it runs
+	// What the last round saw, to judge the walltime when the job is gone:
+	// a job last seen running with all its steps done finished.
+	running     bool
+	runSec      float64
+	step, total uint64
+	limitMin    uint32 // the job's time limit when Rota set it, else 0
+}
+
+// Stats are the loop's counters (metrics, status).
+type Stats struct {
+	Rounds, RoundErrors, Retyped, Reprioritised, Migrations, MigrationFailures uint64
+	LastRound, LastSolve                                                       time.Duration
+	SlurmErrors                                                                uint64
+	// Unannotated counts GPU jobs in the queue the last round saw without
+	// a Rota decision (the plugin failed open, or the job opted out).
+	Unannotated uint64
+}
+
+// SetStore makes the loop save its state after every round and restore
+// it when it starts.
+func (l *Loop) SetStore(s StateStore) { l.store = s }
+
+// New makes a loop.
+func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, meas Measurements, est Estimator, ckpt Checkpointer) (*Loop, error) {
+	pol, err := policy.New(cfg.Policy, policy.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Round <= 0 {
+		return nil, fmt.Errorf("round length must be positive, got %s", cfg.Round)
+	}
+	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
+		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase}, pol),
+		known:   map[uint32]*tracked{}, moving: map[uint32]bool{}}
+	return l, nil
+}
+
+// Run runs rounds until ctx ends; a failed round is logged and the next
+// one tries again.
+func (l *Loop) Run(ctx context.Context) {
+	if err := l.restore(ctx); err != nil {
+		l.log.Warn().Err(err).Msg("could not restore the round loop's saved state; starting afresh (jobs are bound again from their annotations)")
+	}
+	t := time.NewTicker(l.cfg.Round)
+	defer t.Stop()
+	for {
+		if err := l.Round(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn().Err(err).Msg("round failed; Slurm is left as it is and the next round tries again")
+		}
+		select {
+		case <-ctx.Done():
+			l.wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Policy is the policy's name.
+func (l *Loop) Policy() string { return l.pol.Name() }
+
+// Last returns the last round's plan (nil before the first).
+func (l *Loop) Last() *Plan {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// Stats returns the counters.
+func (l *Loop) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Round runs one round.
+func (l *Loop) Round(ctx context.Context) error {
+	start := time.Now()
+	err := l.round(ctx, start)
+	l.mu.Lock()
+	l.stats.Rounds++
+	l.stats.LastRound = time.Since(start)
+	if err != nil {
+		l.stats.RoundErrors++
+	}
+	l.lastErr = err
+	l.mu.Unlock()
+	if err == nil {
+		if serr := l.save(ctx); serr != nil && ctx.Err() == nil {
+			l.log.Warn().Err(serr).Msg("round done but its state was not saved; a restart now would redo its decisions")
+		}
+	}
+	return err
+}
+
+func (l *Loop) round(ctx context.Context, now time.Time) error {
+	nodes, err := l.sched.Nodes(ctx)
+	if err != nil {
+		return fmt.Errorf("reading nodes: %w", err)
+	}
+	parts, err := l.sched.Partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("reading partitions: %w", err)
+	}
+	jobs, err := l.sched.Jobs(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the queue: %w", err)
+	}
+	snap := cluster.Build(now, nodes, parts)
+	types := snap.TypeNames()
+	capacity := make([]int, len(types))
+	for k, t := range types {
+		capacity[k] = snap.Types[t].Total
+	}
+	nodeType := map[string]string{}
+	memPerGPU := map[string]uint64{}
+	for _, n := range nodes {
+		for t, c := range n.GPUs {
+			if t != "" && c > 0 {
+				nodeType[n.Name] = t
+			}
+		}
+		if l.meas != nil {
+			if mn, ok := l.measNode(n.Name); ok && len(mn.GPUs) > 0 && mn.GPUs[0].MemoryTotalBytes > 0 {
+				t := nodeType[n.Name]
+				if m := memPerGPU[t]; m == 0 || mn.GPUs[0].MemoryTotalBytes < m {
+					memPerGPU[t] = mn.GPUs[0].MemoryTotalBytes
+				}
+			}
+		}
+	}
+
+	if err := l.bind(ctx, jobs); err != nil {
+		l.log.Warn().Err(err).Msg("cannot read jobs' Rota annotations; jobs already known are still scheduled")
+	}
+
+	views, byID := l.views(jobs, types, nodeType, memPerGPU, now)
+	var unannotated uint64
+	l.mu.Lock()
+	for i := range jobs {
+		if _, gpu := jobs[i].GPURequest(); gpu && l.known[jobs[i].ID] == nil {
+			unannotated++
+		}
+	}
+	l.stats.Unannotated = unannotated
+	l.mu.Unlock()
+	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
+		return l.pol.Allocate(ctx, p)
+	})
+	if err != nil {
+		return err
+	}
+	l.realise(ctx, &plan, views, byID, snap, now)
+	l.mu.Lock()
+	l.last = &plan
+	l.stats.LastSolve = plan.SolveTime
+	l.mu.Unlock()
+	if l.OnSnapshot != nil {
+		l.OnSnapshot(snap, &plan)
+	}
+	l.log.Debug().Int("jobs", len(views)).Int("migrations", plan.Migrations).Dur("solve", plan.SolveTime).
+		Float64("objective", plan.Objective).Msg("round done")
+	return nil
+}
+
+func (l *Loop) measNode(name string) (observe.Node, bool) {
+	type nodeSource interface {
+		Node(string) (observe.Node, bool)
+	}
+	if ns, ok := l.meas.(nodeSource); ok {
+		return ns.Node(name)
+	}
+	return observe.Node{}, false
+}
+
+// bind ties new jobs to their decisions (once per job), and forgets jobs
+// that left the queue.
+func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
+	inQueue := map[uint32]bool{}
+	unknown := false
+	l.mu.Lock()
+	for _, j := range jobs {
+		inQueue[j.ID] = true
+		if _, ok := l.known[j.ID]; !ok {
+			unknown = true
+		}
+	}
+	for id, tr := range l.known {
+		if !inQueue[id] && !l.moving[id] {
+			if tr != nil && tr.running && tr.limitMin > 0 && tr.total > 0 && tr.step >= tr.total && l.est != nil {
+				l.est.Finished(tr.key, id, float64(tr.limitMin), tr.runSec)
+			}
+			delete(l.known, id)
+		}
+	}
+	l.mu.Unlock()
+	if !unknown {
+		return nil
+	}
+	ids, err := l.sched.DecisionIDs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		l.mu.Lock()
+		_, ok := l.known[j.ID]
+		l.mu.Unlock()
+		if ok {
+			continue
+		}
+		did, has := ids[j.ID]
+		if !has {
+			// Not annotated: opted out, no GPUs, or submitted while no
+			// controller answered. Rota leaves such jobs alone.
+			l.mu.Lock()
+			l.known[j.ID] = nil
+			l.mu.Unlock()
+			continue
+		}
+		d, err := l.dec.Get(ctx, did)
+		if err != nil {
+			l.log.Debug().Err(err).Uint32("job", j.ID).Msg("decision not found; the job is left alone")
+			continue // retried next round
+		}
+		key := estimate.Identity{User: j.User, Name: j.Name, ScriptHash: d.Asked.ScriptHash}.Key()
+		if len(d.Asked.Hints.Throughput) > 0 && l.est != nil {
+			l.est.Hint(key, d.Asked.Hints.Throughput)
+		}
+		l.mu.Lock()
+		l.known[j.ID] = &tracked{decision: d, key: key}
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// views builds the planner's picture of the managed jobs.
+func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time) ([]JobView, map[uint32]*slurm.Job) {
+	var out []JobView
+	byID := map[uint32]*slurm.Job{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range jobs {
+		j := &jobs[i]
+		tr := l.known[j.ID]
+		if tr == nil || l.moving[j.ID] {
+			continue
+		}
+		if strings.HasPrefix(j.Reason, "JobHeld") {
+			// Held by its user or an admin: not Rota's to schedule until
+			// released (setting its priority would release it).
+			continue
+		}
+		req, ok := j.GPURequest()
+		if !ok {
+			continue
+		}
+		a := req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))
+		total := int(max(a.PerJob, a.PerNode*uint32(max(j.NumNodes, 1)), a.PerTask*uint32(max(j.NumTasks, 1))))
+		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(total, 1),
+			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "", MoveCost: l.cfg.MoveCost}
+		if v.Entity == "" {
+			v.Entity = j.User
+		}
+		if tr.moveCost > 0 {
+			v.MoveCost = tr.moveCost
+		}
+		asked := tr.decision.Asked
+		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
+		switch {
+		case v.Running && len(j.Nodes) > 0:
+			v.Type = nodeType[j.Nodes[0]]
+			v.RunningFor = time.Duration(j.RunSeconds * float64(time.Second))
+		case featureType(j.Features, types) != "":
+			v.Type = featureType(j.Features, types)
+		default:
+			if ts := req.Types(); len(ts) == 1 {
+				v.Type = ts[0]
+			}
+		}
+		if v.Running && tr.lastType != v.Type {
+			tr.lastType = v.Type
+			if tr.moved.IsZero() {
+				tr.moved = j.Start
+			}
+		}
+		if v.Running && !tr.moveAt.IsZero() && j.Start.After(tr.moveAt) {
+			// Checkpoint request to restart: this job's measured move cost.
+			tr.moveCost, tr.moveAt = j.Start.Sub(tr.moveAt), time.Time{}
+		}
+		if v.Running {
+			tr.target = ""
+		}
+		v.Target = tr.target
+		v.SinceMove = now.Sub(tr.moved)
+		if tr.moved.IsZero() {
+			v.SinceMove = time.Duration(math.MaxInt64)
+		}
+		tr.running, tr.runSec = v.Running, j.RunSeconds
+		if tr.limitMin == 0 && tr.decision.Given.TimeLimitMin > 0 && j.TimeLimitMin == tr.decision.Given.TimeLimitMin {
+			tr.limitMin = j.TimeLimitMin
+		}
+		if m, ok := l.meas.Job(j.ID); ok && l.est != nil {
+			tr.step, tr.total = m.Step, m.Total
+			for _, r := range m.Rates {
+				if r.StepsPerSec > 0 {
+					l.est.Observe(tr.key, r.GPUType, r.StepsPerSec, r.Updated)
+				}
+			}
+			if m.PeakGPUMemoryPerGPU > 0 {
+				l.est.ObserveMemory(tr.key, m.PeakGPUMemoryPerGPU)
+			}
+			total := float64(m.Total)
+			if total == 0 {
+				total = float64(asked.Hints.Steps)
+			}
+			if total > 0 {
+				v.StepsLeft = math.Max(total-float64(m.Step), 1)
+			}
+		} else if asked.Hints.Steps > 0 {
+			v.StepsLeft = float64(asked.Hints.Steps)
+		}
+		if l.est != nil {
+			v.Rates, v.RateSource = l.est.Rates(tr.key, types)
+			v.Fits = make([]bool, len(types))
+			for k, t := range types {
+				v.Fits[k] = memPerGPU[t] == 0 || l.est.MemoryFits(tr.key, memPerGPU[t])
+			}
+		}
+		out = append(out, v)
+		byID[j.ID] = j
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, byID
+}
+
+// featureType finds a GPU type named in a constraint ("ib&v100" -> v100).
+func featureType(features string, types []string) string {
+	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
+		if indexOf(types, f) >= 0 {
+			return f
+		}
+	}
+	return ""
+}
+
+// realise applies a plan: constraints, priorities and walltimes of
+// pending jobs, migrations of running ones. Each Slurm call stands alone:
+// a job that finished meanwhile fails its own update only.
+func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID map[uint32]*slurm.Job, snap *cluster.Snapshot, now time.Time) {
+	viewOf := map[uint32]*JobView{}
+	for i := range views {
+		viewOf[views[i].ID] = &views[i]
+	}
+	for i := range plan.Actions {
+		a := &plan.Actions[i]
+		j, v := byID[a.JobID], viewOf[a.JobID]
+		l.mu.Lock()
+		tr := l.known[a.JobID]
+		l.mu.Unlock()
+		if j == nil || v == nil || tr == nil {
+			continue
+		}
+		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(v, tr, a.Type, snap, j.Partition)
+		a.Moves = tr.moves
+		if a.Migrate {
+			l.migrate(ctx, j, v, tr, a.Type, a.Why, snap)
+			continue
+		}
+		if !j.Pending() {
+			continue
+		}
+		var u slurm.JobUpdate
+		if a.Type != "" && a.Type != v.Type && !v.UserTyped && snap.ByFeature {
+			if f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, a.Type); ok {
+				u.Features = &f
+				if m := l.walltime(v, tr, a.Type, snap, j.Partition); m > 0 {
+					u.TimeLimitMin = &m
+				}
+			}
+		}
+		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 {
+			// Rota requeued it; Slurm's requeue delay (the credential
+			// lifetime) would idle its GPUs for two minutes.
+			u.StartNow = true
+		}
+		if a.Priority > 0 && a.Priority != j.Priority {
+			p := a.Priority
+			u.Priority = &p
+		}
+		if u.Features == nil && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow {
+			continue
+		}
+		if err := l.sched.Update(ctx, j.ID, u); err != nil {
+			l.mu.Lock()
+			l.stats.SlurmErrors++
+			l.mu.Unlock()
+			l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not update the job (it may have started or ended meanwhile); next round tries again")
+			continue
+		}
+		l.mu.Lock()
+		if u.Features != nil {
+			l.stats.Retyped++
+			tr.moved = now
+		}
+		if u.TimeLimitMin != nil {
+			tr.limitMin = *u.TimeLimitMin
+		}
+		if u.Priority != nil {
+			l.stats.Reprioritised++
+		}
+		l.mu.Unlock()
+		if u.Features != nil {
+			l.log.Info().Uint32("job", j.ID).Str("from", v.Type).Str("to", a.Type).Str("why", a.Why).Msg("retyped pending job")
+		}
+	}
+}
+
+// walltime is the limit for the job's remaining work on type t (see
+// Estimator.Walltime); 0: no estimate.
+func (l *Loop) walltime(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) uint32 {
+	m, _ := l.walltimeBasis(v, tr, t, snap, part)
+	return m
+}
+
+func (l *Loop) walltimeBasis(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
+	k := indexOf(snap.TypeNames(), t)
+	if k < 0 || k >= len(v.Rates) || l.est == nil {
+		return 0, ""
+	}
+	rate := v.Rates[k]
+	if v.RateSource[k] == SourceRelative {
+		rate = 0
+	}
+	var maxTime uint32
+	if p, ok := snap.Partitions[part]; ok {
+		maxTime = p.MaxTimeMin
+	}
+	return l.est.Walltime(tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
+}
+
+// Explain returns the last plan's action for a job.
+func (l *Loop) Explain(jobID uint32) (Action, []string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		return Action{}, nil, false
+	}
+	for _, a := range l.last.Actions {
+		if a.JobID == jobID {
+			return a, l.last.Types, true
+		}
+	}
+	return Action{}, nil, false
+}

@@ -1,0 +1,379 @@
+package rounds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/observe"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// fakeSched is Slurm in memory: three one-node types of 4 GPUs.
+type fakeSched struct {
+	mu        sync.Mutex
+	jobs      map[uint32]*slurm.Job
+	decisions map[uint32]string
+	updates   []string
+	failJobs  bool
+	failOn    map[uint32]bool
+	requeued  []uint32
+}
+
+func newFake() *fakeSched {
+	return &fakeSched{jobs: map[uint32]*slurm.Job{}, decisions: map[uint32]string{}, failOn: map[uint32]bool{}}
+}
+
+func (f *fakeSched) Nodes(context.Context) ([]slurm.Node, error) {
+	var out []slurm.Node
+	for _, t := range []string{"k80", "p100", "v100"} {
+		out = append(out, slurm.Node{Name: "node-" + t, State: "mixed", Partitions: []string{"gpu"},
+			GPUs: map[string]int{t: 4}, GPUsUsed: map[string]int{t: 0}, Features: []string{t}})
+	}
+	return out, nil
+}
+
+func (f *fakeSched) Partitions(context.Context) ([]slurm.Partition, error) {
+	return []slurm.Partition{{Name: "gpu", Default: true, MaxTimeMin: 2880}}, nil
+}
+
+func (f *fakeSched) JobAdminComment(context.Context, uint32) (string, error) { return "", nil }
+
+func (f *fakeSched) Jobs(context.Context) ([]slurm.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failJobs {
+		return nil, errors.New("squeue: slurm_load_jobs error: Unable to contact slurm controller")
+	}
+	var out []slurm.Job
+	for id := uint32(1); id < 1000; id++ {
+		if j, ok := f.jobs[id]; ok {
+			out = append(out, *j)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSched) DecisionIDs(context.Context) (map[uint32]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[uint32]string{}
+	for k, v := range f.decisions {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (f *fakeSched) Update(_ context.Context, id uint32, u slurm.JobUpdate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failOn[id] {
+		return fmt.Errorf("scontrol update: Job has already finished for job %d", id)
+	}
+	j := f.jobs[id]
+	if j == nil {
+		return errors.New("Invalid job id specified")
+	}
+	if u.Features != nil {
+		j.Features = *u.Features
+		f.updates = append(f.updates, fmt.Sprintf("%d features=%s", id, *u.Features))
+	}
+	if u.Priority != nil {
+		j.Priority = *u.Priority
+	}
+	if u.TimeLimitMin != nil {
+		j.TimeLimitMin = *u.TimeLimitMin
+		f.updates = append(f.updates, fmt.Sprintf("%d time=%d", id, *u.TimeLimitMin))
+	}
+	return nil
+}
+
+func (f *fakeSched) Requeue(_ context.Context, id uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.jobs[id]
+	j.State, j.Nodes, j.RunSeconds = "PENDING", nil, 0
+	f.requeued = append(f.requeued, id)
+	return nil
+}
+
+func (f *fakeSched) add(id uint32, state, node, features string, d *wire.Decision, decs *fakeDecisions) {
+	j := &slurm.Job{ID: id, State: state, User: "u", Name: fmt.Sprint("job", id), Partition: "gpu",
+		Submit: time.Unix(1000+int64(id), 0), TresPerNode: "gres:gpu:1", Features: features, NumNodes: 1, NumTasks: 1}
+	if node != "" {
+		j.Nodes, j.Start, j.RunSeconds = []string{node}, time.Now().Add(-time.Hour), 3600
+	}
+	f.jobs[id] = j
+	did := fmt.Sprint("d", id)
+	f.decisions[id] = did
+	d.ID = did
+	decs.m[did] = d
+}
+
+type fakeDecisions struct{ m map[string]*wire.Decision }
+
+func (d *fakeDecisions) Get(_ context.Context, id string) (*wire.Decision, error) {
+	if v, ok := d.m[id]; ok {
+		return v, nil
+	}
+	return nil, errors.New("no such decision")
+}
+
+type noMeasurements struct{}
+
+func (noMeasurements) Job(uint32) (observe.Job, bool) { return observe.Job{}, false }
+
+// tableEst gives every job of a name the same rates.
+type tableEst struct{ rates map[string][]float64 }
+
+func (e *tableEst) Rates(key string, types []string) ([]float64, []string) {
+	src := make([]string, len(types))
+	for k := range src {
+		src[k] = "table"
+	}
+	r := e.rates[key]
+	if r == nil {
+		r = []float64{1, 2, 4} // k80 p100 v100
+	}
+	return r, src
+}
+func (e *tableEst) Observe(string, string, float64, time.Time) {}
+func (e *tableEst) Hint(string, map[string]float64)            {}
+func (e *tableEst) MemoryFits(string, uint64) bool             { return true }
+func (e *tableEst) ObserveMemory(string, uint64)               {}
+func (e *tableEst) Finished(string, uint32, float64, float64)  {}
+
+// Walltime: steps over rate x1.5 + 5 min, capped, as the real estimator.
+func (e *tableEst) Walltime(_ string, steps, rate float64, user, maxTime uint32) (uint32, string) {
+	if steps <= 0 || rate <= 0 {
+		return 0, "unknown"
+	}
+	m := uint32(math.Ceil(steps/rate*1.5/60 + 5))
+	if maxTime > 0 && m > maxTime {
+		m = maxTime
+	}
+	if user > 0 && m > user {
+		m = user
+	}
+	return m, "steps"
+}
+
+type fakeCkpt struct {
+	mu      sync.Mutex
+	calls   []uint32
+	outcome string
+}
+
+func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.Duration) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, id)
+	return c.outcome, nil
+}
+
+func newLoop(t *testing.T, f *fakeSched, decs *fakeDecisions, est Estimator, ck Checkpointer) *Loop {
+	cfg := DefaultConfig()
+	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
+	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, est, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestPendingJobsRetypedAndOrdered(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	// Six pending one-GPU jobs, all constrained to k80 by an old
+	// decision; a user-typed one must stay.
+	for id := uint32(1); id <= 6; id++ {
+		f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	}
+	f.add(7, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Features: "k80"}}, decs)
+	l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, nil)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for id := uint32(1); id <= 6; id++ {
+		got[f.jobs[id].Features]++
+		if f.jobs[id].Priority == 0 {
+			t.Errorf("job %d got no priority", id)
+		}
+	}
+	// LAS on 4+4+4 GPUs with 7 jobs of rates 1/2/4: everyone gets GPUs;
+	// the jobs Rota may retype spread over the types rather than queue on k80.
+	if got["k80"] == 6 || got["v100"] == 0 {
+		t.Errorf("constraints after the round: %v (updates %v)", got, f.updates)
+	}
+	if f.jobs[7].Features != "k80" {
+		t.Errorf("user-typed job retyped to %q", f.jobs[7].Features)
+	}
+	// Retyped jobs got a walltime for their new type: 3600 steps at 4/s on
+	// v100 is 15 min, x1.5 margin + 5 = 27.5 -> 28.
+	for id := uint32(1); id <= 6; id++ {
+		if f.jobs[id].Features == "v100" && f.jobs[id].TimeLimitMin != 28 {
+			t.Errorf("job %d on v100: time limit %d, want 28", id, f.jobs[id].TimeLimitMin)
+		}
+	}
+	if s := l.Stats(); s.Rounds != 1 || s.Retyped == 0 || s.Reprioritised == 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestMigrationRules(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		signal     string
+		running    time.Duration // how long since it started
+		stepsLeft  uint64
+		wantMove   bool
+		wantCkpted bool
+	}{
+		{"migratable, lease over, worth it", "USR1", time.Hour, 100000, true, true},
+		{"no checkpoint signal: never preempted", "", time.Hour, 100000, false, false},
+		{"lease not over", "USR1", time.Minute, 100000, false, false},
+		{"gain below the move cost", "USR1", time.Hour, 10, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+				Hints: wire.Hints{Steps: c.stepsLeft, CheckpointSignal: c.signal}}}, decs)
+			f.jobs[1].Start = time.Now().Add(-c.running)
+			ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
+			l := newLoop(t, f, decs, &tableEst{}, ck)
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.wg.Wait()
+			moved := len(f.requeued) == 1
+			if moved != c.wantMove || (len(ck.calls) > 0) != c.wantCkpted {
+				t.Fatalf("requeued %v checkpoints %v (plan %+v)", f.requeued, ck.calls, l.Last().Actions)
+			}
+			if moved {
+				j := f.jobs[1]
+				if j.Features != "v100" || !j.Pending() || l.Stats().Migrations != 1 {
+					t.Errorf("after move: features %q state %s stats %+v", j.Features, j.State, l.Stats())
+				}
+			}
+		})
+	}
+}
+
+func TestSlurmErrorsDoNotStopTheLoop(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	for id := uint32(1); id <= 3; id++ {
+		f.add(id, "PENDING", "", "k80", &wire.Decision{}, decs)
+	}
+	f.failOn[1] = true // finished meanwhile
+	l := newLoop(t, f, decs, &tableEst{}, nil)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.Stats().SlurmErrors == 0 || f.jobs[2].Priority == 0 || f.jobs[3].Priority == 0 {
+		t.Errorf("stats %+v; other jobs' priorities %d %d", l.Stats(), f.jobs[2].Priority, f.jobs[3].Priority)
+	}
+	f.failJobs = true
+	if err := l.Round(context.Background()); err == nil {
+		t.Error("squeue failing: no round error")
+	}
+	f.failJobs = false
+	if err := l.Round(context.Background()); err != nil {
+		t.Errorf("recovered round: %v", err)
+	}
+	if s := l.Stats(); s.Rounds != 3 || s.RoundErrors != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+type memState struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *memState) Get(_ context.Context, k string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.m[k]; ok {
+		return b, nil
+	}
+	return nil, ErrNoState
+}
+
+func (s *memState) Put(_ context.Context, k string, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = append([]byte(nil), b...)
+	return nil
+}
+
+// A new loop (a restarted controller) picks up the jobs, their moves and
+// the counters where the last saved round left them.
+func TestStateSurvivesRestart(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+	st := &memState{m: map[string][]byte{}}
+	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	l.SetStore(st)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if err := l.save(context.Background()); err != nil { // the migration finished after the round
+		t.Fatal(err)
+	}
+	before := l.Stats()
+	if before.Migrations != 1 {
+		t.Fatalf("stats %+v", before)
+	}
+
+	l2 := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	l2.SetStore(st)
+	if err := l2.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := l2.Stats(); s.Migrations != 1 || s.Rounds != before.Rounds {
+		t.Errorf("restored stats %+v, want %+v", s, before)
+	}
+	tr := l2.known[1]
+	if tr == nil || tr.moves != 1 || tr.moved.IsZero() || tr.decision.ID != "d1" || l2.Last() == nil {
+		t.Fatalf("restored job %+v, plan %v", tr, l2.Last())
+	}
+	// The job is back running on the V100: the restored lease keeps the
+	// new loop from moving it again at once.
+	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, time.Now()
+	if err := l2.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l2.wg.Wait()
+	if len(f.requeued) != 1 {
+		t.Errorf("requeued %v after the restart", f.requeued)
+	}
+	// A corrupt saved state is reported, not trusted.
+	st.m[stateLoop] = []byte("{")
+	if err := newLoop(t, f, decs, &tableEst{}, nil).restoreWith(st); err == nil {
+		t.Error("corrupt state: no error")
+	}
+}
+
+func (l *Loop) restoreWith(s StateStore) error {
+	l.SetStore(s)
+	return l.restore(context.Background())
+}
+
+func (f *fakeSched) Job(_ context.Context, id uint32) (slurm.Job, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return slurm.Job{}, false, nil
+	}
+	return *j, true, nil
+}

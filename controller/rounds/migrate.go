@@ -1,0 +1,200 @@
+package rounds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// migrate moves a running job to type to: its node agents checkpoint it
+// (signal, wait for the job to say it saved), then Slurm requeues it (same
+// job id) constrained to the new type with a walltime for what is left.
+// It runs in the background; the job is out of the planner's hands until
+// it is pending again.
+func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, to, why string, snap *cluster.Snapshot) {
+	if l.ckpt == nil || !snap.ByFeature {
+		return
+	}
+	features, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, to)
+	if !ok {
+		return
+	}
+	limit := l.walltime(v, tr, to, snap, j.Partition)
+	l.mu.Lock()
+	if l.moving[j.ID] {
+		l.mu.Unlock()
+		return
+	}
+	l.moving[j.ID] = true
+	tr.moveAt = time.Now()
+	l.mu.Unlock()
+	id, nodes, from := j.ID, append([]string(nil), j.Nodes...), v.Type
+	l.log.Info().Uint32("job", id).Str("from", from).Str("to", to).Str("why", why).Msg("migrating: asking the node agents to checkpoint the job")
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		ok := l.doMigrate(ctx, id, nodes, from, to, features, limit)
+		l.mu.Lock()
+		delete(l.moving, id)
+		if ok {
+			l.stats.Migrations++
+			tr.moved = time.Now()
+			tr.moves++
+			tr.target = to
+		} else {
+			l.stats.MigrationFailures++
+			tr.moveAt = time.Time{}
+		}
+		l.mu.Unlock()
+	}()
+}
+
+func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to, features string, limit uint32) bool {
+	outcome, err := l.ckpt.Checkpoint(ctx, nodes, id, l.cfg.CheckpointGrace)
+	log := l.log.With().Uint32("job", id).Str("from", from).Str("to", to).Logger()
+	if err != nil {
+		log.Warn().Err(err).Msg("checkpoint failed; the job keeps running where it is")
+		return false
+	}
+	if outcome == wire.CheckpointNoProcesses {
+		log.Info().Msg("the agents found no process of the job (it may have ended); not requeued")
+		return false
+	}
+	if outcome == wire.CheckpointTimedOut {
+		log.Warn().Msg("the job did not confirm its checkpoint in time and was stopped; requeued to resume from its last checkpoint")
+	}
+	if err := l.sched.Requeue(ctx, id); err != nil {
+		log.Warn().Err(err).Msg("requeue failed after the checkpoint; the job may have ended")
+		return false
+	}
+	p := l.cfg.PriorityBase + 200000 // a moved job goes first on its new type
+	u := slurm.JobUpdate{Features: &features, Priority: &p, StartNow: true}
+	if limit > 0 {
+		u.TimeLimitMin = &limit
+	}
+	// Slurm finishes the requeue after the command returns (the job
+	// passes through COMPLETING), and only then sets the begin time that
+	// StartNow clears: wait for the job to be pending again.
+	var uerr error
+	for i := 0; i < 80 && ctx.Err() == nil; i++ {
+		time.Sleep(250 * time.Millisecond)
+		j, ok, err := l.sched.Job(ctx, id)
+		if err != nil || !ok || !j.Pending() {
+			continue
+		}
+		if uerr = l.sched.Update(ctx, id, u); uerr == nil {
+			if u.TimeLimitMin != nil {
+				l.mu.Lock()
+				if tr := l.known[id]; tr != nil {
+					tr.limitMin = *u.TimeLimitMin
+				}
+				l.mu.Unlock()
+			}
+			log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
+			return true
+		}
+	}
+	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; the next rounds retry")
+	return true
+}
+
+// NATSCheckpointer sends checkpoint commands to node agents over NATS.
+type NATSCheckpointer struct {
+	NC *nats.Conn
+	// Timeout bounds the agent's immediate answer.
+	Timeout time.Duration
+	seq     atomic.Uint64
+}
+
+// Checkpoint implements Checkpointer: every node of the job gets the
+// command; the outcome is "acknowledged" only when all acknowledged (or
+// exited), the worst outcome otherwise.
+func (c *NATSCheckpointer) Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error) {
+	if len(nodes) == 0 {
+		return "", fmt.Errorf("job %d has no nodes", jobID)
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	id := "mig-" + strconv.FormatUint(uint64(jobID), 10) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
+	results := make(chan *nats.Msg, len(nodes)*2)
+	var subs []*nats.Subscription
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	for _, n := range nodes {
+		s, err := c.NC.ChanSubscribe(wire.SubjectAgentCheckpointResult(n), results)
+		if err != nil {
+			return "", fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
+		}
+		subs = append(subs, s)
+	}
+	req, _ := json.Marshal(wire.CheckpointRequest{V: wire.Version, JobID: jobID, GraceSeconds: grace.Seconds(), ID: id})
+	accepted := 0
+	for _, n := range nodes {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		msg, err := c.NC.RequestWithContext(rctx, wire.SubjectAgentCheckpoint(n), req)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("node %s's agent did not answer the checkpoint command: %w", n, err)
+		}
+		var rep wire.CheckpointReply
+		if err := wire.Decode(msg.Data, &rep); err != nil {
+			return "", fmt.Errorf("node %s's agent: %w", n, err)
+		}
+		if !rep.Accepted {
+			if rep.Processes == 0 && len(nodes) == 1 {
+				return wire.CheckpointNoProcesses, nil
+			}
+			return "", fmt.Errorf("node %s's agent refused the checkpoint: %s", n, rep.Error)
+		}
+		accepted++
+	}
+	worst := wire.CheckpointAcknowledged
+	deadline := time.NewTimer(grace + timeout)
+	defer deadline.Stop()
+	for got := 0; got < accepted; {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-deadline.C:
+			return "", fmt.Errorf("no checkpoint result from %d of %d nodes within %s", accepted-got, accepted, grace+timeout)
+		case m := <-results:
+			var r wire.CheckpointResult
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
+				continue // another command's result
+			}
+			got++
+			if rank(r.Outcome) > rank(worst) {
+				worst = r.Outcome
+			}
+		}
+	}
+	return worst, nil
+}
+
+func rank(outcome string) int {
+	switch outcome {
+	case wire.CheckpointAcknowledged:
+		return 0
+	case wire.CheckpointExited:
+		return 1
+	case wire.CheckpointNoProcesses:
+		return 2
+	default:
+		return 3
+	}
+}

@@ -1,0 +1,491 @@
+// Package rounds is the controller's round loop: each round it reads
+// Slurm's queue, asks the policy for an allocation over the GPU jobs Rota
+// manages, turns it into this round's placements with Gavel's mechanism,
+// and realises them on Slurm: pending jobs get their GPU type (as a node
+// constraint) and an order (admin priority); running jobs that should move
+// and may be moved are checkpointed by their node's agent and requeued
+// onto the new type.
+//
+// Deciding (plan.go: pure, table-tested) is kept apart from applying
+// (loop.go, migrate.go: Slurm and NATS behind interfaces), as Nomad's
+// scheduler keeps its plan apart from its planner.
+package rounds
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/mechanism"
+	"github.com/rota-hpc/rota/controller/policy"
+)
+
+// JobView is one managed job as the planner sees it.
+type JobView struct {
+	ID      uint32
+	Key     string // identity across requeues and resubmissions
+	Entity  string // account, else user (hierarchical policies)
+	Running bool
+	// Type is the GPU type the job runs on (running) or is constrained to
+	// (pending); "" when none yet.
+	Type string
+	// UserTyped: the user named the type; Rota never changes it.
+	UserTyped bool
+	// Migratable: the job declared a checkpoint signal, so it may be
+	// checkpointed and requeued; others are never preempted.
+	Migratable bool
+	GPUs       int
+	Submit     time.Time
+	// RunningFor is how long the current run has lasted.
+	RunningFor time.Duration
+	// SinceMove is how long since Rota last moved or placed it (lease).
+	SinceMove time.Duration
+	// Rates are steps/s per type (the planner's type order); 0 = cannot
+	// run there or unknown. RateSource says where each came from.
+	Rates      []float64
+	RateSource []string
+	// StepsLeft is the remaining training steps (0 = unknown).
+	StepsLeft float64
+	// MoveCost is the measured (or default) checkpoint + restart time.
+	MoveCost time.Duration
+	// Fits[k] is false when the type's GPU memory is below the job's
+	// observed peak.
+	Fits []bool
+	// Target is the type Rota requeued the job onto (pending after a
+	// migration): it waits for that type, whatever is free meanwhile.
+	Target string
+}
+
+// PlanConfig are the rules the planner follows.
+type PlanConfig struct {
+	Round    time.Duration
+	MinLease time.Duration
+	// PriorityBase anchors the admin priorities Rota sets: jobs placed
+	// this round get PriorityBase+100000-rank, the others
+	// PriorityBase-rank.
+	PriorityBase uint32
+}
+
+// Action is what the loop should do to one job this round.
+type Action struct {
+	JobID uint32
+	// Type for a pending job's constraint, or the target of a migration.
+	Type string
+	// Priority for a pending job (0: leave).
+	Priority uint32
+	// Migrate: checkpoint and requeue this running job onto Type.
+	Migrate bool
+	// Placed: the mechanism gave the job GPUs this round.
+	Placed bool
+	// Share is the job's allocation row (fraction of time per type).
+	Share []float64
+	// Why says in words why the job got this type (explain).
+	Why string
+	// Rates and RateSource are the throughputs the policy used.
+	Rates      []float64
+	RateSource []string
+	StepsLeft  float64
+	// WalltimeMin and WalltimeBasis: the limit for the rest of the work
+	// on Type (0: no estimate), and how.
+	WalltimeMin   uint32
+	WalltimeBasis string
+	Moves         int
+}
+
+// Plan is one round's decision.
+type Plan struct {
+	Types      []string
+	Capacity   []int
+	Policy     string
+	Objective  float64
+	SolveTime  time.Duration
+	Actions    []Action // one per job, in the order given
+	Migrations int
+}
+
+// Planner holds the mechanism's history between rounds.
+type Planner struct {
+	cfg    PlanConfig
+	pol    policy.Policy
+	mech   *mechanism.Mechanism
+	types  []string
+	capa   []int
+	jobSet map[uint32]bool
+}
+
+// NewPlanner makes a planner for one policy.
+func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
+	return &Planner{cfg: cfg, pol: pol, jobSet: map[uint32]bool{}}
+}
+
+// Decide computes one round. types and capacity describe the usable GPUs;
+// jobs are the managed jobs (pending and running).
+func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
+	K := len(types)
+	plan := Plan{Types: types, Capacity: capacity, Policy: p.pol.Name(), Actions: make([]Action, len(jobs))}
+	if !equalStrings(types, p.types) || !equalInts(capacity, p.capa) || p.mech == nil {
+		// A new cluster shape starts the mechanism's history over.
+		gpn := 1
+		for _, c := range capacity {
+			gpn = max(gpn, c)
+		}
+		p.mech = mechanism.New(append([]int(nil), capacity...), gpn, p.cfg.Round.Seconds(), 1)
+		p.types, p.capa = append([]string(nil), types...), append([]int(nil), capacity...)
+		p.jobSet = map[uint32]bool{}
+	}
+	prob := &policy.Problem{Types: types, Capacity: capacity}
+	for _, j := range jobs {
+		rates := make([]float64, K)
+		for k := range rates {
+			if k < len(j.Rates) && (j.Fits == nil || j.Fits[k]) {
+				rates[k] = j.Rates[k]
+			}
+		}
+		prob.Jobs = append(prob.Jobs, policy.Job{ID: fmt.Sprint(j.ID), Throughput: rates, Scale: max(j.GPUs, 1),
+			Steps: j.StepsLeft, Entity: j.Entity, Arrival: float64(j.Submit.Unix())})
+	}
+	start := time.Now()
+	alloc, err := solve(prob)
+	plan.SolveTime = time.Since(start)
+	if err != nil {
+		return plan, fmt.Errorf("policy %s: %w", p.pol.Name(), err)
+	}
+	plan.Objective = alloc.Objective
+
+	// The allocation is reset when the set of jobs changes (arrivals,
+	// completions), as Gavel recomputes it then.
+	changed := len(jobs) != len(p.jobSet)
+	for _, j := range jobs {
+		changed = changed || !p.jobSet[j.ID]
+	}
+	reqs := make([]mechanism.Request, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = mechanism.Request{ID: fmt.Sprint(j.ID), Scale: max(j.GPUs, 1), X: alloc.X[i], Rates: prob.Jobs[i].Throughput}
+		if pinned(j, p.cfg.MinLease) {
+			// A running job Rota may not move can only stay where it is.
+			only := make([]float64, K)
+			if k := indexOf(types, j.Type); k >= 0 {
+				only[k] = 1
+			}
+			reqs[i].Rates = only
+		}
+	}
+	if changed {
+		for id := range p.jobSet {
+			p.mech.Forget(fmt.Sprint(id))
+		}
+		p.jobSet = map[uint32]bool{}
+		for _, j := range jobs {
+			p.jobSet[j.ID] = true
+		}
+		p.mech.Reset(reqs)
+	}
+	res := p.mech.Round(reqs)
+
+	// Order: placed jobs by priority of their share, then the rest by
+	// their best share; earlier submission breaks ties.
+	type ranked struct {
+		i     int
+		score float64
+	}
+	var placed, waiting []ranked
+	for i, j := range jobs {
+		a := &plan.Actions[i]
+		a.JobID, a.Share = j.ID, alloc.X[i]
+		a.Rates, a.RateSource, a.StepsLeft = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft
+		best, bestScore := -1, -1.0
+		for k := 0; k < K; k++ {
+			if s := alloc.X[i][k] * prob.Jobs[i].Throughput[k]; s > bestScore && prob.Jobs[i].Throughput[k] > 0 {
+				best, bestScore = k, s
+			}
+		}
+		// A pending job the mechanism hands GPUs of a type where it has no
+		// share only fills a gap for one round in Gavel (it is preempted
+		// next round); here it would stay there to the end, so it waits
+		// for its share's type instead, and fill decides whether starting
+		// now elsewhere finishes sooner.
+		if t := res.Placed[i].Type; t >= 0 && (j.Running || alloc.X[i][t] > 1e-6) {
+			a.Placed = true
+			a.Type = types[t]
+			a.Why = fmt.Sprintf("%s gives it GPUs this round on %s (share %s)", plan.Policy, types[t], shareString(types, alloc.X[i]))
+			placed = append(placed, ranked{i, finishScore(j, alloc.X[i], prob.Jobs[i].Throughput)})
+		} else {
+			if best >= 0 {
+				a.Type = types[best]
+			}
+			a.Why = fmt.Sprintf("%s has no GPUs for it this round; waits for %s (share %s)", plan.Policy, a.Type, shareString(types, alloc.X[i]))
+			waiting = append(waiting, ranked{i, finishScore(j, alloc.X[i], prob.Jobs[i].Throughput)})
+		}
+		if j.UserTyped {
+			a.Type = j.Type
+		}
+		if j.Target != "" && !j.Running {
+			a.Type = j.Target
+			a.Why = fmt.Sprintf("requeued by Rota onto %s; waits for it", j.Target)
+		}
+		if j.Running {
+			a.Migrate = a.Placed && a.Type != j.Type && !pinned(j, p.cfg.MinLease) && worthMoving(j, types, a.Type, p.cfg.Round)
+			if a.Migrate {
+				plan.Migrations++
+				a.Why = fmt.Sprintf("%s moves it from %s to %s: %s", plan.Policy, j.Type, a.Type, gainWords(j, types, a.Type))
+			} else {
+				a.Type = j.Type
+			}
+		}
+	}
+	for _, group := range []struct {
+		rs   []ranked
+		base uint32
+	}{{placed, p.cfg.PriorityBase + 100000}, {waiting, p.cfg.PriorityBase}} {
+		sort.SliceStable(group.rs, func(a, b int) bool {
+			ja, jb := jobs[group.rs[a].i], jobs[group.rs[b].i]
+			if group.rs[a].score != group.rs[b].score {
+				return group.rs[a].score > group.rs[b].score
+			}
+			return ja.Submit.Before(jb.Submit)
+		})
+		for rank, r := range group.rs {
+			if !jobs[r.i].Running {
+				plan.Actions[r.i].Priority = group.base - uint32(min(rank, 99999))
+			}
+		}
+	}
+	fill(&plan, jobs)
+	return plan, nil
+}
+
+// fill keeps the cluster busy. Gavel's mechanism assumes it can preempt
+// every job every round; Rota only moves jobs that can checkpoint, after
+// their lease, when it pays. So GPUs held by running jobs are not free,
+// and a pending job the mechanism sends to a full type would wait there
+// while another type idles. In priority order, each pending job takes its
+// type when a GPU is free there; otherwise the free type where it would
+// finish first, counting the wait for a GPU of its own type (the
+// remaining time of the jobs running there) against running slower now.
+// With its remaining work unknown, a free type at least half as fast as
+// its own is taken. A job that waits books the GPU it waits for, so the
+// next one in line sees a longer wait.
+func fill(plan *Plan, jobs []JobView) {
+	K := len(plan.Types)
+	free := append([]int(nil), plan.Capacity...)
+	// frees[k]: when each GPU-holding job on k will be done (seconds from
+	// now; +Inf when unknown).
+	frees := make([][]float64, K)
+	for i, j := range jobs {
+		a := &plan.Actions[i]
+		k := indexOf(plan.Types, a.Type)
+		if !j.Running || k < 0 {
+			continue
+		}
+		if a.Migrate {
+			k = indexOf(plan.Types, j.Type) // still there until it moves
+		}
+		free[k] -= max(j.GPUs, 1)
+		// Remaining time: steps over rate when both are known; otherwise
+		// as long again as it has run (the expected remainder of a run
+		// whose length is unknown), at least a round.
+		left := math.Max(j.RunningFor.Seconds(), 1)
+		if j.StepsLeft > 0 && j.Rates[k] > 0 && j.RateSource[k] != SourceRelative {
+			left = j.StepsLeft / j.Rates[k]
+		}
+		frees[k] = append(frees[k], left)
+	}
+	for k := range frees {
+		sort.Float64s(frees[k])
+	}
+	order := make([]int, 0, len(jobs))
+	for i, j := range jobs {
+		if !j.Running && !j.UserTyped && j.Target == "" {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	for _, i := range order {
+		j, a := jobs[i], &plan.Actions[i]
+		g := max(j.GPUs, 1)
+		m := indexOf(plan.Types, a.Type)
+		if m >= 0 && free[m] >= g {
+			free[m] -= g
+			continue
+		}
+		// Finish times need the remaining steps and rates in steps/s.
+		known := j.StepsLeft > 0
+		for k := range j.RateSource {
+			known = known && j.RateSource[k] != SourceRelative
+		}
+		finish := func(k int) float64 {
+			if j.Rates[k] <= 0 || (j.Fits != nil && !j.Fits[k]) {
+				return math.Inf(1)
+			}
+			if !known {
+				return 1 / j.Rates[k]
+			}
+			return j.StepsLeft / j.Rates[k]
+		}
+		wait := math.Inf(1)
+		if m >= 0 && len(frees[m]) > 0 {
+			wait = frees[m][0]
+		}
+		best, bestFinish := -1, math.Inf(1)
+		for k := 0; k < K; k++ {
+			if free[k] < g {
+				continue
+			}
+			if f := finish(k); f < bestFinish {
+				best, bestFinish = k, f
+			}
+		}
+		if best >= 0 && m >= 0 {
+			own := finish(m)
+			take := bestFinish < wait+own
+			if !known {
+				take = j.Rates[best] >= j.Rates[m]/2
+			}
+			if !take {
+				best = -1
+			}
+		}
+		if best >= 0 {
+			if m >= 0 {
+				a.Why = fmt.Sprintf("%s; %s has no free GPU, %s has: it starts there now", a.Why, plan.Types[m], plan.Types[best])
+			}
+			a.Type = plan.Types[best]
+			free[best] -= g
+			continue
+		}
+		if m >= 0 && len(frees[m]) > 0 {
+			// Book the first GPU to free up on m.
+			frees[m][0] = wait + finish(m)
+			sort.Float64s(frees[m])
+		}
+	}
+}
+
+// finishScore orders jobs within a priority band: the fraction of its
+// remaining work a job would do per second at its allocation (1 over its
+// expected time to finish), so that among jobs the policy treats alike the
+// one that finishes first starts first, which lowers the average JCT. A
+// job the allocation gives nothing is ranked as if it had a millionth of
+// its best type. Jobs whose remaining work is unknown (no --rota-steps, no
+// progress) rank after those whose work is known: a negative score, their
+// share of their best rate, so they keep the policy's order among
+// themselves.
+func finishScore(j JobView, x, rates []float64) float64 {
+	best, s := 0.0, 0.0
+	for k := range rates {
+		best = math.Max(best, rates[k])
+		if k < len(x) {
+			s += x[k] * rates[k]
+		}
+	}
+	if best <= 0 {
+		return -2
+	}
+	known := j.StepsLeft > 0
+	for _, src := range j.RateSource {
+		known = known && src != SourceRelative
+	}
+	if !known {
+		return s/best - 1.5 // in [-1.5, -0.5): after every known job
+	}
+	if s <= 0 {
+		s = 1e-6 * best
+	}
+	return s / j.StepsLeft
+}
+
+// pinned: a running job that must stay where it is (no checkpoint
+// support, the user chose its type, or its lease has not run out).
+func pinned(j JobView, minLease time.Duration) bool {
+	return j.Running && (!j.Migratable || j.UserTyped || j.SinceMove < minLease)
+}
+
+// minGain is how much faster the new type must be for a move.
+const minGain = 1.2
+
+// worthMoving: the time saved on the new type must exceed the measured
+// cost of a checkpoint and restart. With the remaining steps unknown, the
+// saving over one round stands in for it.
+func worthMoving(j JobView, types []string, to string, round time.Duration) bool {
+	from, dst := indexOf(types, j.Type), indexOf(types, to)
+	if from < 0 || dst < 0 || j.Rates[dst] <= 0 {
+		return false
+	}
+	rFrom, rTo := j.Rates[from], j.Rates[dst]
+	if rFrom <= 0 {
+		return true // cannot make progress where it is
+	}
+	if rTo < minGain*rFrom {
+		// A move to a slower type would only make room for others; a
+		// checkpoint and restart is not worth that (the job keeps running
+		// where it is and the others wait for its GPUs). Nor is a gain
+		// within the noise of measured rates: without this margin two
+		// types of nearly equal speed would trade a job back and forth.
+		return false
+	}
+	var saved float64
+	if j.StepsLeft > 0 && j.RateSource[from] != SourceRelative && j.RateSource[dst] != SourceRelative {
+		saved = j.StepsLeft/rFrom - j.StepsLeft/rTo
+	} else {
+		saved = round.Seconds() * (1 - rFrom/rTo)
+	}
+	return saved > j.MoveCost.Seconds()
+}
+
+func gainWords(j JobView, types []string, to string) string {
+	from, dst := indexOf(types, j.Type), indexOf(types, to)
+	if from < 0 || dst < 0 {
+		return "its type is unusable"
+	}
+	return fmt.Sprintf("%.3g -> %.3g steps/s (%s), move cost %s", j.Rates[from], j.Rates[dst], j.RateSource[dst], j.MoveCost.Round(time.Second))
+}
+
+func shareString(types []string, x []float64) string {
+	s := ""
+	for k, v := range x {
+		if v > 1e-9 {
+			if s != "" {
+				s += " "
+			}
+			s += fmt.Sprintf("%s=%.2f", types[k], math.Round(v*100)/100)
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func indexOf(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

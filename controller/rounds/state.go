@@ -1,0 +1,159 @@
+package rounds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// StateStore keeps the loop's state where a restarted (or newly elected)
+// controller finds it: a JetStream KV bucket in production.
+type StateStore interface {
+	Get(ctx context.Context, key string) ([]byte, error) // ErrNoState when absent
+	Put(ctx context.Context, key string, data []byte) error
+}
+
+// ErrNoState is a StateStore's answer for a key never written.
+var ErrNoState = errors.New("no saved state")
+
+// Keys of the saved state.
+const (
+	stateLoop      = "loop"      // jobs, moves, counters
+	stateEstimates = "estimates" // the estimator's learned figures
+	statePlan      = "plan"      // the last allocation, for status after a restart
+)
+
+const stateVersion = 1
+
+type savedLoop struct {
+	V     int                   `json:"v"`
+	Jobs  map[uint32]savedJob   `json:"jobs"`
+	Stats Stats                 `json:"stats"`
+	At    time.Time             `json:"at"`
+	Moves map[uint32]savedMoved `json:"moving,omitempty"`
+}
+
+type savedJob struct {
+	Decision string    `json:"decision"`
+	Key      string    `json:"key"`
+	Moved    time.Time `json:"moved,omitempty"`
+	Moves    int       `json:"moves,omitempty"`
+	LastType string    `json:"last_type,omitempty"`
+	MoveCost float64   `json:"move_cost_s,omitempty"`
+}
+
+type savedMoved struct {
+	Since time.Time `json:"since"`
+}
+
+// Exporter is an Estimator whose learned state can be saved.
+type Exporter interface {
+	Export() ([]byte, error)
+	Import([]byte) error
+}
+
+// save writes the loop's state; a round's changes are durable once it
+// returns.
+func (l *Loop) save(ctx context.Context) error {
+	if l.store == nil {
+		return nil
+	}
+	l.mu.Lock()
+	st := savedLoop{V: stateVersion, Jobs: map[uint32]savedJob{}, Stats: l.stats, At: time.Now()}
+	for id, tr := range l.known {
+		if tr == nil || tr.decision == nil {
+			continue
+		}
+		st.Jobs[id] = savedJob{Decision: tr.decision.ID, Key: tr.key, Moved: tr.moved, Moves: tr.moves,
+			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds()}
+	}
+	plan := l.last
+	l.mu.Unlock()
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := l.store.Put(ctx, stateLoop, b); err != nil {
+		return fmt.Errorf("saving the loop's state: %w", err)
+	}
+	if ex, ok := l.est.(Exporter); ok {
+		b, err := ex.Export()
+		if err != nil {
+			return fmt.Errorf("exporting estimates: %w", err)
+		}
+		if err := l.store.Put(ctx, stateEstimates, b); err != nil {
+			return fmt.Errorf("saving estimates: %w", err)
+		}
+	}
+	if plan != nil {
+		b, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		if err := l.store.Put(ctx, statePlan, b); err != nil {
+			return fmt.Errorf("saving the plan: %w", err)
+		}
+	}
+	return nil
+}
+
+// restore reads what an earlier controller saved. Jobs whose decision
+// cannot be read are bound again from Slurm's annotations next round.
+func (l *Loop) restore(ctx context.Context) error {
+	if l.store == nil {
+		return nil
+	}
+	b, err := l.store.Get(ctx, stateLoop)
+	if errors.Is(err, ErrNoState) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the loop's state: %w", err)
+	}
+	var st savedLoop
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("the saved loop state does not parse: %w", err)
+	}
+	if st.V != stateVersion {
+		return fmt.Errorf("the saved loop state has version %d; this controller reads %d", st.V, stateVersion)
+	}
+	restored := 0
+	for id, sj := range st.Jobs {
+		d, err := l.dec.Get(ctx, sj.Decision)
+		if err != nil {
+			continue
+		}
+		l.mu.Lock()
+		l.known[id] = &tracked{decision: d, key: sj.Key, moved: sj.Moved, moves: sj.Moves, lastType: sj.LastType,
+			moveCost: time.Duration(sj.MoveCost * float64(time.Second))}
+		l.mu.Unlock()
+		restored++
+	}
+	l.mu.Lock()
+	// The counters go on from where they were (a round in progress at the
+	// crash is not counted).
+	l.stats = st.Stats
+	l.mu.Unlock()
+	if ex, ok := l.est.(Exporter); ok {
+		if b, err := l.store.Get(ctx, stateEstimates); err == nil {
+			if err := ex.Import(b); err != nil {
+				return fmt.Errorf("restoring estimates: %w", err)
+			}
+		} else if !errors.Is(err, ErrNoState) {
+			return fmt.Errorf("reading estimates: %w", err)
+		}
+	}
+	if b, err := l.store.Get(ctx, statePlan); err == nil {
+		var p Plan
+		if json.Unmarshal(b, &p) == nil {
+			l.mu.Lock()
+			l.last = &p
+			l.mu.Unlock()
+		}
+	}
+	l.log.Info().Int("jobs", restored).Uint64("rounds", st.Stats.Rounds).Uint64("migrations", st.Stats.Migrations).
+		Time("saved_at", st.At).Msg("restored the round loop's state")
+	return nil
+}

@@ -1,0 +1,368 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Job is one job in Slurm's queue as the round loop needs it.
+type Job struct {
+	ID        uint32
+	State     string // PENDING, RUNNING, CONFIGURING, COMPLETING...
+	Reason    string
+	User      string
+	Account   string // "" when none
+	Name      string
+	Partition string
+	Submit    time.Time
+	Start     time.Time // zero when not started (or only estimated, for pending jobs)
+	// TimeLimitMin is the job's limit in minutes; 0 unlimited.
+	TimeLimitMin uint32
+	// RunSeconds is how long it has run (this start).
+	RunSeconds float64
+	Nodes      []string // expanded node list; empty while pending
+	NumNodes   int
+	// The GPU-bearing TRES strings as squeue prints them ("" when unset).
+	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
+	Features                                            string // the job's constraint ("" none)
+	Priority                                            uint32
+	Restarts                                            int
+	NumTasks                                            int
+}
+
+// Pending is true while Slurm has not started the job.
+func (j *Job) Pending() bool { return j.State == "PENDING" }
+
+// Running is true for a job holding nodes (including its set-up).
+func (j *Job) Running() bool { return j.State == "RUNNING" || j.State == "CONFIGURING" }
+
+// GPURequest parses the job's GPU request; ok is false for jobs without
+// GPUs or with a request Rota cannot read.
+func (j *Job) GPURequest() (gpureq.Request, bool) {
+	r, err := gpureq.ParseRequest(na(j.TresPerJob), na(j.TresPerNode), na(j.TresPerSocket), na(j.TresPerTask))
+	if err != nil || !r.HasGPU() {
+		return gpureq.Request{}, false
+	}
+	return r, true
+}
+
+// JobUpdate is what `scontrol update job` may change; nil fields are left.
+type JobUpdate struct {
+	// Features replaces the job's constraint (pending jobs only). Rota
+	// retypes by constraint: Slurm 22.05 cannot change a pending job's
+	// GPU gres from untyped to typed, nor between types (the old gres
+	// record is merged with the new one and the job becomes
+	// unrunnable), while a constraint can be changed freely.
+	Features *string
+	// Priority sets an admin priority (> 0; 0 would hold the job).
+	Priority *uint32
+	// TimeLimitMin sets the time limit (an admin may raise it too).
+	TimeLimitMin *uint32
+	// StartNow clears the begin time Slurm puts on a requeued job
+	// (now + the credential lifetime, 121 s by default) so a migrated job
+	// may start at once.
+	StartNow bool
+}
+
+func (u JobUpdate) args() []string {
+	var a []string
+	if u.Features != nil {
+		a = append(a, "Features="+*u.Features)
+	}
+	if u.Priority != nil {
+		a = append(a, "Priority="+strconv.FormatUint(uint64(*u.Priority), 10))
+	}
+	if u.TimeLimitMin != nil {
+		a = append(a, "TimeLimit="+strconv.FormatUint(uint64(*u.TimeLimitMin), 10))
+	}
+	if u.StartNow {
+		a = append(a, "StartTime=now")
+	}
+	return a
+}
+
+// sep separates squeue's fields: a control character no job name,
+// account or gres string carries, so names with spaces survive.
+const sep = "\x1f"
+
+// squeueFields is the -O list Jobs asks for; ParseSqueue reads it back.
+var squeueFields = []string{"JobID", "State", "Reason", "UserName", "Account", "Name", "Partition",
+	"SubmitTime", "StartTime", "TimeLimit", "TimeUsed", "NodeList", "NumNodes", "tres-per-job",
+	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks"}
+
+// SqueueFormat is the -O argument: every field unpadded (":0") and
+// followed by the separator.
+func SqueueFormat() string {
+	parts := make([]string, len(squeueFields))
+	for i, f := range squeueFields {
+		parts[i] = f + ":0" + sep
+	}
+	return strings.Join(parts, ",")
+}
+
+// Jobs implements Scheduler.
+func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
+	out, err := c.run(ctx, "squeue", "-h", "-t", "PENDING,RUNNING,CONFIGURING", "-O", SqueueFormat())
+	if err != nil {
+		return nil, err
+	}
+	return ParseSqueue(string(out), time.Local)
+}
+
+// Job implements Scheduler: one job's queue entry (ok false when it
+// is not pending or running).
+func (c *CLI) Job(ctx context.Context, id uint32) (Job, bool, error) {
+	out, err := c.run(ctx, "squeue", "-h", "-j", strconv.FormatUint(uint64(id), 10), "-t", "PENDING,RUNNING,CONFIGURING", "-O", SqueueFormat())
+	if err != nil {
+		if strings.Contains(err.Error(), "Invalid job id") {
+			return Job{}, false, nil
+		}
+		return Job{}, false, err
+	}
+	jobs, err := ParseSqueue(string(out), time.Local)
+	if err != nil || len(jobs) == 0 {
+		return Job{}, false, err
+	}
+	return jobs[0], true, nil
+}
+
+// ParseSqueue reads the output of `squeue -h -O SqueueFormat()`. Times are
+// in the local zone Slurm prints them in.
+func ParseSqueue(out string, loc *time.Location) ([]Job, error) {
+	var jobs []Job
+	for i, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.Split(strings.TrimSuffix(line, sep), sep)
+		if len(f) != len(squeueFields) {
+			return nil, fmt.Errorf("squeue line %d: want %d fields, got %d: %q", i+1, len(squeueFields), len(f), line)
+		}
+		for k := range f {
+			f[k] = strings.TrimSpace(f[k])
+		}
+		j, err := parseJob(f, loc)
+		if err != nil {
+			return nil, fmt.Errorf("squeue line %d: %w", i+1, err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+func parseJob(f []string, loc *time.Location) (Job, error) {
+	id, err := strconv.ParseUint(f[0], 10, 32)
+	if err != nil {
+		// Array tasks print as 12_3; Rota does not manage array jobs.
+		return Job{}, fmt.Errorf("job id %q: %w", f[0], err)
+	}
+	j := Job{ID: uint32(id), State: f[1], Reason: f[2], User: f[3], Account: null(f[4]), Name: f[5],
+		Partition: f[6], TresPerJob: na(f[13]), TresPerNode: na(f[14]), TresPerSocket: na(f[15]),
+		TresPerTask: na(f[16]), Features: null(f[17])}
+	if j.Submit, err = parseTime(f[7], loc); err != nil {
+		return Job{}, fmt.Errorf("job %d submit time: %w", id, err)
+	}
+	if j.Running() {
+		if j.Start, err = parseTime(f[8], loc); err != nil {
+			return Job{}, fmt.Errorf("job %d start time: %w", id, err)
+		}
+	}
+	if j.TimeLimitMin, err = limit(f[9]); err != nil {
+		return Job{}, fmt.Errorf("job %d time limit: %w", id, err)
+	}
+	if j.RunSeconds, err = elapsedSeconds(f[10]); err != nil {
+		return Job{}, fmt.Errorf("job %d time used: %w", id, err)
+	}
+	if j.Nodes, err = ExpandHostlist(f[11]); err != nil {
+		return Job{}, fmt.Errorf("job %d node list: %w", id, err)
+	}
+	j.NumNodes, _ = strconv.Atoi(f[12])
+	if p, err := strconv.ParseUint(f[18], 10, 32); err == nil {
+		j.Priority = uint32(p)
+	}
+	j.Restarts, _ = strconv.Atoi(f[19])
+	j.NumTasks, _ = strconv.Atoi(f[20])
+	return j, nil
+}
+
+func null(s string) string {
+	if s == "(null)" {
+		return ""
+	}
+	return s
+}
+
+func na(s string) string {
+	if s == "N/A" || s == "(null)" {
+		return ""
+	}
+	return s
+}
+
+func parseTime(s string, loc *time.Location) (time.Time, error) {
+	switch s {
+	case "", "N/A", "Unknown", "None":
+		return time.Time{}, nil
+	}
+	return time.ParseInLocation("2006-01-02T15:04:05", s, loc)
+}
+
+// ExpandHostlist expands a Slurm host list such as
+// "node-[1-3,7],gpu-a[01-02]" into node names. Only the one-bracket forms
+// Slurm prints are accepted; "" and "(null)" are empty.
+func ExpandHostlist(s string) ([]string, error) {
+	if s == "" || s == "(null)" || s == "N/A" {
+		return nil, nil
+	}
+	var out []string
+	for len(s) > 0 {
+		// One item runs to the next comma outside brackets.
+		depth, end := 0, len(s)
+		for i, r := range s {
+			if r == '[' {
+				depth++
+			} else if r == ']' {
+				depth--
+			} else if r == ',' && depth == 0 {
+				end = i
+				break
+			}
+		}
+		item := s[:end]
+		s = strings.TrimPrefix(s[end:], ",")
+		names, err := expandItem(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, names...)
+		if len(out) > 1<<16 {
+			return nil, fmt.Errorf("host list expands past %d names", 1<<16)
+		}
+	}
+	return out, nil
+}
+
+func expandItem(item string) ([]string, error) {
+	open := strings.IndexByte(item, '[')
+	if open < 0 {
+		if item == "" || strings.ContainsAny(item, "]") {
+			return nil, fmt.Errorf("bad host name %q", item)
+		}
+		return []string{item}, nil
+	}
+	closeAt := strings.IndexByte(item, ']')
+	if closeAt < open || strings.Count(item, "[") != 1 || strings.Count(item, "]") != 1 {
+		return nil, fmt.Errorf("bad host range %q", item)
+	}
+	prefix, body, suffix := item[:open], item[open+1:closeAt], item[closeAt+1:]
+	var out []string
+	for _, r := range strings.Split(body, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1<<16 {
+			if !isRange && lo != "" && !strings.ContainsAny(lo, "[]") {
+				out = append(out, prefix+lo+suffix) // non-numeric member, e.g. node-[k80,p100]
+				continue
+			}
+			return nil, fmt.Errorf("bad host range %q in %q", r, item)
+		}
+		for n := a; n <= b; n++ {
+			out = append(out, prefix+fmt.Sprintf("%0*d", len(lo), n)+suffix)
+		}
+	}
+	return out, nil
+}
+
+// DecisionIDs implements Scheduler: one `scontrol show job -o` for all
+// jobs, the decision id taken from each AdminComment's "[d=...]".
+func (c *CLI) DecisionIDs(ctx context.Context) (map[uint32]string, error) {
+	out, err := c.run(ctx, "scontrol", "show", "job", "-o")
+	if err != nil {
+		if strings.Contains(err.Error(), "No jobs in the system") {
+			return map[uint32]string{}, nil
+		}
+		return nil, err
+	}
+	return ParseDecisionIDs(string(out)), nil
+}
+
+var (
+	jobIDRe    = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
+	decisionRe = regexp.MustCompile(`AdminComment=rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
+)
+
+// ParseDecisionIDs reads `scontrol show job -o`, one job per line.
+func ParseDecisionIDs(out string) map[uint32]string {
+	ids := map[uint32]string{}
+	for _, line := range strings.Split(out, "\n") {
+		m := jobIDRe.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		d := decisionRe.FindStringSubmatch(line)
+		if d == nil {
+			continue
+		}
+		id, err := strconv.ParseUint(m[1], 10, 32)
+		if err != nil {
+			continue
+		}
+		ids[uint32(id)] = d[1]
+	}
+	return ids
+}
+
+// Update implements Scheduler.
+func (c *CLI) Update(ctx context.Context, jobID uint32, u JobUpdate) error {
+	a := u.args()
+	if len(a) == 0 {
+		return nil
+	}
+	_, err := c.run(ctx, "scontrol", append([]string{"update", "JobId=" + strconv.FormatUint(uint64(jobID), 10)}, a...)...)
+	return err
+}
+
+// Requeue implements Scheduler.
+func (c *CLI) Requeue(ctx context.Context, jobID uint32) error {
+	_, err := c.run(ctx, "scontrol", "requeue", strconv.FormatUint(uint64(jobID), 10))
+	return err
+}
+
+// elapsedSeconds reads squeue's TimeUsed: "M:SS", "H:MM:SS" or
+// "D-HH:MM:SS" (it differs from time limits, whose bare number is minutes).
+func elapsedSeconds(s string) (float64, error) {
+	if s == "" || s == "N/A" || s == "INVALID" {
+		return 0, nil
+	}
+	days := 0
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad elapsed time %q", s)
+		}
+		days, s = n, rest
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, fmt.Errorf("bad elapsed time %q", s)
+	}
+	total := 0
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad elapsed time %q", s)
+		}
+		total = total*60 + n
+	}
+	return float64(days*86400 + total), nil
+}

@@ -1,0 +1,130 @@
+package slurm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Captured from the dev cluster (Slurm 22.05.8) with
+// `squeue -h -O SqueueFormat()`: a running job retyped by constraint, a
+// pending job asking --gpus=p100:1 with an admin priority, a pending job
+// Slurm cannot run (priority 0).
+const squeueCaptured = "11\x1fRUNNING\x1fNone\x1froot\x1f(null)\x1ft1\x1fgpu\x1f2026-11-22T05:24:35\x1f2026-11-22T05:24:52\x1f2-00:00:00\x1f2:08\x1fnode-p100\x1f1\x1fN/A\x1fgres:gpu:1\x1fN/A\x1fN/A\x1fp100\x1f4294901749\x1f0\x1f1\x1f\n" +
+	"7\x1fPENDING\x1fPriority\x1froot\x1f(null)\x1fwrap\x1fgpu\x1f2026-11-22T05:23:41\x1f2026-11-24T05:24:52\x1f2-00:00:00\x1f0:00\x1f\x1f1\x1fgres:gpu:p100:1\x1fN/A\x1fN/A\x1fN/A\x1f(null)\x1f5000\x1f0\x1f1\x1f\n" +
+	"18\x1fPENDING\x1fBadConstraints\x1falice\x1fphys\x1fa name with spaces\x1fgpu\x1f2026-11-22T05:24:47\x1fN/A\x1f1-00:00:00\x1f0:00\x1f\x1f1\x1fN/A\x1fgres:gpu:k80:1\x1fN/A\x1fN/A\x1f(null)\x1f0\x1f2\x1f1\x1f\n"
+
+func TestParseSqueue(t *testing.T) {
+	loc := time.UTC
+	jobs, err := ParseSqueue(squeueCaptured, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s string) time.Time { v, _ := time.ParseInLocation("2006-01-02T15:04:05", s, loc); return v }
+	want := []Job{
+		{ID: 11, State: "RUNNING", Reason: "None", User: "root", Name: "t1", Partition: "gpu",
+			Submit: at("2026-11-22T05:24:35"), Start: at("2026-11-22T05:24:52"), TimeLimitMin: 2880, RunSeconds: 128,
+			Nodes: []string{"node-p100"}, NumNodes: 1, TresPerNode: "gres:gpu:1", Features: "p100", Priority: 4294901749, NumTasks: 1},
+		{ID: 7, State: "PENDING", Reason: "Priority", User: "root", Name: "wrap", Partition: "gpu",
+			Submit: at("2026-11-22T05:23:41"), TimeLimitMin: 2880, NumNodes: 1, TresPerJob: "gres:gpu:p100:1",
+			Priority: 5000, NumTasks: 1},
+		{ID: 18, State: "PENDING", Reason: "BadConstraints", User: "alice", Account: "phys", Name: "a name with spaces",
+			Partition: "gpu", Submit: at("2026-11-22T05:24:47"), TimeLimitMin: 1440, NumNodes: 1,
+			TresPerNode: "gres:gpu:k80:1", Restarts: 2, NumTasks: 1},
+	}
+	if !reflect.DeepEqual(jobs, want) {
+		t.Fatalf("got  %+v\nwant %+v", jobs, want)
+	}
+	if r, ok := jobs[0].GPURequest(); !ok || !r.Untyped() {
+		t.Errorf("job 11: GPU request %+v ok=%v, want untyped", r, ok)
+	}
+	if !jobs[0].Running() || jobs[0].Pending() || !jobs[1].Pending() {
+		t.Error("Running/Pending wrong")
+	}
+	for _, bad := range []string{
+		"x\x1fRUNNING\x1f" + strings.Repeat("\x1f", 19),       // id
+		"1\x1fRUNNING\x1fNone\x1f",                            // fields
+		strings.Replace(squeueCaptured, "2:08", "2:xx", 1),    // elapsed
+		strings.Replace(squeueCaptured, "node-p100", "n[", 1), // host list
+	} {
+		if _, err := ParseSqueue(bad, loc); err == nil {
+			t.Errorf("ParseSqueue(%q): no error", bad)
+		}
+	}
+}
+
+func TestElapsedSeconds(t *testing.T) {
+	for in, want := range map[string]float64{"0:00": 0, "2:08": 128, "1:02:03": 3723, "1-00:00:01": 86401, "N/A": 0} {
+		if got, err := elapsedSeconds(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"5", "a:b", "1:2:3:4", "-1:00", "x-1:00"} {
+		if _, err := elapsedSeconds(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}
+
+func TestExpandHostlist(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"node-k80", []string{"node-k80"}},
+		{"node-[k80,p100]", []string{"node-k80", "node-p100"}},
+		{"gpu[01-03,7]", []string{"gpu01", "gpu02", "gpu03", "gpu7"}},
+		{"a[1-2]-ib,b", []string{"a1-ib", "a2-ib", "b"}},
+	} {
+		got, err := ExpandHostlist(c.in)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: %v %v, want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"n[", "n]", "n[3-1]", "n[1-2][3]", ",", "n[1-999999]"} {
+		if _, err := ExpandHostlist(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzExpandHostlist(f *testing.F) {
+	for _, s := range []string{"node-[k80,p100]", "gpu[01-03,7]", "a[1-2]-ib,b", "n[", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		names, err := ExpandHostlist(s)
+		if err == nil && len(names) > 1<<16+1<<16 {
+			t.Fatalf("%q expanded to %d names", s, len(names))
+		}
+	})
+}
+
+func FuzzParseSqueue(f *testing.F) {
+	f.Add(squeueCaptured)
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = ParseSqueue(s, time.UTC) // must not panic
+	})
+}
+
+func TestParseDecisionIDs(t *testing.T) {
+	out := "JobId=5 JobName=job5 UserId=root(0) AdminComment=rota: gpu any->v100, time none->06:00:00 (las) [d=Ab12_x-9] OverSubscribe=OK\n" +
+		"JobId=7 JobName=wrap UserId=root(0) Priority=5000\n" +
+		"JobId=8 AdminComment=someone else's note [d=zz]\n"
+	got := ParseDecisionIDs(out)
+	if !reflect.DeepEqual(got, map[uint32]string{5: "Ab12_x-9"}) {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestJobUpdateArgs(t *testing.T) {
+	f, p := "v100", uint32(7)
+	if got := (JobUpdate{Features: &f, Priority: &p, StartNow: true}).args(); !reflect.DeepEqual(got, []string{"Features=v100", "Priority=7", "StartTime=now"}) {
+		t.Fatal(got)
+	}
+	if got := (JobUpdate{}).args(); got != nil {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,273 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+// The round loop corrects a pending job's type: a job left on the K80
+// (as if the type chosen at submission had gone stale) is moved to the
+// type the policy gives it, with a walltime for that type.
+func TestRoundRetypesPendingJob(t *testing.T) {
+	// --begin keeps it pending without a hold (the loop leaves held jobs
+	// alone): Reason=BeginTime.
+	out, err := run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1",
+		"--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", id) })
+	if out, err := run("scontrol", "update", "JobId="+id, "Features=k80", "TimeLimit=2-00:00:00"); err != nil {
+		t.Fatalf("scontrol update: %v %s", err, out)
+	}
+	n, _ := strconv.ParseUint(id, 10, 32)
+	var j job
+	waitFor(t, 30*time.Second, "the round loop to retype job "+id+" to v100", func() bool {
+		j = show(t, uint32(n))
+		return j.Features == "v100"
+	})
+	// 36000 steps at 10/s, x1.5 margin, + 5 min.
+	wantEq(t, "TimeLimit", j.TimeLimit, "01:35:00")
+	wantEq(t, "raw TresPerNode", j.Raw.TresPerNode, "gres:gpu:1")
+	prio, _ := run("squeue", "-h", "-j", id, "-o", "%Q")
+	if p, _ := strconv.Atoi(strings.TrimSpace(prio)); p < 1_000_000 || p > 1_200_000 {
+		t.Errorf("priority %q: want Rota's band (1,000,000 + rank)", prio)
+	}
+}
+
+// synthEvent is one line of rota-synthtrain's log.
+type synthEvent struct {
+	Ev          string  `json:"ev"`
+	GPU         string  `json:"gpu"`
+	Step        uint64  `json:"step"`
+	ResumedFrom uint64  `json:"resumed_from"`
+	Steps       uint64  `json:"steps"`
+	Restart     int     `json:"restart"`
+	T           float64 `json:"t"`
+}
+
+func readSynthLog(t *testing.T, path string) []synthEvent {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var evs []synthEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e synthEvent
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// A migration end to end: a job that could only start on a K80 moves to
+// the V100 once one frees up: the node agent checkpoints it on its
+// signal, Slurm requeues it constrained to the V100, and it resumes from
+// its checkpoint there, losing no step.
+func TestMigrationEndToEnd(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(repo, "bin/rota-synthtrain")); err != nil {
+		t.Fatal("bin/rota-synthtrain missing: run make build")
+	}
+	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
+	if _, err := os.Stat(table); err != nil {
+		t.Fatalf("Gavel's table: %v", err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	// Fill the V100 and P100 nodes with jobs whose users chose their type.
+	var blockers []string
+	for _, typ := range []string{"v100", "p100"} {
+		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", "node-"+typ, "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
+		if err != nil {
+			t.Fatalf("sbatch blocker: %v %s", err, out)
+		}
+		blockers = append(blockers, strings.TrimSpace(out))
+	}
+	t.Cleanup(func() { run("scancel", blockers...) })
+	for _, b := range blockers {
+		waitRunning(t, b)
+	}
+	logf := filepath.Join(dir, "train.log")
+	// ResNet-18 (batch size 64) at time scale 1: about 18 steps/s on a
+	// V100 and 3 on a K80 (Gavel's table); 3000 steps = ~17 min on the K80.
+	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps 3000 --time-scale 1 --throughputs %s --ckpt-dir %s --log %s\n",
+		filepath.Join(repo, "bin/rota-synthtrain"), table, filepath.Join(dir, "ckpt"), logf)
+	sf := filepath.Join(dir, "train.sh")
+	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("sbatch", "--parsable", "-o", filepath.Join(dir, "out"), "--requeue", "--gres=gpu:1",
+		"--rota-checkpoint-signal=USR1", "--rota-steps=3000", sf)
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", id) })
+	waitFor(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
+		evs := readSynthLog(t, logf)
+		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
+	})
+	// Past the dev cluster's minimum lease (20 s) and with a measured
+	// rate, free the V100s.
+	time.Sleep(20 * time.Second)
+	run("scancel", blockers[0])
+	var evs []synthEvent
+	waitFor(t, 120*time.Second, "job "+id+" resumed on the V100", func() bool {
+		evs = readSynthLog(t, logf)
+		for _, e := range evs {
+			if e.Ev == "start" && e.GPU == "v100" {
+				return true
+			}
+		}
+		return false
+	})
+	var ckpt, resumed uint64
+	for _, e := range evs {
+		switch {
+		case e.Ev == "checkpoint":
+			ckpt = e.Step
+		case e.Ev == "start" && e.GPU == "v100":
+			resumed = e.ResumedFrom
+		case e.Ev == "lost" && e.Steps > 0:
+			t.Errorf("the job lost %d steps across the migration", e.Steps)
+		}
+	}
+	if ckpt == 0 || resumed != ckpt {
+		t.Errorf("checkpoint at step %d, resumed from %d; log %+v", ckpt, resumed, evs)
+	}
+	st := status(t)
+	if st.Rounds == nil || st.Rounds.Migrations < 1 {
+		t.Errorf("rota status: rounds %+v, want at least one migration", st.Rounds)
+	}
+	// And Prometheus sees it.
+	m := scrape(t)
+	if !regexp.MustCompile(`(?m)^rota_controller_migrations_total [1-9]`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^rota_controller_round_duration_seconds \d`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^rota_controller_decisions_total [1-9]`).MatchString(m) {
+		t.Errorf("/metrics:\n%s", m)
+	}
+}
+
+// scrape reads the controller's /metrics.
+func scrape(t *testing.T) string {
+	t.Helper()
+	port := strings.TrimPrefix(natsURL, "nats://127.0.0.1:")
+	p, _ := strconv.Atoi(port)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p+1))
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func waitRunning(t *testing.T, id string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "job "+id+" running", func() bool {
+		out, _ := run("squeue", "-h", "-j", id, "-o", "%T")
+		return strings.TrimSpace(out) == "RUNNING"
+	})
+}
+
+// status is `rota status --jobs --json`.
+func status(t *testing.T) wire.StatusReply {
+	t.Helper()
+	out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--jobs", "--json")
+	if err != nil {
+		t.Fatalf("rota status: %v %s", err, out)
+	}
+	var st wire.StatusReply
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("rota status --json: %v: %s", err, out)
+	}
+	return st
+}
+
+// kill -9 of the controller mid-workload loses nothing it acknowledged:
+// after the restart the round loop's counters, jobs and moves are where
+// the last round left them, every decision still explains its job, and a
+// running job carries on.
+func TestControllerKill9KeepsState(t *testing.T) {
+	// A pending job the loop has taken in (it retypes it) and a running one.
+	out, err := run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1",
+		"--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	pending := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", pending) })
+	out, err = run("sbatch", "--parsable", "-o", "/dev/null", "--gres=gpu:1", "-t", "10", "--wrap", "sleep 300")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	running := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", running) })
+	waitRunning(t, running)
+	run("scontrol", "update", "JobId="+pending, "Features=k80")
+	n, _ := strconv.ParseUint(pending, 10, 32)
+	waitFor(t, 30*time.Second, "the loop to retype job "+pending, func() bool { return show(t, uint32(n)).Features == "v100" })
+	before := status(t).Rounds
+	if before == nil || before.Rounds == 0 {
+		t.Fatalf("rounds before the kill: %+v", before)
+	}
+	// Let one more round save its state, then kill.
+	time.Sleep(4 * time.Second)
+	before = status(t).Rounds
+	pid := controllerPid(t)
+	if out, err := run("kill", "-9", strconv.Itoa(pid)); err != nil {
+		t.Fatalf("kill -9: %v %s", err, out)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, err := dev("controller", "start"); err != nil {
+		t.Fatalf("controller start: %v %s", err, out)
+	}
+	var after *wire.RoundsStatus
+	waitFor(t, 30*time.Second, "the restarted controller's round loop", func() bool {
+		out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--json")
+		if err != nil {
+			return false
+		}
+		var st wire.StatusReply
+		if json.Unmarshal([]byte(out), &st) != nil || st.Rounds == nil {
+			return false
+		}
+		after = st.Rounds
+		return true
+	})
+	if after.Rounds < before.Rounds || after.Migrations < before.Migrations || after.Retyped < before.Retyped {
+		t.Errorf("counters went back: before %+v after %+v", before, after)
+	}
+	for _, id := range []string{pending, running} {
+		if out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id); err != nil {
+			t.Errorf("rota explain %s after the restart: %v %s", id, err, out)
+		}
+	}
+	if out, _ := run("squeue", "-h", "-j", running, "-o", "%T"); strings.TrimSpace(out) != "RUNNING" {
+		t.Errorf("job %s: %q after the controller's restart, want RUNNING", running, out)
+	}
+	// The loop goes on: the pending job keeps its type (no flip back).
+	time.Sleep(4 * time.Second)
+	if f := show(t, uint32(n)).Features; f != "v100" {
+		t.Errorf("pending job's constraint %q after the restart", f)
+	}
+}

@@ -1,0 +1,24 @@
+package gpureq
+
+import "testing"
+
+func TestWithTypeFeature(t *testing.T) {
+	for _, c := range []struct {
+		user, typ, want string
+		ok              bool
+	}{
+		{"", "v100", "v100", true},
+		{" ", "v100", "v100", true},
+		{"ib", "v100", "ib&v100", true},
+		{"ib&v100", "v100", "ib&v100", true},
+		{"ib|eth", "v100", "", false},
+		{"[rack1|rack2]", "v100", "", false},
+		{"(a&b)", "v100", "", false},
+		{"ib*2", "v100", "", false},
+	} {
+		got, ok := WithTypeFeature(c.user, c.typ)
+		if got != c.want || ok != c.ok {
+			t.Errorf("WithTypeFeature(%q, %q) = %q, %v; want %q, %v", c.user, c.typ, got, ok, c.want, c.ok)
+		}
+	}
+}
