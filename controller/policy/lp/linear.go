@@ -63,8 +63,22 @@ func (l *Linear) FullLP() *Problem {
 // fixedZero marks a job fixed to x = 0 in linear problems.
 const fixedZero = -2
 
-// SolveLinear returns an exact optimum of l.
+// SolveLinear returns an exact optimum of l. Identical jobs are solved as
+// one (see groupJobs); Reduced then counts groups.
 func SolveLinear(l *Linear) (LinearResult, error) {
+	merged, of, _ := groupJobs(l.Jobs)
+	if merged == nil {
+		return solveLinear(l)
+	}
+	res, err := solveLinear(&Linear{Cap: l.Cap, Jobs: merged})
+	if err != nil {
+		return res, err
+	}
+	res.X = expandRows(res.X, of)
+	return res, nil
+}
+
+func solveLinear(l *Linear) (LinearResult, error) {
 	n := len(l.Jobs)
 	p := l.approxPrices()
 	fixed := make([]int, n)
