@@ -3,6 +3,7 @@ package lp
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -61,11 +62,14 @@ func (l *Linear) FullLP() *Problem {
 }
 
 // lfix is a job of a Linear held at one vertex of its block: x[k1] = x1
-// and, where k2 >= 0, x[k2] = x2. k1 = lfree: solved in full; k1 = lzero:
-// held at x = 0.
+// and, where k2 >= 0, x[k2] = x2. k1 = lzero: held at x = 0. k1 = lfree:
+// solved in the small LP, over all its types (mask 0) or only the types
+// in mask (the types of its vertices that tie at the estimated prices;
+// such a job is checked like a held one and freed in full if it fails).
 type lfix struct {
 	k1, k2 int
 	x1, x2 float64
+	mask   uint64
 }
 
 const (
@@ -187,16 +191,24 @@ func solveLinear(l *Linear) (LinearResult, error) {
 		if err != nil {
 			return res, err
 		}
+		l.repairPrices(price, p, X, fixed)
 		bad := 0
 		for j := range l.Jobs {
 			f := fixed[j]
-			if f.k1 == lfree {
+			if f.k1 == lfree && f.mask == 0 {
 				continue
 			}
 			b := &l.Jobs[j]
 			_, best, _, _ := blockBest(b, price)
 			scale := 1e-10 * (1 + maxAbs(b.V))
-			if best > f.value(b, price)+scale {
+			cur := f.value(b, price)
+			if f.k1 == lfree {
+				cur = 0
+				for k, x := range X[j] {
+					cur += (b.V[k] - b.S*price[k]) * x
+				}
+			}
+			if best > cur+scale {
 				fixed[j] = lfix{k1: lfree, k2: -1}
 				bad++
 			}
@@ -220,6 +232,78 @@ func solveLinear(l *Linear) (LinearResult, error) {
 	}
 }
 
+// repairPrices picks, among the small LP's optimal prices, ones that the
+// held jobs accept. A capacity row that no column of the small LP enters
+// (every job that could use the type is held) and that the held jobs fill
+// exactly has a degenerate dual: any price >= 0 is optimal for the small
+// LP, and the simplex reports 0, at which every held job elsewhere would
+// rather move to the type, so the proof fails and nearly everyone is
+// released (min-cost at 512 jobs fell from 2 pooled columns to 512 jobs
+// this way). For such a row, the held jobs' optimality is an interval of
+// prices (each vertex comparison is linear in p_k); the estimate is
+// clipped into it. Prices of other rows are left alone, so the small LP's
+// duals stay optimal and the proof that follows stays a proof.
+func (l *Linear) repairPrices(price, estimate []float64, X [][]float64, fixed []lfix) {
+	K := len(l.Cap)
+	for k := 0; k < K; k++ {
+		used := 0.0
+		for j := range l.Jobs {
+			b := &l.Jobs[j]
+			if f := fixed[j]; b.A[k] > 0 && f.k1 == lfree && (f.mask == 0 || f.mask&(1<<k) != 0) {
+				used = math.Inf(1) // a column of the small LP: its dual is the LP's own
+				break
+			}
+			used += b.S * X[j][k]
+		}
+		if math.IsInf(used, 1) || l.Cap[k]-used > 1e-9*(1+l.Cap[k]) {
+			continue
+		}
+		lo, hi := 0.0, math.Inf(1)
+		for j := range l.Jobs {
+			b := &l.Jobs[j]
+			if b.A[k] <= 0 || fixed[j].k1 == lfree && fixed[j].mask == 0 {
+				continue
+			}
+			// cur(p) = c0 - S x_k p_k and vertex g: g0 - S g_k p_k;
+			// cur >= g is (c0 - g0) >= S (x_k - g_k) p_k.
+			c0 := 0.0
+			for kk, x := range X[j] {
+				if kk != k {
+					c0 += (b.V[kk] - b.S*price[kk]) * x
+				} else {
+					c0 += b.V[kk] * x
+				}
+			}
+			blockVertices(b, func(g lfix) {
+				g0, gk := 0.0, 0.0
+				for _, kx := range [2]struct {
+					k int
+					x float64
+				}{{g.k1, g.x1}, {g.k2, g.x2}} {
+					switch {
+					case kx.k < 0:
+					case kx.k == k:
+						g0 += b.V[k] * kx.x
+						gk = kx.x
+					default:
+						g0 += (b.V[kx.k] - b.S*price[kx.k]) * kx.x
+					}
+				}
+				d := b.S * (X[j][k] - gk)
+				switch {
+				case d > 1e-12:
+					hi = math.Min(hi, (c0-g0)/d)
+				case d < -1e-12:
+					lo = math.Max(lo, (c0-g0)/d)
+				}
+			})
+		}
+		if lo <= hi {
+			price[k] = math.Min(math.Max(estimate[k], lo), hi)
+		}
+	}
+}
+
 func maxAbs(v []float64) float64 {
 	m := 0.0
 	for _, x := range v {
@@ -233,10 +317,33 @@ func maxAbs(v []float64) float64 {
 func (l *Linear) classify(j int, p []float64, margin float64) lfix {
 	b := &l.Jobs[j]
 	f, v1, v2, ok := blockBest(b, p)
-	if !ok || v1-v2 < margin*(1+maxAbs(b.V)) {
+	tol := margin * (1 + maxAbs(b.V))
+	if !ok {
 		return lfix{k1: lfree, k2: -1}
 	}
-	return f
+	if v1-v2 >= tol {
+		return f
+	}
+	// A tie. Most are between a job's best type and not running (a price
+	// equal to the job's value per GPU, which many jobs share when
+	// values are normalised), so the small LP only gets the types of the
+	// tied vertices; restricted that way, jobs on one type can be pooled
+	// (see solveReduced).
+	var mask uint64
+	if len(b.A) > 64 {
+		return lfix{k1: lfree, k2: -1}
+	}
+	blockVertices(b, func(g lfix) {
+		if g.value(b, p) >= v1-tol {
+			if g.k1 >= 0 {
+				mask |= 1 << g.k1
+			}
+			if g.k2 >= 0 {
+				mask |= 1 << g.k2
+			}
+		}
+	})
+	return lfix{k1: lfree, k2: -1, mask: mask}
 }
 
 // approxPrices minimises the Lagrangian dual
@@ -321,8 +428,46 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 	}
 	var ambs []amb
 	var rows []Row
+	// A job restricted to one type k is a single column x_k in
+	// [lo, 1] (lo = C/A_k for an SLO, else 0) with capacity S and value
+	// V_k per unit, i.e. a value of r = V_k/S per GPU. All such columns of
+	// one type and one r are interchangeable in the LP: pooled into one
+	// column xi in [0, 1] of capacity sum S (1 - lo) and value r per GPU,
+	// they have the same optimum, and giving every member
+	// x = lo + (1 - lo) xi spends exactly the pooled amount. This turns
+	// hundreds of jobs tied at one price into one column.
+	type pool struct {
+		k, v       int // type and variable
+		S          float64
+		rate       float64
+		members    []int
+		lo, spread []float64
+	}
+	pools := map[[2]uint64]*pool{}
+	var poolList []*pool
 	for j := range l.Jobs {
 		b := &l.Jobs[j]
+		if f := fixed[j]; f.k1 == lfree && f.mask != 0 && f.mask&(f.mask-1) == 0 {
+			k := bits.TrailingZeros64(f.mask)
+			if b.A[k] > 0 && b.A[k] >= b.C && b.S > 0 {
+				lo := math.Max(0, b.C/b.A[k])
+				r := b.V[k] / b.S
+				key := [2]uint64{uint64(k), math.Float64bits(r)}
+				pl := pools[key]
+				if pl == nil {
+					pl = &pool{k: k, rate: r}
+					pools[key] = pl
+					poolList = append(poolList, pl)
+				}
+				pl.members = append(pl.members, j)
+				pl.lo = append(pl.lo, lo)
+				pl.spread = append(pl.spread, 1-lo)
+				pl.S += b.S * (1 - lo)
+				capRows[k].RHS -= b.S * lo
+				constant += b.V[k] * lo
+				continue
+			}
+		}
 		switch f := fixed[j]; {
 		case f.k1 >= 0:
 			capRows[f.k1].RHS -= b.S * f.x1
@@ -339,7 +484,7 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 		req := Row{Sense: GE, RHS: b.C}
 		tim := Row{Sense: LE, RHS: 1}
 		for k, av := range b.A {
-			if av <= 0 {
+			if av <= 0 || (fixed[j].mask != 0 && fixed[j].mask&(1<<k) == 0) {
 				continue
 			}
 			v := p.AddVar("", b.V[k])
@@ -354,6 +499,12 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 		rows = append(rows, tim)
 		ambs = append(ambs, a)
 	}
+	for _, pl := range poolList {
+		pl.v = p.AddVar("", pl.rate*pl.S)
+		capRows[pl.k].Idx = append(capRows[pl.k].Idx, pl.v)
+		capRows[pl.k].Val = append(capRows[pl.k].Val, pl.S)
+		rows = append(rows, Row{Sense: LE, RHS: 1, Idx: []int{pl.v}, Val: []float64{1}})
+	}
 	p.Rows = append(capRows, rows...)
 	r := SolveDense(p)
 	if r.Status == Infeasible && len(ambs) < len(l.Jobs) {
@@ -363,7 +514,7 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 		copy(next, fixed)
 		changed := false
 		for j := range next {
-			if next[j].k1 != lfree && l.Jobs[j].C > 0 {
+			if (next[j].k1 != lfree || next[j].mask != 0) && l.Jobs[j].C > 0 {
 				next[j], changed = lfix{k1: lfree, k2: -1}, true
 			}
 		}
@@ -393,9 +544,15 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 			X[a.j][a.types[i]] = math.Max(0, r.X[v])
 		}
 	}
+	for _, pl := range poolList {
+		xi := math.Min(1, math.Max(0, r.X[pl.v]))
+		for i, j := range pl.members {
+			X[j][pl.k] = pl.lo[i] + pl.spread[i]*xi
+		}
+	}
 	price := make([]float64, K)
 	for k := range price {
 		price[k] = math.Max(0, r.Dual[k])
 	}
-	return r.Objective + constant, X, price, len(ambs), nil
+	return r.Objective + constant, X, price, len(ambs) + len(poolList), nil
 }
