@@ -245,6 +245,7 @@ func solveLinear(l *Linear) (LinearResult, error) {
 // duals stay optimal and the proof that follows stays a proof.
 func (l *Linear) repairPrices(price, estimate []float64, X [][]float64, fixed []lfix) {
 	K := len(l.Cap)
+	var degenerate []int
 	for k := 0; k < K; k++ {
 		used := 0.0
 		for j := range l.Jobs {
@@ -255,52 +256,66 @@ func (l *Linear) repairPrices(price, estimate []float64, X [][]float64, fixed []
 			}
 			used += b.S * X[j][k]
 		}
-		if math.IsInf(used, 1) || l.Cap[k]-used > 1e-9*(1+l.Cap[k]) {
+		if !math.IsInf(used, 1) && l.Cap[k]-used <= 1e-9*(1+l.Cap[k]) {
+			degenerate = append(degenerate, k)
+			// Several such rows interact (a job held on one compares
+			// itself with the others), so all start at the estimate and
+			// each is then clipped into its interval in turn.
+			price[k] = estimate[k]
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, k := range degenerate {
+			l.clipPrice(price, k, X, fixed)
+		}
+	}
+}
+
+// clipPrice moves price[k] into the interval where every held or
+// restricted job's allocation stays a best vertex of its block.
+func (l *Linear) clipPrice(price []float64, k int, X [][]float64, fixed []lfix) {
+	lo, hi := 0.0, math.Inf(1)
+	for j := range l.Jobs {
+		b := &l.Jobs[j]
+		if b.A[k] <= 0 || fixed[j].k1 == lfree && fixed[j].mask == 0 {
 			continue
 		}
-		lo, hi := 0.0, math.Inf(1)
-		for j := range l.Jobs {
-			b := &l.Jobs[j]
-			if b.A[k] <= 0 || fixed[j].k1 == lfree && fixed[j].mask == 0 {
-				continue
+		// cur(p) = c0 - S x_k p_k and vertex g: g0 - S g_k p_k;
+		// cur >= g is (c0 - g0) >= S (x_k - g_k) p_k.
+		c0 := 0.0
+		for kk, x := range X[j] {
+			if kk != k {
+				c0 += (b.V[kk] - b.S*price[kk]) * x
+			} else {
+				c0 += b.V[kk] * x
 			}
-			// cur(p) = c0 - S x_k p_k and vertex g: g0 - S g_k p_k;
-			// cur >= g is (c0 - g0) >= S (x_k - g_k) p_k.
-			c0 := 0.0
-			for kk, x := range X[j] {
-				if kk != k {
-					c0 += (b.V[kk] - b.S*price[kk]) * x
-				} else {
-					c0 += b.V[kk] * x
-				}
-			}
-			blockVertices(b, func(g lfix) {
-				g0, gk := 0.0, 0.0
-				for _, kx := range [2]struct {
-					k int
-					x float64
-				}{{g.k1, g.x1}, {g.k2, g.x2}} {
-					switch {
-					case kx.k < 0:
-					case kx.k == k:
-						g0 += b.V[k] * kx.x
-						gk = kx.x
-					default:
-						g0 += (b.V[kx.k] - b.S*price[kx.k]) * kx.x
-					}
-				}
-				d := b.S * (X[j][k] - gk)
+		}
+		blockVertices(b, func(g lfix) {
+			g0, gk := 0.0, 0.0
+			for _, kx := range [2]struct {
+				k int
+				x float64
+			}{{g.k1, g.x1}, {g.k2, g.x2}} {
 				switch {
-				case d > 1e-12:
-					hi = math.Min(hi, (c0-g0)/d)
-				case d < -1e-12:
-					lo = math.Max(lo, (c0-g0)/d)
+				case kx.k < 0:
+				case kx.k == k:
+					g0 += b.V[k] * kx.x
+					gk = kx.x
+				default:
+					g0 += (b.V[kx.k] - b.S*price[kx.k]) * kx.x
 				}
-			})
-		}
-		if lo <= hi {
-			price[k] = math.Min(math.Max(estimate[k], lo), hi)
-		}
+			}
+			d := b.S * (X[j][k] - gk)
+			switch {
+			case d > 1e-12:
+				hi = math.Min(hi, (c0-g0)/d)
+			case d < -1e-12:
+				lo = math.Max(lo, (c0-g0)/d)
+			}
+		})
+	}
+	if lo <= hi {
+		price[k] = math.Min(math.Max(price[k], lo), hi)
 	}
 }
 

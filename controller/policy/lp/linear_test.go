@@ -91,3 +91,39 @@ func TestSLOHeavyMatchesDense(t *testing.T) {
 		t.Fatalf("only %d feasible trials; the test checks too little", solved)
 	}
 }
+
+// TestDegeneratePriceRepaired: two jobs, two one-GPU types, job 0 worth
+// 3 on type 0 and 1 on type 1, job 1 worth 2 and 1.5. The optimum is 4.5
+// (job 0 on type 0, job 1 on type 1; swapped only 3). Both jobs are held
+// and fill both types, so the small LP has no columns and reports prices
+// 0, at which job 1 would rather have type 0; any prices with
+// 0.5 <= p0 - p1 <= 2 prove the optimum, and the repair must find them so
+// that the first round is already the proof (Rounds 1, nothing carried).
+// The direct check: repairPrices on a zero price vector.
+func TestDegeneratePriceRepaired(t *testing.T) {
+	l := &Linear{Cap: []float64{1, 1}, Jobs: []BlockJob{
+		{A: []float64{1, 1}, S: 1, V: []float64{3, 1}},
+		{A: []float64{1, 1}, S: 1, V: []float64{2, 1.5}},
+	}}
+	r, err := SolveLinear(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r.Objective-4.5) > 1e-12 || r.X[0][0] != 1 || r.X[1][1] != 1 {
+		t.Fatalf("objective %g x %v, want 4.5 with job 0 on type 0", r.Objective, r.X)
+	}
+	fixed := []lfix{{k1: 0, k2: -1, x1: 1}, {k1: 1, k2: -1, x1: 1}}
+	X := [][]float64{{1, 0}, {0, 1}}
+	price := []float64{0, 0}
+	l.repairPrices(price, []float64{0, 0}, X, fixed)
+	if d := price[0] - price[1]; d < 0.5-1e-12 || d > 2+1e-12 {
+		t.Fatalf("repaired prices %v: p0 - p1 = %g outside [0.5, 2]", price, d)
+	}
+	// A row with room left keeps its price 0 (complementary slackness).
+	l.Cap[1] = 2
+	price = []float64{0, 0}
+	l.repairPrices(price, []float64{1, 1}, X, fixed)
+	if price[1] != 0 {
+		t.Fatalf("slack row repriced to %g", price[1])
+	}
+}
