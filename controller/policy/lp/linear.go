@@ -217,13 +217,6 @@ func solveLinear(l *Linear) (LinearResult, error) {
 			res.Objective, res.X, res.Price, res.Reduced = obj, X, price, red
 			return res, nil
 		}
-		if round <= 3 && bad > n/20 {
-			// Far from the optimum: reclassify everyone at the exact
-			// prices of the small LP, which are much closer.
-			for j := range l.Jobs {
-				fixed[j] = l.classify(j, price, 1e-4)
-			}
-		}
 		if round > 50 {
 			for j := range fixed {
 				fixed[j] = lfix{k1: lfree, k2: -1}
@@ -385,7 +378,20 @@ func (l *Linear) approxPrices() []float64 {
 			v += c * p[k]
 		}
 		for j := range l.Jobs {
-			_, best, _, _ := blockBest(&l.Jobs[j], p)
+			b := &l.Jobs[j]
+			if b.C > 0 {
+				_, best, _, _ := blockBest(b, p)
+				v += best
+				continue
+			}
+			// No SLO: the best vertex is 0 or one type at full time;
+			// inlined because this loop is most of the solve.
+			best := 0.0
+			for k, a := range b.A {
+				if a > 0 {
+					best = math.Max(best, b.V[k]-b.S*p[k])
+				}
+			}
 			v += best
 		}
 		return v
