@@ -372,6 +372,14 @@ func (l *Linear) approxPrices() []float64 {
 			}
 		}
 	}
+	// An SLO job's vertices do not depend on the prices: list them once
+	// (enumerating them per evaluation was most of min-cost-slo's time).
+	verts := make([][]lfix, len(l.Jobs))
+	for j := range l.Jobs {
+		if l.Jobs[j].C > 0 {
+			blockVertices(&l.Jobs[j], func(f lfix) { verts[j] = append(verts[j], f) })
+		}
+	}
 	dual := func(p []float64) float64 {
 		v := 0.0
 		for k, c := range l.Cap {
@@ -380,7 +388,10 @@ func (l *Linear) approxPrices() []float64 {
 		for j := range l.Jobs {
 			b := &l.Jobs[j]
 			if b.C > 0 {
-				_, best, _, _ := blockBest(b, p)
+				best := math.Inf(-1)
+				for _, f := range verts[j] {
+					best = math.Max(best, f.value(b, p))
+				}
 				v += best
 				continue
 			}
