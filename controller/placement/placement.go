@@ -184,8 +184,11 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 			continue
 		}
 		free := max(tc.Free()-p.reserved[t], 0)
-		sp := p.cfg.speed(t)
-		num["free."+t], num["speed."+t] = float64(free), sp
+		sp := p.jobSpeed(req, t)
+		num["free."+t], num["speed."+t] = float64(free), p.cfg.speed(t)
+		if len(req.Hints.Throughput) > 0 {
+			num["job_speed."+t] = sp
+		}
 		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
 	}
 	if len(fits) == 0 {
@@ -199,17 +202,17 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 		}
 	}
 	if room {
-		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.2g = %.3g (of %d types that fit)",
-			best.t, best.free, p.cfg.speed(best.t), best.score, len(fits))
+		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.3g = %.3g (of %d types that fit)",
+			best.t, best.free, p.jobSpeed(req, best.t), best.score, len(fits))
 	} else {
 		for _, c := range fits {
-			capScore := float64(p.snap.Types[c.t].Total) * p.cfg.speed(c.t)
-			if capScore > float64(p.snap.Types[best.t].Total)*p.cfg.speed(best.t) {
+			capScore := float64(p.snap.Types[c.t].Total) * p.jobSpeed(req, c.t)
+			if capScore > float64(p.snap.Types[best.t].Total)*p.jobSpeed(req, best.t) {
 				best = c
 			}
 		}
-		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.2g)",
-			total, best.t, p.snap.Types[best.t].Total, p.cfg.speed(best.t))
+		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.3g)",
+			total, best.t, p.snap.Types[best.t].Total, p.jobSpeed(req, best.t))
 	}
 	p.reserved[best.t] += total
 	num["chosen.score"] = best.score
@@ -229,6 +232,28 @@ func constraintType(features string, s *cluster.Snapshot) string {
 		}
 	}
 	return ""
+}
+
+// jobSpeed is how fast this job runs on type t relative to the others:
+// the user's hinted steps/s for t, or a hinted type's scaled by the speed
+// table; without hints the speed table itself. Only the ratios between
+// types matter to the rule.
+func (p *Interim) jobSpeed(req *wire.PlaceRequest, t string) float64 {
+	if r := req.Hints.Throughput[t]; r > 0 {
+		return r
+	}
+	hinted := make([]string, 0, len(req.Hints.Throughput))
+	for h, r := range req.Hints.Throughput {
+		if r > 0 {
+			hinted = append(hinted, h)
+		}
+	}
+	if len(hinted) == 0 {
+		return p.cfg.speed(t)
+	}
+	sort.Strings(hinted)
+	h := hinted[0]
+	return req.Hints.Throughput[h] * p.cfg.speed(t) / p.cfg.speed(h)
 }
 
 func withNumbers(r Result, num map[string]float64) Result {

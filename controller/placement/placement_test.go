@@ -158,3 +158,27 @@ func BenchmarkInterimPlace(b *testing.B) {
 		p.Place(req)
 	}
 }
+
+// A job that hints its own speeds is placed by them, not by the table:
+// one that runs faster on the K80 than anywhere else goes there.
+func TestPlaceByJobSpeed(t *testing.T) {
+	p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+	p.Update(cluster.Build(time.Now(), []slurm.Node{
+		{Name: "a", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}, GPUsUsed: map[string]int{}},
+		{Name: "b", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 4}, GPUsUsed: map[string]int{}},
+	}, []slurm.Partition{{Name: "gpu", Default: true}}))
+	for _, c := range []struct {
+		hints map[string]float64
+		want  string
+	}{
+		{nil, "v100"},
+		{map[string]float64{"v100": 10}, "v100"},
+		{map[string]float64{"v100": 10, "k80": 14}, "k80"},
+	} {
+		r := p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Throughput: c.hints}})
+		if r.GPUType != c.want {
+			t.Errorf("hints %v: %s (%s), want %s", c.hints, r.GPUType, r.Reason, c.want)
+		}
+		p.Update(p.snap) // drop the reservation
+	}
+}

@@ -263,8 +263,9 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 // type when a GPU is free there; otherwise the free type where it would
 // finish first, counting the wait for a GPU of its own type (the
 // remaining time of the jobs running there) against running slower now.
-// With its remaining work unknown, a free type at least half as fast as
-// its own is taken. A job that waits books the GPU it waits for, so the
+// With its remaining work unknown, a job that can be checkpointed takes
+// any free type (it moves later when that pays), another only a type at
+// least half as fast as its own. A job that waits books the GPU it waits for, so the
 // next one in line sees a longer wait.
 func fill(plan *Plan, jobs []JobView) {
 	K := len(plan.Types)
@@ -340,7 +341,11 @@ func fill(plan *Plan, jobs []JobView) {
 			own := finish(m)
 			take := bestFinish < wait+own
 			if !known {
-				take = j.Rates[best] >= j.Rates[m]/2
+				// Nothing to compare finish times with: a job that can be
+				// checkpointed starts now and moves when its type frees
+				// up (if that pays); one that cannot only takes a type at
+				// least half as fast as its own.
+				take = j.Migratable || j.Rates[best] >= j.Rates[m]/2
 			}
 			if !take {
 				best = -1

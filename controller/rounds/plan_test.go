@@ -15,10 +15,12 @@ func TestFill(t *testing.T) {
 		stepsLeft   float64 // the pending job's
 		rel         bool    // rates only relative
 		want        string
+		migratable  bool
 	}{
-		{"v100 busy for long: start on the k80", 1000, 100, false, "k80"},
-		{"v100 frees soon: wait for it", 10, 100, false, "v100"},
-		{"unknown work, k80 under half as fast: wait", 1000, 0, true, "v100"},
+		{"v100 busy for long: start on the k80", 1000, 100, false, "k80", false},
+		{"v100 frees soon: wait for it", 10, 100, false, "v100", false},
+		{"unknown work, k80 under half as fast: wait", 1000, 0, true, "v100", false},
+		{"unknown work but can be moved later: start now", 1000, 0, true, "k80", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := src
@@ -27,7 +29,7 @@ func TestFill(t *testing.T) {
 			}
 			jobs := []JobView{
 				{ID: 1, Running: true, Type: "v100", GPUs: 1, Rates: []float64{0.5, 1}, RateSource: src, StepsLeft: c.runningLeft},
-				{ID: 2, Type: "v100", GPUs: 1, Rates: []float64{0.3, 1}, RateSource: s, StepsLeft: c.stepsLeft, Submit: time.Unix(1, 0)},
+				{ID: 2, Type: "v100", GPUs: 1, Rates: []float64{0.3, 1}, RateSource: s, StepsLeft: c.stepsLeft, Submit: time.Unix(1, 0), Migratable: c.migratable},
 			}
 			plan := Plan{Types: []string{"k80", "v100"}, Capacity: []int{1, 1},
 				Actions: []Action{{JobID: 1, Type: "v100"}, {JobID: 2, Type: "v100", Priority: 5}}}

@@ -136,7 +136,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rota status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"policy interim", "v100  1      4", "p100  1      4", "k80   1      4", "gpu        true     2-00:00:00"} {
+	for _, want := range []string{"policy las", "round loop (las)", "v100  1      4", "p100  1      4", "k80   1      4", "gpu        true     2-00:00:00"} {
 		wantContains(t, out, want)
 	}
 }

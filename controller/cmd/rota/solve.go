@@ -9,6 +9,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +60,13 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 	emit := fs.String("emit-mps", "", "write the LP as free MPS (a minimisation) to this file")
 	withCLP := fs.Bool("clp", false, "also solve the exported LP with clp and report its optimum and time")
 	asJSON := fs.Bool("json", false, "print JSON")
+	repeat := fs.Int("repeat", 1, "solve this many times (for profiles and timings); solve_seconds is the median")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the solves to this file")
 	if err := fs.Parse(args); err != nil {
 		return usageError{"solve: " + err.Error()}
+	}
+	if *repeat < 1 {
+		return usageError{"solve: --repeat must be >= 1"}
 	}
 	if *n < 0 || *jitter < 0 || *jitter >= 1 || *entities < 1 {
 		return usageError{"solve: --jobs must be >= 0, --jitter in [0,1), --entities >= 1"}
@@ -84,12 +91,31 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{"solve: " + err.Error()}
 	}
 
-	start := time.Now()
-	alloc, err := pol.Allocate(ctx, prob)
-	secs := time.Since(start).Seconds()
-	if err != nil {
-		return err
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
 	}
+	var alloc policy.Allocation
+	times := make([]float64, *repeat)
+	for i := range times {
+		start := time.Now()
+		alloc, err = pol.Allocate(ctx, prob)
+		times[i] = time.Since(start).Seconds()
+		if err != nil {
+			return err
+		}
+	}
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	sort.Float64s(times)
+	secs := times[len(times)/2]
 	rep := solveReport{Policy: pol.Name(), Jobs: *n, Objective: alloc.Objective, ObjectiveName: alloc.ObjectiveName,
 		SolveSeconds: secs, ReducedJobs: alloc.ReducedJobs, Levels: alloc.Levels, Unschedulable: len(alloc.Unschedulable), Note: alloc.Note}
 

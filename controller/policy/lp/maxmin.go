@@ -147,8 +147,27 @@ func optimalAt(b *BlockJob, p []float64, t float64, f fix, tol float64) bool {
 	return true
 }
 
-// SolveMaxMin returns an exact optimum of mm (see MaxMin).
+// SolveMaxMin returns an exact optimum of mm (see MaxMin). Identical jobs
+// are solved as one (see groupJobs); Reduced then counts groups.
 func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
+	merged, of, size := groupJobs(mm.Jobs)
+	if merged == nil {
+		return solveMaxMin(mm)
+	}
+	res, err := solveMaxMin(&MaxMin{Cap: mm.Cap, Jobs: merged})
+	if err != nil {
+		return res, err
+	}
+	res.X = expandRows(res.X, of)
+	y := make([]float64, len(of))
+	for j, g := range of {
+		y[j] = res.Y[g] / size[g]
+	}
+	res.Y = y
+	return res, nil
+}
+
+func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	n := len(mm.Jobs)
 	tmax := math.Inf(1)
 	active := 0
