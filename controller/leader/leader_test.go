@@ -181,7 +181,10 @@ func TestStandbyTakesOverWhenLeaderStopsRenewing(t *testing.T) {
 	if most != 1 {
 		t.Fatalf("%d controllers led at once: %v", most, g.history)
 	}
-	if lost["a"] != 1 || starts["b"] != 1 || a.leads() {
+	// Every term of a ended (a loaded machine can make a miss a renewal
+	// and win the lease back before the cut, hence >= rather than ==),
+	// and b leads now.
+	if lost["a"] < 1 || lost["a"] != starts["a"] || starts["b"] < 1 || a.leads() {
 		t.Fatalf("terms %v, lost %v, a still leads: %v", starts, lost, a.leads())
 	}
 }
