@@ -175,7 +175,12 @@ func TestInstall(t *testing.T) {
 		show, _ = sh("scontrol", "show", "job", id)
 		return strings.Contains(show, "AdminComment=rota:")
 	})
-	if !regexp.MustCompile(`(?m)^\s*TresPerNode=gres:gpu:(v100|p100|k80):1\s*$`).MatchString(show) {
+	// Typed in the gres, or (nodes carry their GPU type as a feature) by
+	// a constraint on an untyped request, which Rota can change later.
+	typedGres := regexp.MustCompile(`(?m)^\s*TresPerNode=gres:gpu:(v100|p100|k80):1\s*$`).MatchString(show)
+	byFeature := regexp.MustCompile(`(?m)^\s*TresPerNode=gres:gpu:1\s*$`).MatchString(show) &&
+		regexp.MustCompile(`(?m)^\s*Features=(v100|p100|k80) `).MatchString(show)
+	if !typedGres && !byFeature {
 		t.Errorf("job %s not typed:\n%s", id, show)
 	}
 	if !regexp.MustCompile(`(?m)^\s*AdminComment=rota: gpu any->(v100|p100|k80)`).MatchString(show) {
