@@ -14,6 +14,7 @@ package rounds
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -124,7 +125,7 @@ func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
 func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
 	K := len(types)
 	plan := Plan{Types: types, Capacity: capacity, Policy: p.pol.Name(), Actions: make([]Action, len(jobs))}
-	if !equalStrings(types, p.types) || !equalInts(capacity, p.capa) || p.mech == nil {
+	if !slices.Equal(types, p.types) || !slices.Equal(capacity, p.capa) || p.mech == nil {
 		// A new cluster shape starts the mechanism's history over.
 		gpn := 1
 		for _, c := range capacity {
@@ -469,28 +470,4 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

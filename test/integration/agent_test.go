@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -85,14 +84,7 @@ func TestAgentSeesJobProgress(t *testing.T) {
 	// The controller learned the same: `rota status --jobs` lists the job
 	// with its measured steps/s on that GPU type.
 	waitFor(t, 30*time.Second, "the controller's view of the job", func() bool {
-		out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--jobs", "--json")
-		if err != nil {
-			t.Fatalf("rota status: %v %s", err, out)
-		}
-		var st wire.StatusReply
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
-			t.Fatalf("rota status --json: %v: %s", err, out)
-		}
+		st := status(t)
 		for _, j := range st.Jobs {
 			if j.JobID == id && j.GPUType == got.GPUType && j.StepsPerSec > 5 && j.StepsPerSec < 20 && j.PeakGPUMemoryBytes > 0 {
 				return true
