@@ -54,7 +54,7 @@ type JobView struct {
 	// observed peak.
 	Fits []bool
 	// Target is the type Rota requeued the job onto (pending after a
-	// migration): it waits for that type, whatever is free meanwhile.
+	// migration): its preferred type until it runs.
 	Target string
 }
 
@@ -223,7 +223,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		}
 		if j.Target != "" && !j.Running {
 			a.Type = j.Target
-			a.Why = fmt.Sprintf("requeued by Rota onto %s; waits for it", j.Target)
+			a.Why = fmt.Sprintf("requeued by Rota onto %s, which it prefers", j.Target)
 		}
 		if j.Running {
 			a.Migrate = a.Placed && a.Type != j.Type && !pinned(j, p.cfg.MinLease) && worthMoving(j, types, a.Type, p.cfg.Round)
@@ -298,7 +298,10 @@ func fill(plan *Plan, jobs []JobView) {
 	}
 	order := make([]int, 0, len(jobs))
 	for i, j := range jobs {
-		if !j.Running && !j.UserTyped && j.Target == "" {
+		if !j.Running && !j.UserTyped {
+			// A job requeued onto a target type prefers it too, but if
+			// another job took the GPU it was moved for, it does not wait
+			// longer than starting elsewhere would take.
 			order = append(order, i)
 		}
 	}
