@@ -143,7 +143,7 @@ func TestControllerPlaceExplainStatusAndRestart(t *testing.T) {
 	var ex wire.ExplainReply
 	request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 42}, &ex)
 	if ex.Error != "" || ex.Decision == nil || ex.Decision.ID != rep.DecisionID || ex.Decision.JobID != 42 ||
-		!strings.Contains(ex.Decision.Given.Reason, "v100 has the most free GPUs") || ex.Decision.Numbers["speed.v100"] != 3 {
+		!strings.Contains(ex.Decision.Given.Reason, "v100 finishes it soonest") || ex.Decision.Numbers["run_s.v100"] != 600 {
 		t.Fatalf("explain %+v", ex)
 	}
 	var none wire.ExplainReply

@@ -41,7 +41,10 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	} else {
 		loop.SetStore(st)
 	}
-	loop.OnSnapshot = func(s *cluster.Snapshot, _ *rounds.Plan) {
+	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
+		if in, ok := c.placer.(*placement.Interim); ok && p != nil {
+			in.SetBusy(p.Busy())
+		}
 		c.snap.Store(s)
 		c.placer.Update(s)
 	}

@@ -97,6 +97,12 @@ type Interim struct {
 	mu       sync.Mutex
 	snap     *cluster.Snapshot
 	reserved map[string]int
+	// slots[t] holds, for every GPU of type t, the seconds from the last
+	// Update until it is free: 0 for a free GPU, the remaining run time
+	// of the job on it when the round loop knows it (SetBusy), +Inf when
+	// not. Placements book them, so a burst is list-scheduled.
+	slots map[string][]float64
+	busy  map[string][]float64
 }
 
 // NewInterim returns an Interim placer with no cluster view yet: until the
@@ -115,6 +121,15 @@ func (p *Interim) Name() string {
 	return "interim"
 }
 
+// SetBusy tells the placer, per GPU type, how many seconds each running
+// job has left (one entry per GPU it holds; unknown ones left out). It
+// takes effect at the next Update.
+func (p *Interim) SetBusy(busy map[string][]float64) {
+	p.mu.Lock()
+	p.busy = busy
+	p.mu.Unlock()
+}
+
 // SetName names the policy whose rounds follow up on these placements.
 func (p *Interim) SetName(name string) {
 	p.mu.Lock()
@@ -128,6 +143,23 @@ func (p *Interim) Update(s *cluster.Snapshot) {
 	p.mu.Lock()
 	p.snap = s
 	p.reserved = map[string]int{}
+	p.slots = map[string][]float64{}
+	for t, tc := range s.Types {
+		sl := make([]float64, 0, tc.Total)
+		for i := 0; i < tc.Free(); i++ {
+			sl = append(sl, 0)
+		}
+		b := p.busy[t]
+		for i := 0; len(sl) < tc.Total; i++ {
+			if i < len(b) {
+				sl = append(sl, b[i])
+			} else {
+				sl = append(sl, math.Inf(1))
+			}
+		}
+		sort.Float64s(sl)
+		p.slots[t] = sl
+	}
 	p.mu.Unlock()
 }
 
@@ -169,11 +201,6 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 		return withNumbers(res, num)
 	}
 
-	type cand struct {
-		t     string
-		free  int
-		score float64
-	}
 	var fits []cand
 	for _, t := range p.snap.TypeNames() {
 		tc := p.snap.Types[t]
@@ -194,6 +221,9 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 	if len(fits) == 0 {
 		res.Reason = fmt.Sprintf("no GPU type in partition %q can hold %d GPUs (%d per node); request kept for Slurm to judge", part, total, perNode)
 		return withNumbers(res, num)
+	}
+	if r, ok := p.earliestFinish(req, fits, total, part, num); ok {
+		return r
 	}
 	best, room := fits[0], false
 	for _, c := range fits {
@@ -232,6 +262,58 @@ func constraintType(features string, s *cluster.Snapshot) string {
 		}
 	}
 	return ""
+}
+
+// cand is a GPU type that can hold the job.
+type cand struct {
+	t     string
+	free  int
+	score float64
+}
+
+// earliestFinish places a job whose work is known (steps and a rate
+// hint) on the type where it would finish first, counting the wait for a
+// GPU there: GPUs free now, those the round loop knows will free up, and
+// those earlier placements booked (list scheduling: a burst of jobs fills
+// the fast types only as long as waiting for them beats running slower
+// now). ok is false when the job's work is unknown or no type has a GPU
+// whose wait is known.
+func (p *Interim) earliestFinish(req *wire.PlaceRequest, fits []cand, total int, part string, num map[string]float64) (Result, bool) {
+	if req.Hints.Steps == 0 || len(req.Hints.Throughput) == 0 || total <= 0 {
+		return Result{}, false
+	}
+	best, bestFinish, bestStart := "", math.Inf(1), 0.0
+	for _, c := range fits {
+		sl := p.slots[c.t]
+		rate := p.jobSpeed(req, c.t)
+		if len(sl) < total || rate <= 0 {
+			continue
+		}
+		start := sl[total-1] // slots are sorted: the total-th earliest
+		run := float64(req.Hints.Steps) / rate
+		num["start_s."+c.t], num["run_s."+c.t] = start, run
+		if f := start + run; f < bestFinish {
+			best, bestFinish, bestStart = c.t, f, start
+		}
+	}
+	if best == "" {
+		return Result{}, false
+	}
+	sl := p.slots[best]
+	for i := 0; i < total; i++ {
+		sl[i] = bestFinish
+	}
+	sort.Float64s(sl)
+	p.reserved[best] += total
+	var res Result
+	res.Reason = fmt.Sprintf("%s finishes it soonest: a GPU there in %.0f s, then %.0f s of work (of %d types that fit)",
+		best, bestStart, bestFinish-bestStart, len(fits))
+	if best != req.GPU.Type {
+		res.GPUType = best
+		res.ByFeature = p.snap.ByFeature
+	}
+	res.TimeLimitMin = p.walltime(req, best, part, num)
+	return withNumbers(res, num), true
 }
 
 // jobSpeed is how fast this job runs on type t relative to the others:

@@ -182,3 +182,36 @@ func TestPlaceByJobSpeed(t *testing.T) {
 		p.Update(p.snap) // drop the reservation
 	}
 }
+
+// Jobs whose work is known are list-scheduled: each goes where it would
+// finish first, waiting for a fast GPU only while that beats running on a
+// slower one now.
+func TestPlaceEarliestFinish(t *testing.T) {
+	p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+	p.SetBusy(map[string][]float64{"v100": {10}}) // the one busy V100 frees in 10 s
+	p.Update(cluster.Build(time.Now(), []slurm.Node{
+		{Name: "a", State: "mixed", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 2}, GPUsUsed: map[string]int{"v100": 1}},
+		{Name: "b", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 2}, GPUsUsed: map[string]int{}},
+	}, []slurm.Partition{{Name: "gpu", Default: true}}))
+	place := func(steps uint64, v100, k80 float64) Result {
+		return p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1},
+			Hints: wire.Hints{Steps: steps, Throughput: map[string]float64{"v100": v100, "k80": k80}}})
+	}
+	// 1: the free V100 (finishes at 10 s; a K80 would take 40 s).
+	// 2: waits for the busy V100 (10 + 10 s) rather than 40 s on a K80.
+	// 3: the V100s are booked until 20 s; 100 steps at 5/s on a K80
+	//    finish at 20 s, at 10/s on a V100 at 30 s: the K80.
+	for i, c := range []struct {
+		steps     uint64
+		v100, k80 float64
+		want      string
+	}{{100, 10, 2.5, "v100"}, {100, 10, 2.5, "v100"}, {100, 10, 5, "k80"}} {
+		if r := place(c.steps, c.v100, c.k80); r.GPUType != c.want {
+			t.Errorf("job %d: %s (%s), want %s", i+1, r.GPUType, r.Reason, c.want)
+		}
+	}
+	// Without known work the old rule holds.
+	if r := p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); !strings.Contains(r.Reason, "weighted by speed") {
+		t.Errorf("unknown work: %s", r.Reason)
+	}
+}

@@ -54,7 +54,7 @@ type JobView struct {
 	// observed peak.
 	Fits []bool
 	// Target is the type Rota requeued the job onto (pending after a
-	// migration): it waits for that type, whatever is free meanwhile.
+	// migration): its preferred type until it runs.
 	Target string
 }
 
@@ -92,6 +92,26 @@ type Action struct {
 	WalltimeMin   uint32
 	WalltimeBasis string
 	Moves         int
+	// Running jobs: GPUs held and seconds of work left on their type
+	// (+Inf when unknown), for the submit-time placement's wait estimates.
+	Running   bool
+	GPUs      int
+	Remaining float64
+}
+
+// Busy lists, per GPU type, the seconds each running job's GPUs stay
+// busy (one entry per GPU; unknown remainders left out).
+func (p *Plan) Busy() map[string][]float64 {
+	out := map[string][]float64{}
+	for _, a := range p.Actions {
+		if !a.Running || math.IsInf(a.Remaining, 1) || a.Type == "" {
+			continue
+		}
+		for g := 0; g < max(a.GPUs, 1); g++ {
+			out[a.Type] = append(out[a.Type], a.Remaining)
+		}
+	}
+	return out
 }
 
 // Plan is one round's decision.
@@ -195,6 +215,11 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		a := &plan.Actions[i]
 		a.JobID, a.Share = j.ID, alloc.X[i]
 		a.Rates, a.RateSource, a.StepsLeft = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft
+		a.Running, a.GPUs, a.Remaining = j.Running, max(j.GPUs, 1), math.Inf(1)
+		if k := indexOf(types, j.Type); j.Running && k >= 0 && j.StepsLeft > 0 && prob.Jobs[i].Throughput[k] > 0 &&
+			k < len(j.RateSource) && j.RateSource[k] != SourceRelative {
+			a.Remaining = j.StepsLeft / prob.Jobs[i].Throughput[k]
+		}
 		best, bestScore := -1, -1.0
 		for k := 0; k < K; k++ {
 			if s := alloc.X[i][k] * prob.Jobs[i].Throughput[k]; s > bestScore && prob.Jobs[i].Throughput[k] > 0 {
@@ -223,7 +248,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		}
 		if j.Target != "" && !j.Running {
 			a.Type = j.Target
-			a.Why = fmt.Sprintf("requeued by Rota onto %s; waits for it", j.Target)
+			a.Why = fmt.Sprintf("requeued by Rota onto %s, which it prefers", j.Target)
 		}
 		if j.Running {
 			a.Migrate = a.Placed && a.Type != j.Type && !pinned(j, p.cfg.MinLease) && worthMoving(j, types, a.Type, p.cfg.Round)
@@ -298,7 +323,10 @@ func fill(plan *Plan, jobs []JobView) {
 	}
 	order := make([]int, 0, len(jobs))
 	for i, j := range jobs {
-		if !j.Running && !j.UserTyped && j.Target == "" {
+		if !j.Running && !j.UserTyped {
+			// A job requeued onto a target type prefers it too, but if
+			// another job took the GPU it was moved for, it does not wait
+			// longer than starting elsewhere would take.
 			order = append(order, i)
 		}
 	}

@@ -122,7 +122,7 @@ func TestExplain(t *testing.T) {
 	} {
 		wantContains(t, flat, want)
 	}
-	if !regexp.MustCompile(`why (` + typ + ` has the most free GPUs weighted by speed|no type has 2 GPUs free now; ` + typ + ` has the most capacity)`).MatchString(flat) {
+	if !regexp.MustCompile(`why (` + typ + ` finishes it soonest|` + typ + ` has the most free GPUs weighted by speed|no type has 2 GPUs free now; ` + typ + ` has the most capacity)`).MatchString(flat) {
 		t.Errorf("explain gives no reason for %s: %s", typ, flat)
 	}
 	out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, "999999")
