@@ -32,9 +32,9 @@ type Config struct {
 	// the leader dies. The embedded server's controller is alone and
 	// always leads.
 	LeaseTTL time.Duration
-	// AsyncDecisions answers the plugin before its decision is stored even
-	// with an external NATS (the embedded server always does): a shorter
-	// submit path, but the decisions still in flight die with the leader.
+	// AsyncDecisions answers the plugin before its decision is stored: a
+	// shorter submit path, but the decisions still in flight die with the
+	// controller (kill -9) or the leader.
 	AsyncDecisions bool
 	// CredsDir holds the NATS identities (see controller/creds). Set, the
 	// embedded server admits only the listed nkeys, each with its role's
@@ -160,10 +160,9 @@ func (c Config) Check() error {
 func (c Config) elected() bool { return c.NATSURL != "" }
 
 // durableDecisions says whether a decision is stored in JetStream before
-// the plugin gets it. Whenever a standby may take over (an external NATS),
-// a decision the plugin acted on must outlive the leader's process, so
-// the reply waits for JetStream's acknowledgement (from a quorum of
-// replicas). The embedded server's controller answers first and writes
-// in the background, as it always has: its NATS server dies with it, so
-// no standby could take over from it, and the submit path stays shortest.
-func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }
+// the plugin gets it: a decision the plugin acted on must outlive the
+// controller's process (kill -9 and restart, or a standby taking over on
+// an external NATS), so the reply waits for JetStream's acknowledgement
+// (from a quorum of replicas on a cluster). async_decisions trades that
+// for a shorter submit path.
+func (c Config) durableDecisions() bool { return !c.AsyncDecisions }

@@ -94,9 +94,9 @@ type Action struct {
 	Moves         int
 	// Running jobs: GPUs held and seconds of work left on their type
 	// (+Inf when unknown), for the submit-time placement's wait estimates.
-	Running   bool
-	GPUs      int
-	Remaining float64
+	Running   bool    `json:"running,omitempty"`
+	GPUs      int     `json:"gpus,omitempty"`
+	Remaining float64 `json:"-"` // +Inf when unknown, which JSON cannot hold
 }
 
 // Busy lists, per GPU type, the seconds each running job's GPUs stay

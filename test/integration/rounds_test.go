@@ -230,7 +230,13 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	if before == nil || before.Rounds == 0 {
 		t.Fatalf("rounds before the kill: %+v", before)
 	}
-	// Let one more round save its state, then kill.
+	// Both jobs are explained (their decisions bound to them) before the
+	// kill. Let one more round save its state, then kill.
+	for _, id := range []string{pending, running} {
+		if out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id); err != nil {
+			t.Fatalf("rota explain %s before the kill: %v %s", id, err, out)
+		}
+	}
 	time.Sleep(4 * time.Second)
 	before = status(t).Rounds
 	pid := controllerPid(t)
