@@ -176,7 +176,11 @@ func TestStandbyTakesOverWhenLeaderStopsRenewing(t *testing.T) {
 	waitRevisions(t, a.lease.kv, 3)
 
 	ncA.Close() // a can neither renew nor release
-	natstest.WaitFor(t, 20*time.Second, "b to take over", b.leads)
+	natstest.WaitFor(t, 20*time.Second, "b to take over", func() bool {
+		// The ledger records a term just after leads() turns true.
+		_, _, starts, _ := g.snapshot()
+		return b.leads() && starts["b"] >= 1
+	})
 	_, most, starts, lost := g.snapshot()
 	if most != 1 {
 		t.Fatalf("%d controllers led at once: %v", most, g.history)
