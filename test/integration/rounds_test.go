@@ -121,7 +121,17 @@ func TestMigrationEndToEnd(t *testing.T) {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	id := strings.TrimSpace(out)
-	t.Cleanup(func() { run("scancel", id) })
+	t.Cleanup(func() {
+		// Gone before its temporary directory is removed: on SIGTERM it
+		// still writes there.
+		run("scancel", id)
+		for i := 0; i < 60; i++ {
+			if out, _ := run("squeue", "-h", "-j", id, "-o", "%T"); strings.TrimSpace(out) == "" {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	})
 	waitFor(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)
 		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
