@@ -89,6 +89,14 @@ type Decision struct {
 	Numbers map[string]float64 `json:"numbers,omitempty"`
 }
 
+// checkSize refuses a message over MaxMessageBytes before any decoding.
+func checkSize(data []byte) error {
+	if len(data) > MaxMessageBytes {
+		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), MaxMessageBytes)
+	}
+	return nil
+}
+
 // ErrVersion is returned when a message carries a schema version this build
 // does not speak.
 var ErrVersion = errors.New("wire: unsupported message version")
@@ -99,8 +107,8 @@ const MaxMessageBytes = 64 << 10
 // Decode parses a JSON message into v (a pointer to a message struct with a
 // V field), refusing oversized bodies and unknown versions.
 func Decode(data []byte, v interface{ version() int }) error {
-	if len(data) > MaxMessageBytes {
-		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), MaxMessageBytes)
+	if err := checkSize(data); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("wire: decoding %T: %w", v, err)

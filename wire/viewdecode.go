@@ -20,8 +20,8 @@ import (
 // case-folding, no escapes), and nesting deeper than 64 is refused.
 // v's slices are reused.
 func DecodeNodeReportView(data []byte, v *NodeReportView) error {
-	if len(data) > MaxMessageBytes {
-		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), MaxMessageBytes)
+	if err := checkSize(data); err != nil {
+		return err
 	}
 	*v = NodeReportView{GPUs: v.GPUs[:0], Jobs: v.Jobs[:0]}
 	s := scanner{b: data}
@@ -79,8 +79,8 @@ func DecodeNodeReportView(data []byte, v *NodeReportView) error {
 
 // DecodeJobReportView is DecodeNodeReportView for a JobReportView.
 func DecodeJobReportView(data []byte, v *JobReportView) error {
-	if len(data) > MaxMessageBytes {
-		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), MaxMessageBytes)
+	if err := checkSize(data); err != nil {
+		return err
 	}
 	*v = JobReportView{GPUs: v.GPUs[:0]}
 	s := scanner{b: data}

@@ -15,6 +15,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Placer decides one placement. Implementations must be safe for
@@ -256,12 +257,7 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 
 // constraintType is the GPU type a job's constraint names, if any.
 func constraintType(features string, s *cluster.Snapshot) string {
-	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
-		if _, ok := s.Types[f]; ok {
-			return f
-		}
-	}
-	return ""
+	return gpureq.FeatureType(features, func(f string) bool { _, ok := s.Types[f]; return ok })
 }
 
 // cand is a GPU type that can hold the job.
@@ -352,19 +348,10 @@ func (p *Interim) walltime(req *wire.PlaceRequest, t, part string, num map[strin
 	if steps == 0 || len(req.Hints.Throughput) == 0 {
 		return 0
 	}
-	rate := req.Hints.Throughput[t]
-	if rate <= 0 {
-		if t == "" {
-			return 0
-		}
-		hinted := make([]string, 0, len(req.Hints.Throughput))
-		for h := range req.Hints.Throughput {
-			hinted = append(hinted, h)
-		}
-		sort.Strings(hinted)
-		h := hinted[0]
-		rate = req.Hints.Throughput[h] * p.cfg.speed(t) / p.cfg.speed(h)
+	if t == "" {
+		return 0
 	}
+	rate := p.jobSpeed(req, t)
 	if !(rate > 0) {
 		return 0
 	}

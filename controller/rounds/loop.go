@@ -389,12 +389,13 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		}
 		asked := tr.decision.Asked
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
+		ft := featureType(j.Features, types)
 		switch {
 		case v.Running && len(j.Nodes) > 0:
 			v.Type = nodeType[j.Nodes[0]]
 			v.RunningFor = time.Duration(j.RunSeconds * float64(time.Second))
-		case featureType(j.Features, types) != "":
-			v.Type = featureType(j.Features, types)
+		case ft != "":
+			v.Type = ft
 		default:
 			if ts := req.Types(); len(ts) == 1 {
 				v.Type = ts[0]
@@ -458,12 +459,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 
 // featureType finds a GPU type named in a constraint ("ib&v100" -> v100).
 func featureType(features string, types []string) string {
-	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
-		if indexOf(types, f) >= 0 {
-			return f
-		}
-	}
-	return ""
+	return gpureq.FeatureType(features, func(f string) bool { return indexOf(types, f) >= 0 })
 }
 
 // realise applies a plan: constraints, priorities and walltimes of
@@ -486,7 +482,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(v, tr, a.Type, snap, j.Partition)
 		a.Moves = tr.moves
 		if a.Migrate {
-			l.migrate(ctx, j, v, tr, a.Type, a.Why, snap)
+			l.migrate(ctx, j, v, tr, a, snap)
 			continue
 		}
 		if !j.Pending() {
@@ -496,7 +492,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if a.Type != "" && a.Type != v.Type && !v.UserTyped && snap.ByFeature {
 			if f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, a.Type); ok {
 				u.Features = &f
-				if m := l.walltime(v, tr, a.Type, snap, j.Partition); m > 0 {
+				if m := a.WalltimeMin; m > 0 {
 					u.TimeLimitMin = &m
 				}
 			}
@@ -538,13 +534,8 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 	}
 }
 
-// walltime is the limit for the job's remaining work on type t (see
-// Estimator.Walltime); 0: no estimate.
-func (l *Loop) walltime(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) uint32 {
-	m, _ := l.walltimeBasis(v, tr, t, snap, part)
-	return m
-}
-
+// walltimeBasis is the limit for the job's remaining work on type t (see
+// Estimator.Walltime; 0: no estimate) and how it was reckoned.
 func (l *Loop) walltimeBasis(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
 	k := indexOf(snap.TypeNames(), t)
 	if k < 0 || k >= len(v.Rates) || l.est == nil {

@@ -21,7 +21,8 @@ import (
 // job id) constrained to the new type with a walltime for what is left.
 // It runs in the background; the job is out of the planner's hands until
 // it is pending again.
-func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, to, why string, snap *cluster.Snapshot) {
+func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, a *Action, snap *cluster.Snapshot) {
+	to, why, limit := a.Type, a.Why, a.WalltimeMin
 	if l.ckpt == nil || !snap.ByFeature {
 		return
 	}
@@ -29,7 +30,6 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	if !ok {
 		return
 	}
-	limit := l.walltime(v, tr, to, snap, j.Partition)
 	l.mu.Lock()
 	if l.moving[j.ID] {
 		l.mu.Unlock()

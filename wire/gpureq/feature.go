@@ -22,3 +22,14 @@ func WithTypeFeature(user, gpuType string) (string, bool) {
 	}
 	return user + "&" + gpuType, true
 }
+
+// FeatureType returns the first feature of a constraint ("ib&v100") that
+// isType says is a GPU type, or "".
+func FeatureType(features string, isType func(string) bool) string {
+	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
+		if isType(f) {
+			return f
+		}
+	}
+	return ""
+}

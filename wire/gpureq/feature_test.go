@@ -22,3 +22,12 @@ func TestWithTypeFeature(t *testing.T) {
 		}
 	}
 }
+
+func TestFeatureType(t *testing.T) {
+	isType := func(f string) bool { return f == "v100" || f == "k80" }
+	for in, want := range map[string]string{"": "", "ib": "", "ib&v100": "v100", "[k80|v100]": "k80", "(ib)&k80*2": "k80"} {
+		if got := FeatureType(in, isType); got != want {
+			t.Errorf("FeatureType(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

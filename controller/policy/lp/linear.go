@@ -407,7 +407,6 @@ func (l *Linear) approxPrices() []float64 {
 		}
 		return v
 	}
-	const gr = 0.6180339887498949
 	best := dual(p)
 	for sweep := 0; sweep < 8; sweep++ {
 		start := best
@@ -415,20 +414,7 @@ func (l *Linear) approxPrices() []float64 {
 		for k := 0; k < K; k++ {
 			old := p[k]
 			f := func(v float64) float64 { p[k] = v; return dual(p) }
-			lo, up := 0.0, hi[k]
-			x1, x2 := up-gr*(up-lo), lo+gr*(up-lo)
-			f1, f2 := f(x1), f(x2)
-			for it := 0; it < 45; it++ {
-				if f1 <= f2 {
-					up, x2, f2 = x2, x1, f1
-					x1 = up - gr*(up-lo)
-					f1 = f(x1)
-				} else {
-					lo, x1, f1 = x1, x2, f2
-					x2 = lo + gr*(up-lo)
-					f2 = f(x2)
-				}
-			}
+			lo, up := goldenSection(f, 0, hi[k], 45)
 			if v := f((lo + up) / 2); v < best {
 				best = v
 				if lo > hi[k]*0.99 {

@@ -408,7 +408,6 @@ func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 		return p, best
 	}
 	q := make([]float64, K)
-	const gr = 0.6180339887498949
 	for sweep := 0; sweep < 4; sweep++ {
 		start := best
 		for i := 0; i < K; i++ {
@@ -419,20 +418,7 @@ func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 					q[k] -= d
 					return h(q)
 				}
-				lo, hi := -p[i], p[k]
-				x1, x2 := hi-gr*(hi-lo), lo+gr*(hi-lo)
-				f1, f2 := f(x1), f(x2)
-				for it := 0; it < 28; it++ {
-					if f1 <= f2 {
-						hi, x2, f2 = x2, x1, f1
-						x1 = hi - gr*(hi-lo)
-						f1 = f(x1)
-					} else {
-						lo, x1, f1 = x1, x2, f2
-						x2 = lo + gr*(hi-lo)
-						f2 = f(x2)
-					}
-				}
+				lo, hi := goldenSection(f, -p[i], p[k], 28)
 				d := (lo + hi) / 2
 				if v := f(d); v < best {
 					best = v
@@ -601,4 +587,25 @@ func atBound(f fix, t float64) bool {
 		return true
 	}
 	return f.k2 >= 0 && f.a2+f.b2*t < eps
+}
+
+// goldenSection narrows [lo, hi] around the minimum of a unimodal f by
+// iters golden-section steps and returns the final bracket. The price
+// searches of the max-min and linear solvers both use it.
+func goldenSection(f func(float64) float64, lo, hi float64, iters int) (float64, float64) {
+	const gr = 0.6180339887498949 // (sqrt(5)-1)/2
+	x1, x2 := hi-gr*(hi-lo), lo+gr*(hi-lo)
+	f1, f2 := f(x1), f(x2)
+	for it := 0; it < iters; it++ {
+		if f1 <= f2 {
+			hi, x2, f2 = x2, x1, f1
+			x1 = hi - gr*(hi-lo)
+			f1 = f(x1)
+		} else {
+			lo, x1, f1 = x1, x2, f2
+			x2 = lo + gr*(hi-lo)
+			f2 = f(x2)
+		}
+	}
+	return lo, hi
 }
