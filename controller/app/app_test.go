@@ -177,7 +177,7 @@ func TestLoadConfig(t *testing.T) {
 	if c.StateDir != "/tmp/x" || c.Refresh != 30*time.Second || c.Placement.Speed["v100"] != 3.5 || !c.Placement.RetypeTyped || c.Placement.WalltimeMargin != 2 {
 		t.Fatalf("%+v", c)
 	}
-	if c.Replicas != 1 || c.LeaseTTL != 5*time.Second || c.AsyncDecisions || c.elected() || !c.durableDecisions() {
+	if c.Replicas != 1 || c.LeaseTTL != 5*time.Second || c.AsyncDecisions || c.elected() || c.durableDecisions() {
 		t.Fatalf("embedded defaults: %+v", c)
 	}
 	writeFile(t, path, "nats_url = nats://a:4222,nats://b:4222,nats://c:4222\nreplicas = 3\nlease_ttl = 3s\n")

@@ -160,9 +160,12 @@ func (c Config) Check() error {
 func (c Config) elected() bool { return c.NATSURL != "" }
 
 // durableDecisions says whether a decision is stored in JetStream before
-// the plugin gets it: a decision the plugin acted on must outlive the
-// controller's process (kill -9 and restart, or a standby taking over on
-// an external NATS), so the reply waits for JetStream's acknowledgement
-// (from a quorum of replicas on a cluster). async_decisions trades that
-// for a shorter submit path.
-func (c Config) durableDecisions() bool { return !c.AsyncDecisions }
+// the plugin gets it. Whenever a standby may take over (an external NATS),
+// a decision the plugin acted on must outlive the leader's process, so
+// the reply waits for JetStream's acknowledgement (from a quorum of
+// replicas). The embedded server's controller answers first and writes
+// in the background (milliseconds later): storing first there put a file
+// write on the submit path that, on a loaded 2-core CI machine, overran
+// the plugin's 50 ms deadline and failed jobs open. A kill -9 inside that
+// window loses the decision (its job keeps running, unexplained).
+func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }
