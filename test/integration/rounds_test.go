@@ -243,9 +243,11 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	// Both jobs are explained (their decisions bound to them) before the
 	// kill. Let one more round save its state, then kill.
 	for _, id := range []string{pending, running} {
-		if out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id); err != nil {
-			t.Fatalf("rota explain %s before the kill: %v %s", id, err, out)
-		}
+		// A loaded machine can take longer than the CLI's 5 s to answer.
+		waitFor(t, 60*time.Second, "rota explain "+id+" before the kill", func() bool {
+			_, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+			return err == nil
+		})
 	}
 	time.Sleep(4 * time.Second)
 	before = status(t).Rounds
