@@ -6,7 +6,8 @@
 //
 // The lease never relies on clocks agreeing across machines: a standby
 // measures "unchanged for TTL" on its own monotonic clock from the moment
-// it saw the current revision, and a leader counts its lease as valid only
+// it saw the current revision (restarting whenever it could not read the
+// key), and a leader counts its lease as valid only
 // until TTL minus one renewal interval after it *sent* its last successful
 // renewal. The standby saw that revision after it was written, so it cannot
 // take over before the old leader has stepped down, by at least one renewal
@@ -218,6 +219,21 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		expiry.Reset(l.cfg.TTL)
 		return 0, false
 	}
+	// read reads the key. When it cannot, the TTL clock stops and starts
+	// afresh at the next successful read: a standby that could not see
+	// the lease for a while has no evidence that the holder is gone (the
+	// holder may be cut off from JetStream just as long, and take its own
+	// lease back at once when it returns; see seen). Counting through an
+	// outage would make the standby race the returning holder for a lease
+	// nobody needs to take over. This only delays a takeover: safe.
+	read := func() (uint64, bool) {
+		from, ok, err := l.readNow(ctx, seen)
+		if err != nil {
+			expiry.Stop()
+			lastRev = 0
+		}
+		return from, ok
+	}
 	try := func(from uint64) (uint64, time.Time, bool) {
 		// Twice at most: when the first write loses, the key is read
 		// again, and it may be free or ours after all.
@@ -238,14 +254,14 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 			// again and count the TTL from what is there now.
 			lastRev = 0
 			var ok bool
-			if from, ok = l.readNow(ctx, seen); !ok || ctx.Err() != nil {
+			if from, ok = read(); !ok || ctx.Err() != nil {
 				break
 			}
 		}
 		return 0, time.Time{}, false
 	}
 
-	if from, ok := l.readNow(ctx, seen); ok {
+	if from, ok := read(); ok {
 		if rev, sent, ok := try(from); ok {
 			return rev, sent, nil
 		}
@@ -255,7 +271,7 @@ func (l *Lease) standBy(ctx context.Context) (uint64, time.Time, error) {
 		case <-ctx.Done():
 			return 0, time.Time{}, ctx.Err()
 		case <-poll.C:
-			if from, ok := l.readNow(ctx, seen); ok {
+			if from, ok := read(); ok {
 				if rev, sent, ok := try(from); ok {
 					return rev, sent, nil
 				}
@@ -286,21 +302,23 @@ func (l *Lease) acquire(ctx context.Context, from uint64) (rev uint64, sent time
 	return rev, sent, err
 }
 
-// readNow reads the key and passes what it finds to seen.
-func (l *Lease) readNow(ctx context.Context, seen func(jetstream.KeyValueEntry) (uint64, bool)) (uint64, bool) {
+// readNow reads the key and passes what it finds to seen; err is a read
+// that failed (the key's absence is not an error: the lease is free).
+func (l *Lease) readNow(ctx context.Context, seen func(jetstream.KeyValueEntry) (uint64, bool)) (uint64, bool, error) {
 	octx, cancel := l.op(ctx)
 	defer cancel()
 	e, err := l.kv.Get(octx, l.cfg.Key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return 0, true
+		return 0, true, nil
 	case err != nil:
 		if ctx.Err() == nil {
 			l.log.Debug().Err(err).Msg("cannot read the controller lease")
 		}
-		return 0, false
+		return 0, false, err
 	}
-	return seen(e)
+	from, ok := seen(e)
+	return from, ok, nil
 }
 
 // isConflict tells a lost compare-and-set (someone else's write came
