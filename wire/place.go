@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -86,7 +87,28 @@ type Decision struct {
 	Given PlaceReply   `json:"given"`
 	// Numbers is what the rule looked at, for explain: e.g. free GPUs and
 	// relative speed per type, the estimate's inputs.
-	Numbers map[string]float64 `json:"numbers,omitempty"`
+	Numbers Numbers `json:"numbers,omitempty"`
+}
+
+// Numbers are named figures shown to people (explain). JSON has no
+// infinity or NaN, and encoding/json refuses the whole message for one
+// (a job whose type never frees has an infinite start time): that once
+// made a decision unstorable and its job unexplainable. So a non-finite
+// value is left out of the encoding: absent reads as "no such figure".
+type Numbers map[string]float64
+
+// MarshalJSON encodes the finite values.
+func (n Numbers) MarshalJSON() ([]byte, error) {
+	if n == nil {
+		return []byte("null"), nil
+	}
+	finite := make(map[string]float64, len(n))
+	for k, v := range n {
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			finite[k] = v
+		}
+	}
+	return json.Marshal(finite)
 }
 
 // checkSize refuses a message over MaxMessageBytes before any decoding.

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -72,4 +73,24 @@ func FuzzDecodePlaceRequest(f *testing.F) {
 			t.Fatalf("accepted version %d", p.V)
 		}
 	})
+}
+
+// A decision whose figures include an infinity (a type that never frees)
+// still encodes: the figure is left out, the decision is kept.
+func TestDecisionWithNonFiniteNumbersEncodes(t *testing.T) {
+	d := Decision{ID: "x", Numbers: Numbers{"start_s.k80": math.Inf(1), "nan": math.NaN(), "free.v100": 2}}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatalf("encoding: %v", err)
+	}
+	var back Decision
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Numbers) != 1 || back.Numbers["free.v100"] != 2 {
+		t.Fatalf("numbers after a round trip: %v", back.Numbers)
+	}
+	if b, err := json.Marshal(Decision{ID: "y"}); err != nil || strings.Contains(string(b), "numbers") {
+		t.Fatalf("empty numbers: %s %v", b, err)
+	}
 }

@@ -53,6 +53,7 @@ type Controller struct {
 	// connection's single reader.
 	ingestNC *nats.Conn
 	store    *decisions.Store
+	journal  *decisions.Journal // embedded mode only: see decisions.Journal
 	placer   placement.Placer
 	snap     atomic.Pointer[cluster.Snapshot]
 	ns       *server.Server // embedded server, nil when external
@@ -100,6 +101,13 @@ func Run(ctx context.Context, o Options) error {
 	c.store, err = decisions.Open(ctx, js, c.cfg.DecisionTTL, c.cfg.Replicas, c.log.With().Str("component", "decisions").Logger())
 	if err != nil {
 		return err
+	}
+	if !c.cfg.durableDecisions() {
+		if err := c.openJournal(ctx); err != nil {
+			return err
+		}
+		// Closed after the store's writer stops (defers run last first).
+		defer c.journal.Close()
 	}
 	storeCtx, stopStore := context.WithCancel(context.Background())
 	storeDone := make(chan struct{})
@@ -387,5 +395,29 @@ func (c *Controller) refresh(ctx context.Context) error {
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
+	return nil
+}
+
+// openJournal gives the store its decision journal (see
+// decisions.Journal) after storing what a killed controller left in it;
+// the controller answers nothing before. A journal it cannot replay
+// (JetStream refusing writes) is kept for the next start, and decisions
+// are journaled after it.
+func (c *Controller) openJournal(ctx context.Context) error {
+	j, err := decisions.OpenJournal(c.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("%w (state_dir must be writable)", err)
+	}
+	n, err := c.store.Replay(ctx, j)
+	switch {
+	case err != nil:
+		c.log.Warn().Err(err).Str("journal", j.Path()).
+			Msg("could not replay the decision journal into JetStream; kept for the next start (those decisions are not explainable until then)")
+	case n > 0:
+		c.log.Info().Int("decisions", n).Str("journal", j.Path()).
+			Msg("stored decisions that the last controller handed out but had not stored before it stopped")
+	}
+	c.store.UseJournal(j)
+	c.journal = j
 	return nil
 }

@@ -166,6 +166,7 @@ func (c Config) elected() bool { return c.NATSURL != "" }
 // replicas). The embedded server's controller answers first and writes
 // in the background (milliseconds later): storing first there put a file
 // write on the submit path that, on a loaded 2-core CI machine, overran
-// the plugin's 50 ms deadline and failed jobs open. A kill -9 inside that
-// window loses the decision (its job keeps running, unexplained).
+// the plugin's 50 ms deadline and failed jobs open. It journals each
+// decision to a local file before answering instead (decisions.Journal),
+// which a restart replays, so a kill -9 loses nothing it answered.
 func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }

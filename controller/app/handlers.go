@@ -68,8 +68,9 @@ func (c *Controller) respond(m *nats.Msg, v any) {
 
 // onPlace answers the job_submit plugin. It is on slurmctld's submit path:
 // a lookup in the placer's precomputed view, then the reply. The embedded
-// controller records the decision off this path; on an external NATS it
-// stores it first (Config.durableDecisions).
+// controller journals the decision to a local file and stores it in
+// JetStream off this path; on an external NATS it stores it in JetStream
+// first (Config.durableDecisions).
 func (c *Controller) onPlace(m *nats.Msg) {
 	var req wire.PlaceRequest
 	if err := wire.Decode(m.Data, &req); err != nil {
@@ -90,8 +91,11 @@ func (c *Controller) onPlace(m *nats.Msg) {
 	}
 	d := &wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers}
 	if !c.cfg.durableDecisions() {
-		c.respond(m, reply)
+		// Journaled (one local write) before the answer, so an id the
+		// plugin writes into a job outlives a kill -9; JetStream gets it
+		// from the store's writer a few ms later.
 		c.store.Record(d)
+		c.respond(m, reply)
 		c.logPlaced(&reply)
 		return
 	}

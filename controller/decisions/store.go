@@ -37,8 +37,16 @@ type Store struct {
 	order  []string // ids, oldest first, to bound recent
 	limit  int
 
-	queue chan *wire.Decision
-	count atomic.Uint64
+	queue   chan queued
+	count   atomic.Uint64
+	journal *Journal // nil: Record keeps decisions in memory until stored
+}
+
+// queued is a decision waiting for JetStream, with its journal sequence
+// number (0 when not journaled).
+type queued struct {
+	d   *wire.Decision
+	seq uint64
 }
 
 // Open creates (or opens) the bucket. keep is how long decisions are kept;
@@ -64,18 +72,32 @@ func Open(ctx context.Context, js jetstream.JetStream, keep time.Duration, repli
 		log:    log,
 		recent: map[string]*wire.Decision{},
 		limit:  100_000,
-		queue:  make(chan *wire.Decision, 10_000),
+		queue:  make(chan queued, 10_000),
 	}, nil
 }
 
-// Record keeps d. It returns at once.
+// UseJournal makes Record append every decision to j before it returns,
+// so a decision handed out survives the process (see Journal). Call
+// Replay first.
+func (s *Store) UseJournal(j *Journal) { s.journal = j }
+
+// Record keeps d: in the journal when there is one (synchronously: a
+// write(2), no fsync), then in memory, and in JetStream from Run.
 func (s *Store) Record(d *wire.Decision) {
 	s.count.Add(1)
+	var seq uint64
+	if s.journal != nil {
+		var err error
+		if seq, err = s.journal.Append(d); err != nil {
+			s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot journal the decision; it is stored shortly but a controller killed before then loses it")
+		}
+	}
 	s.remember(d)
 	select {
-	case s.queue <- d:
+	case s.queue <- queued{d, seq}:
 	default:
-		s.log.Warn().Str("decision", d.ID).Msg("decision write queue full (JetStream slow or down); decision kept in memory only")
+		s.journal.stored(seq, false)
+		s.log.Warn().Str("decision", d.ID).Msg("decision write queue full (JetStream slow or down); decision kept in memory and journal only")
 	}
 }
 
@@ -112,13 +134,13 @@ func (s *Store) Count() uint64 { return s.count.Load() }
 func (s *Store) Run(ctx context.Context) {
 	for {
 		select {
-		case d := <-s.queue:
-			s.put(context.Background(), d)
+		case q := <-s.queue:
+			s.journal.stored(q.seq, s.put(context.Background(), q.d))
 		case <-ctx.Done():
 			for {
 				select {
-				case d := <-s.queue:
-					s.put(context.Background(), d)
+				case q := <-s.queue:
+					s.journal.stored(q.seq, s.put(context.Background(), q.d))
 				default:
 					return
 				}
@@ -127,12 +149,15 @@ func (s *Store) Run(ctx context.Context) {
 	}
 }
 
-func (s *Store) put(ctx context.Context, d *wire.Decision) {
+// put stores d and says whether it could.
+func (s *Store) put(ctx context.Context, d *wire.Decision) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.write(ctx, d); err != nil {
-		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory only")
+		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory (and the journal, if on) only")
+		return false
 	}
+	return true
 }
 
 // write puts the decision, then its job index when it has a job id.

@@ -252,6 +252,15 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	before = status(t).Rounds
 	pid := controllerPid(t)
+	// A third job submitted the instant before the kill: its decision was
+	// handed to the plugin but (very likely) not yet in JetStream; the
+	// controller journaled it before answering, so it survives.
+	out, err = run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1", "--wrap", "sleep 1")
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	late := strings.TrimSpace(out)
+	t.Cleanup(func() { run("scancel", late) })
 	if out, err := run("kill", "-9", strconv.Itoa(pid)); err != nil {
 		t.Fatalf("kill -9: %v %s", err, out)
 	}
@@ -275,7 +284,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	if after.Rounds < before.Rounds || after.Migrations < before.Migrations || after.Retyped < before.Retyped {
 		t.Errorf("counters went back: before %+v after %+v", before, after)
 	}
-	for _, id := range []string{pending, running} {
+	for _, id := range []string{pending, running, late} {
 		if out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id); err != nil {
 			t.Errorf("rota explain %s after the restart: %v %s", id, err, out)
 		}
