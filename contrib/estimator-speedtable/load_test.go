@@ -62,8 +62,8 @@ func TestLoadThroughGoPlugin(t *testing.T) {
 		want []estimators.Rate // Basis not compared
 	}{
 		{"alice/resnet18", []estimators.Rate{
-			{GPUType: "k80", StepsPerSec: 6, Source: estimate.SourceMeasured},    // the built-in's measurement
-			{GPUType: "p100", StepsPerSec: 18, Source: estimate.SourceTable},     // not in the table: built-in, speed table
+			{GPUType: "k80", StepsPerSec: 6, Source: estimate.SourceMeasured},     // the built-in's measurement
+			{GPUType: "p100", StepsPerSec: 18, Source: estimate.SourceTable},      // not in the table: built-in, speed table
 			{GPUType: "v100", StepsPerSec: 24, Source: "external:table-scaled"}}}, // 12 x 6/3
 		{"bob/lm/abc", []estimators.Rate{
 			{GPUType: "k80", Source: estimate.SourceUnknown},
