@@ -23,8 +23,6 @@ type Config struct {
 	// Command is the executable's absolute path, optionally followed by
 	// arguments, split at white space (no quoting).
 	Command string
-	// Env is added to the controller's environment for the executable.
-	Env []string
 	// Timeout bounds every call: past it the built-in answers. Default
 	// 200 ms. The submit path waits no longer than this for a plugin.
 	Timeout time.Duration
@@ -157,8 +155,8 @@ func newProc(kind string, cfg Config) (*proc, error) {
 // added to p.bg.
 func (p *proc) start() {
 	defer p.bg.Done()
+	// go-plugin passes the controller's environment and the cookie.
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Env = append(cmd.Environ(), p.cfg.Env...)
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		Plugins:          pluginSet(),
@@ -281,6 +279,11 @@ func (p *proc) downLocked() {
 }
 
 func (p *proc) killLocked(c *plugin.Client) {
+	if p.closed {
+		// Close is waiting on bg already: kill without joining it.
+		go c.Kill()
+		return
+	}
 	p.bg.Add(1)
 	go func() { defer p.bg.Done(); c.Kill() }()
 }
