@@ -12,7 +12,9 @@ import (
 
 func TestCheckThroughput(t *testing.T) {
 	q := estimators.ThroughputQuery{Types: []string{"k80", "v100"}}
-	rate := func(ty string, v float64, src string) *pb.Rate { return &pb.Rate{GpuType: ty, StepsPerSec: v, Source: src} }
+	rate := func(ty string, v float64, src string) *pb.Rate {
+		return &pb.Rate{GpuType: ty, StepsPerSec: v, Source: src}
+	}
 	for _, tc := range []struct {
 		name    string
 		rates   []*pb.Rate
