@@ -182,7 +182,11 @@ func (p *proc) start() {
 		return
 	}
 	p.client, p.stub, p.upSince, p.timeouts = c, stub, time.Now(), 0
-	p.log.Debug().Msg("estimator plugin started")
+	if p.stats.Answered == 0 && p.stats.StartFailures == 0 && p.stats.Starts == 1 {
+		p.log.Info().Msg("external estimator started; it answers in front of the built-in")
+	} else {
+		p.log.Debug().Msg("estimator plugin restarted")
+	}
 }
 
 func dispense(c *plugin.Client, kind string) (any, error) {
