@@ -10,7 +10,7 @@ LDFLAGS     := -s -w -X github.com/rota-hpc/rota/internal/buildinfo.Version=$(VE
 # Slurm headers the plugins build against; see docs/building-plugins.md.
 SLURM_INCLUDE ?= /usr/include/slurm
 
-GO_BINARIES := rota-controller rota rota-agent rota-synthtrain
+GO_BINARIES := rota-controller rota rota-agent rota-synthtrain rota-estimator-speedtable
 
 .PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
 
@@ -30,6 +30,21 @@ $(BIN)/rota: FORCE
 # The synthetic training job of the end-to-end demonstration (issue #5).
 $(BIN)/rota-synthtrain: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/synthtrain
+
+# The example external estimator (docs/estimators.md, "External estimators").
+$(BIN)/rota-estimator-speedtable: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/estimator-speedtable
+
+# The external estimators' gRPC protocol: regenerate the committed Go code
+# after editing the .proto. Needs protoc, protoc-gen-go and
+# protoc-gen-go-grpc (Debian: protobuf-compiler protoc-gen-go
+# protoc-gen-go-grpc).
+PROTO := controller/estimators/external/estimatorpb/estimator.proto
+.PHONY: proto
+proto:
+	@command -v protoc >/dev/null && command -v protoc-gen-go >/dev/null && command -v protoc-gen-go-grpc >/dev/null || \
+		{ echo "needs protoc, protoc-gen-go, protoc-gen-go-grpc (apt-get install protobuf-compiler protoc-gen-go protoc-gen-go-grpc)"; exit 1; }
+	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative $(PROTO)
 
 # The job_submit plugin is a Go c-shared object with the C shim from cgo/;
 # the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..

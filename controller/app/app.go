@@ -87,7 +87,13 @@ func Run(ctx context.Context, o Options) error {
 		c.slurm = &slurm.CLI{}
 	}
 	c.placer = placement.NewInterim(c.cfg.Placement)
-	c.estimator = newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
+	est := newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
+	stopPlugins, err := c.startEstimatorPlugins(est)
+	defer stopPlugins()
+	if err != nil {
+		return err
+	}
+	c.estimator = est
 
 	if err := c.connect(); err != nil {
 		return err

@@ -66,6 +66,8 @@ type Config struct {
 	RoundsOff bool
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
+	// Estimators names external estimators (external.go).
+	Estimators EstimatorPlugins
 }
 
 // DefaultConfig is what no file and no flags mean.
@@ -114,6 +116,7 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
 	v.String("metrics_listen", &c.MetricsListen)
+	loadEstimatorPlugins(v, &c)
 	v.String("policy", &c.Rounds.Policy)
 	v.Bool("rounds_off", &c.RoundsOff)
 	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)

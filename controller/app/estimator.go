@@ -17,6 +17,7 @@ type estimator struct {
 	mem   *estimate.Memory
 	wall  *estimate.Walltimes
 	speed map[string]float64
+	ext   plugins // external estimators in front of tp and wall (external.go)
 
 	// byName maps "user/name" to the latest job of that user and job name
 	// that was measured: a job never measured (and without hints) takes
@@ -43,7 +44,7 @@ func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) 
 }
 
 func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
-	w := e.wall.Estimate(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
+	w := e.walltime(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
 		UserLimitMin: userLimit, MaxTimeMin: maxTime})
 	return w.Minutes, w.Basis
 }
@@ -54,7 +55,7 @@ func (e *estimator) Finished(key string, jobID uint32, limitMin, actualSec float
 }
 
 func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
-	est := e.tp.Estimate(key, types)
+	est := e.throughputs(key, types)
 	rates, src := make([]float64, len(types)), make([]string, len(types))
 	known := false
 	for k := range est {
@@ -66,7 +67,7 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 		peer := e.byName[userName(key)]
 		e.mu.Unlock()
 		if peer != "" && peer != key {
-			for k, pe := range e.tp.Estimate(peer, types) {
+			for k, pe := range e.throughputs(peer, types) {
 				if pe.StepsPerSec > 0 {
 					rates[k], src[k], known = pe.StepsPerSec, SourceSameName, true
 				}

@@ -42,6 +42,9 @@ func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 		mMigFail, mSlurmErrors, mUnannotated, mWallCount, mWallRatio, mWallUnder, mHintRatio} {
 		ch <- d
 	}
+	for _, d := range pluginDescs {
+		ch <- d
+	}
 }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -76,6 +79,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(mHintRatio, r)
 		}
 	}
+	c.collectEstimatorPlugins(ch)
 }
 
 // serveMetrics serves /metrics on addr until ctx ends.

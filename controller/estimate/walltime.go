@@ -174,6 +174,14 @@ func (w *Walltimes) Estimate(in WalltimeInput) WalltimeEstimate {
 		est.Basis = fmt.Sprintf("steps unknown: p%.0f of %d past runs = %.1f min x %.2g",
 			w.cfg.HistoryQuantile*100, len(secs), q, w.cfg.Margin)
 	}
+	return CapWalltime(est, in)
+}
+
+// CapWalltime turns est.UncappedMin into est.Minutes: rounded up to whole
+// minutes (at least 1), capped by in's MaxTime and user limit (CappedBy
+// and Basis say which), and kept below Slurm's INFINITE. Every walltime
+// estimator's answer, built in or external, goes through it.
+func CapWalltime(est WalltimeEstimate, in WalltimeInput) WalltimeEstimate {
 	m := math.Ceil(est.UncappedMin)
 	if m < 1 {
 		m = 1
