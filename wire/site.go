@@ -171,13 +171,15 @@ type EstimateRow struct {
 	FinishMin *float64 `json:"finish_min,omitempty"`
 }
 
-// Plan is a recommended row.
+// Plan is a recommended row; unknown numbers are absent.
 type Plan struct {
 	Partition string   `json:"partition"`
 	GPUType   string   `json:"gpu_type"`
-	FinishMin float64  `json:"finish_min"`
-	Cost      *float64 `json:"cost,omitempty"`
 	Segments  int      `json:"segments"`
+	RunMin    *float64 `json:"run_min,omitempty"`
+	WaitMin   *float64 `json:"wait_min,omitempty"`
+	FinishMin *float64 `json:"finish_min,omitempty"`
+	Cost      *float64 `json:"cost,omitempty"`
 	Why       string   `json:"why"`
 }
 
