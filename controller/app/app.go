@@ -64,6 +64,9 @@ type Controller struct {
 	// is the round loop while leading (nil otherwise).
 	estimator rounds.Estimator
 	rounds    atomic.Pointer[rounds.Loop]
+	// site is the knowledge base, the queue-wait model and the
+	// throughput table (site.go).
+	site *siteState
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -88,6 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	c.placer = placement.NewInterim(c.cfg.Placement)
 	c.estimator = newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 
+	c.loadSite()
 	if err := c.connect(); err != nil {
 		return err
 	}
@@ -160,6 +164,7 @@ func Run(ctx context.Context, o Options) error {
 func (c *Controller) lead(ctx context.Context, ready func()) error {
 	// A first look at the cluster before answering: until it succeeds the
 	// placer keeps every request as it is, which is safe.
+	c.restoreSite(ctx)
 	if err := c.refresh(ctx); err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the cluster from Slurm yet; requests are kept as they are until a refresh succeeds")
 	}
@@ -386,6 +391,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	s := cluster.Build(time.Now(), nodes, parts)
 	c.snap.Store(s)
 	c.placer.Update(s)
+	c.refreshSite(ctx, nodes, parts)
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
 	return nil
 }
