@@ -160,9 +160,11 @@ type EstimateRow struct {
 	RunWhy      string   `json:"run_why,omitempty"` // why RunMin is unknown
 	WaitMin     *float64 `json:"wait_min,omitempty"`
 	WaitWhy     string   `json:"wait_why,omitempty"`
-	// Segments is how many jobs of at most MaxTime a chain needs (1: no
-	// chain); 0 when the run time is unknown.
+	// Segments is how many jobs a chain needs (1: no chain), each at most
+	// SegmentMin long: the job's --time within the partition's MaxTime;
+	// 0 when the run time is unknown.
 	Segments   int      `json:"segments,omitempty"`
+	SegmentMin uint32   `json:"segment_min,omitempty"`
 	MaxTimeMin uint32   `json:"max_time_min,omitempty"`
 	Cost       *float64 `json:"cost,omitempty"`
 	CostBasis  string   `json:"cost_basis,omitempty"`

@@ -262,8 +262,9 @@ func row(st *wire.Site, req *wire.EstimateRequest, sh shape, p *wire.SitePartiti
 		runKnown = true
 		r.RunMin = ptr(runMin)
 		r.Segments = 1
-		if p.MaxTimeMin > 0 && runMin > float64(p.MaxTimeMin) {
-			r.Segments = int(math.Ceil(runMin / float64(p.MaxTimeMin)))
+		if seg := segmentLimit(sh.limitMin, p.MaxTimeMin); seg > 0 && runMin > float64(seg) {
+			r.Segments = int(math.Ceil(runMin / float64(seg)))
+			r.SegmentMin = seg
 		}
 	}
 	if !runKnown && rate.StepsPerSec > 0 {
@@ -273,7 +274,7 @@ func row(st *wire.Site, req *wire.EstimateRequest, sh shape, p *wire.SitePartiti
 	// Queue wait for the first job (of a chain: its first segment).
 	limit := sh.limitMin
 	if limit == 0 && runKnown {
-		limit = uint32(math.Ceil(runMin))
+		limit = uint32(math.Min(math.Ceil(runMin), math.MaxUint32))
 		if p.MaxTimeMin > 0 {
 			limit = min(limit, p.MaxTimeMin)
 		}
@@ -308,6 +309,18 @@ func row(st *wire.Site, req *wire.EstimateRequest, sh shape, p *wire.SitePartiti
 		r.FinishMin = ptr(*r.WaitMin*float64(r.Segments) + runMin)
 	}
 	return r
+}
+
+// segmentLimit is the longest one job of a chain may run: the job's own
+// --time (Rota never raises it) within the partition's MaxTime; 0 none.
+func segmentLimit(userMin, maxTimeMin uint32) uint32 {
+	switch {
+	case userMin > 0 && maxTimeMin > 0:
+		return min(userMin, maxTimeMin)
+	case userMin > 0:
+		return userMin
+	}
+	return maxTimeMin
 }
 
 func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

@@ -108,6 +108,16 @@ func TestEstimate(t *testing.T) {
 			fastest: "gpu/v100", cheapest: "gpu/v100", note: "debug partition, would need a chain",
 		},
 		{
+			name: "the job's own --time cuts a chain shorter than MaxTime",
+			req:  wire.EstimateRequest{GPUsPerNode: 1, Steps: 1_440_000, TimeLimitMin: 60, Partition: "gpu"},
+			src:  fakeSources{rates: map[string]float64{"v100": 20, "k80": 5}, waits: map[string]float64{"gpu/v100": 0, "gpu/k80": 0}},
+			rows: []want{
+				{"gpu", "k80", Yes, "", 4800, 80, 0, 80},
+				{"gpu", "v100", Yes, "", 1200, 20, 0, 60},
+			},
+			fastest: "gpu/v100", cheapest: "gpu/v100",
+		},
+		{
 			name: "too many GPUs per node for v100",
 			req:  wire.EstimateRequest{GPUsPerNode: 8, Steps: 3600},
 			src:  fakeSources{rates: map[string]float64{"v100": 10, "k80": 1}, waits: map[string]float64{"gpu/k80": 5}},
