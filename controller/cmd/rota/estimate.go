@@ -44,23 +44,29 @@ func runEstimate(ctx context.Context, args []string, stdout io.Writer) error {
 	cpus := fs.Uint("cpus-per-task", 0, "CPUs per task")
 	name := fs.String("name", "", "job name (default: the script's -J, else its file name); with the user, finds earlier runs")
 	asJSON := fs.Bool("json", false, "print JSON")
-	// The script may come first (rota estimate job.sh --gpus 2): the
-	// flag package stops at the first non-flag, so take it out.
-	var script string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		script, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		return usageError{fmt.Sprintf("estimate: %v\n%s\nflags:\n%s", err, estimateUsage, b.String())}
-	}
-	if fs.NArg() > 0 {
-		if script != "" || fs.NArg() > 1 {
-			return usageError{"estimate: one job script at most\n" + estimateUsage}
+	// The script may sit anywhere among the flags (rota estimate job.sh
+	// --gpus 2): the flag package stops at the first non-flag, so parse
+	// again after it.
+	var scripts []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return usageError{fmt.Sprintf("estimate: %v\n%s\nflags:\n%s", err, estimateUsage, b.String())}
 		}
-		script = fs.Arg(0)
+		if fs.NArg() == 0 {
+			break
+		}
+		scripts = append(scripts, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(scripts) > 1 {
+		return usageError{"estimate: one job script at most\n" + estimateUsage}
+	}
+	var script string
+	if len(scripts) == 1 {
+		script = scripts[0]
 	}
 	req := wire.EstimateRequest{V: wire.Version}
 	if u, err := user.Current(); err == nil {
