@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -255,3 +256,55 @@ func rowOf(t *testing.T, rep *wire.EstimateReply, typ string) wire.EstimateRow {
 }
 
 func near(a, b float64) bool { return a > b-1e-6 && a < b+1e-6 }
+
+func TestLoadConfigSiteKeys(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.conf")
+	writeFile(t, good, `charge.unit = SU
+charge.gpu_hour = 1
+charge.gpu_hour.partition.gpu.type.a100 = 4
+charge.core_hour = 0.02
+debug_partitions = debug, dev
+gpu_mem.v100 = 32GiB
+throughput_table = /t.json
+queuewait_model = /m.json
+`)
+	c, err := LoadConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Site.Unit != "SU" || len(c.Site.Rates) != 3 || len(c.Site.Debug) != 2 || !c.Site.IsDebug("dev") ||
+		c.Site.GPUMemory["v100"] != 32<<30 || c.ThroughputTable != "/t.json" || c.QueueWaitModel != "/m.json" {
+		t.Fatalf("site config %+v, table %q, model %q", c.Site, c.ThroughputTable, c.QueueWaitModel)
+	}
+	for text, want := range map[string]string{
+		"charge.gpu_hour.queue.gpu = 1\n": "want charge.gpu_hour",
+		"gpu_mem.v100 = big\n":            "want a size",
+		"charge.gpu_hourly = 1\n":         "want charge.gpu_hour",
+	} {
+		bad := filepath.Join(dir, "bad.conf")
+		writeFile(t, bad, text)
+		if _, err := LoadConfig(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", text, err, want)
+		}
+	}
+	// The shipped example, with its site keys turned on, loads.
+	b, err := os.ReadFile("../../contrib/controller.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, k := range []string{"#charge.", "#debug_partitions", "#gpu_mem.", "#throughput_table", "#queuewait_model"} {
+			if strings.HasPrefix(l, k) {
+				l = l[1:]
+			}
+		}
+		on = append(on, l)
+	}
+	ex := filepath.Join(dir, "example.conf")
+	writeFile(t, ex, strings.Join(on, "\n"))
+	if c, err := LoadConfig(ex); err != nil || len(c.Site.Rates) != 5 {
+		t.Fatalf("contrib/controller.conf with site keys: %v (%d rates)", err, len(c.Site.Rates))
+	}
+}
