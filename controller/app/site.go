@@ -142,17 +142,21 @@ func (c *Controller) saveSite(ctx context.Context, kb *wire.Site) {
 		return
 	}
 	s := c.site
+	// Only refresh (the leader's loop) saves, so the check and the write
+	// need no lock held across the JetStream call; requests reading the
+	// knowledge base never wait for it.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if bytes.Equal(body, s.saved) {
+	same, store := bytes.Equal(body, s.saved), s.store
+	s.mu.Unlock()
+	if same {
 		return
 	}
-	if s.store == nil {
+	if store == nil {
 		js, err := jetstream.New(c.nc)
 		if err != nil {
 			return
 		}
-		if s.store, err = openState(ctx, js, c.cfg.Replicas); err != nil {
+		if store, err = openState(ctx, js, c.cfg.Replicas); err != nil {
 			c.log.Warn().Err(err).Msg("cannot store the site knowledge base; it is rebuilt from Slurm at every refresh")
 			return
 		}
@@ -161,11 +165,13 @@ func (c *Controller) saveSite(ctx context.Context, kb *wire.Site) {
 	if err != nil {
 		return
 	}
-	if err := s.store.Put(ctx, siteKey, full); err != nil {
+	if err := store.Put(ctx, siteKey, full); err != nil {
 		c.log.Warn().Err(err).Msg("cannot store the site knowledge base")
 		return
 	}
-	s.saved = body
+	s.mu.Lock()
+	s.store, s.saved = store, body
+	s.mu.Unlock()
 }
 
 // restoreSite reads the stored knowledge base, for the time before the
