@@ -22,6 +22,8 @@ type StatusRequest struct {
 	// Jobs asks for the measured throughput of each job (at most
 	// MaxStatusJobs of them) besides the cluster view.
 	Jobs bool `json:"jobs,omitempty"`
+	// Site asks for the controller's knowledge base of the cluster.
+	Site bool `json:"site,omitempty"`
 }
 
 // MaxStatusJobs bounds the jobs listed in a StatusReply, so the reply
@@ -48,6 +50,8 @@ type StatusReply struct {
 	JobsTruncated bool            `json:"jobs_truncated,omitempty"`
 	// Rounds is the round loop's state, when it runs.
 	Rounds *RoundsStatus `json:"rounds,omitempty"`
+	// Site is the knowledge base, when the request asked for it.
+	Site *Site `json:"site,omitempty"`
 }
 
 // RoundsStatus is what the round loop did and its last plan.

@@ -19,6 +19,11 @@ const (
 	// SubjectStatus is request/reply, CLI -> controller: the controller's
 	// view of the cluster. Body StatusRequest, reply StatusReply.
 	SubjectStatus = "rota.v1.status"
+
+	// SubjectEstimate is request/reply, CLI -> controller: what would a
+	// job need on each partition and GPU type, when would it finish and
+	// at what cost? Body EstimateRequest, reply EstimateReply.
+	SubjectEstimate = "rota.v1.estimate"
 )
 
 // Admin subjects: everything that changes the controller's behaviour

@@ -65,6 +65,9 @@ type Controller struct {
 	// is the round loop while leading (nil otherwise).
 	estimator rounds.Estimator
 	rounds    atomic.Pointer[rounds.Loop]
+	// site is the knowledge base, the queue-wait model and the
+	// throughput table (site.go).
+	site *siteState
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -95,6 +98,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	c.estimator = est
 
+	c.loadSite()
+	stopWaitPlugin, err := c.startQueueWaitPlugin(c.site.waits)
+	defer stopWaitPlugin()
+	if err != nil {
+		return err
+	}
 	if err := c.connect(); err != nil {
 		return err
 	}
@@ -174,6 +183,7 @@ func Run(ctx context.Context, o Options) error {
 func (c *Controller) lead(ctx context.Context, ready func()) error {
 	// A first look at the cluster before answering: until it succeeds the
 	// placer keeps every request as it is, which is safe.
+	c.restoreSite(ctx)
 	if err := c.refresh(ctx); err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the cluster from Slurm yet; requests are kept as they are until a refresh succeeds")
 	}
@@ -400,6 +410,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	s := cluster.Build(time.Now(), nodes, parts)
 	c.snap.Store(s)
 	c.placer.Update(s)
+	c.refreshSite(ctx, nodes, parts)
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
 	return nil
 }

@@ -70,7 +70,7 @@ func testConfig(stateDir string) Config {
 }
 
 // startWith runs a controller with cfg until the returned stop is called.
-func startWith(t *testing.T, cfg Config, fs *fakeSlurm) (string, func()) {
+func startWith(t *testing.T, cfg Config, fs slurm.Client) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	urlc := make(chan string, 1)

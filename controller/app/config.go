@@ -9,6 +9,7 @@ import (
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -68,6 +69,15 @@ type Config struct {
 	MetricsListen string
 	// Estimators names external estimators (external.go).
 	Estimators EstimatorPlugins
+	// Site is the admin's part of the knowledge base (charging rates,
+	// debug partitions, GPU memory per type); docs/estimate.md.
+	Site site.Config
+	// QueueWaitModel is a model file from `rota queuewait train --out`
+	// ("" none: queue waits are unknown).
+	QueueWaitModel string
+	// ThroughputTable is Gavel's simulation_throughputs.json, whose job
+	// types `rota estimate --model` names ("" none).
+	ThroughputTable string
 }
 
 // DefaultConfig is what no file and no flags mean.
@@ -137,6 +147,13 @@ func LoadConfig(path string) (Config, error) {
 		}
 		c.Placement.Speed[t] = s
 	}
+	v.String("queuewait_model", &c.QueueWaitModel)
+	v.String("throughput_table", &c.ThroughputTable)
+	sc, err := site.ReadConfig(v)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	c.Site = sc
 	if err := v.Err(); err != nil {
 		return c, err
 	}

@@ -18,6 +18,7 @@ import (
 type EstimatorPlugins struct {
 	Throughput string
 	Walltime   string
+	QueueWait  string
 	// Timeout bounds every call to a plugin; past it the built-in
 	// answers. 0: 200 ms.
 	Timeout time.Duration
@@ -26,6 +27,7 @@ type EstimatorPlugins struct {
 func loadEstimatorPlugins(v *conf.Values, c *Config) {
 	v.String("estimator_throughput", &c.Estimators.Throughput)
 	v.String("estimator_walltime", &c.Estimators.Walltime)
+	v.String("estimator_queuewait", &c.Estimators.QueueWait)
 	v.Duration("estimator_timeout", &c.Estimators.Timeout, time.Millisecond, 10*time.Second)
 }
 
@@ -127,4 +129,19 @@ func (c *Controller) collectEstimatorPlugins(ch chan<- prometheus.Metric) {
 	if e.ext.wall != nil {
 		emit(external.KindWalltime, e.ext.wall.Stats())
 	}
+}
+
+// startQueueWaitPlugin puts the configured external queue-wait estimator
+// in front of the model (which answers when it cannot).
+func (c *Controller) startQueueWaitPlugin(w *waitPredictor) (stop func(), err error) {
+	if c.cfg.Estimators.QueueWait == "" {
+		return func() {}, nil
+	}
+	ext, err := external.NewQueueWait(external.Config{Command: c.cfg.Estimators.QueueWait, Timeout: c.cfg.Estimators.Timeout,
+		Log: c.log.With().Str("component", "estimators").Logger()}, estimators.BuiltinQueueWait{M: w.model})
+	if err != nil {
+		return func() {}, err
+	}
+	w.ext = ext
+	return ext.Close, nil
 }

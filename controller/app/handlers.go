@@ -28,6 +28,8 @@ func (c *Controller) subscribe() ([]*nats.Subscription, error) {
 		wire.SubjectPlace:   c.onPlace,
 		wire.SubjectExplain: c.onExplain,
 		wire.SubjectStatus:  c.onStatus,
+		// rota estimate: off the submit path, may read squeue.
+		wire.SubjectEstimate: c.onEstimate,
 	} {
 		s, err := c.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -209,6 +211,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if l := c.rounds.Load(); l != nil {
 		rep.Rounds = roundsStatus(l, req.Jobs)
+	}
+	if req.Site {
+		rep.Site = c.siteKB()
 	}
 	c.respond(m, rep)
 }

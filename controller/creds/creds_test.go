@@ -154,6 +154,10 @@ func TestPermissions(t *testing.T) {
 		// CLI and admin.
 		{"cli asks for status", cli, ctl, wire.SubjectStatus, false, true},
 		{"cli asks to explain", cli, ctl, wire.SubjectExplain, false, true},
+		{"cli asks for an estimate", cli, ctl, wire.SubjectEstimate, false, true},
+		{"plugin asks for an estimate", plug, ctl, wire.SubjectEstimate, false, false},
+		{"agent asks for an estimate", n1, ctl, wire.SubjectEstimate, false, false},
+		{"admin asks for an estimate", adm, ctl, wire.SubjectEstimate, false, true},
 		{"cli asks for a placement", cli, ctl, wire.SubjectPlace, false, false},
 		{"cli publishes an admin command", cli, ctl, wire.SubjectAdminPrefix + "policy", false, false},
 		{"cli reads the admin's replies", cli, ctl, auth.InboxPrefix(pub(Admin)) + ".x", true, false},

@@ -50,9 +50,9 @@ func RulesFor(id Identity, all []Identity) Rules {
 	case Plugin:
 		return Rules{Publish: []string{wire.SubjectPlace}, Subscribe: []string{inbox}}
 	case CLI:
-		return Rules{Publish: []string{wire.SubjectStatus, wire.SubjectExplain}, Subscribe: []string{inbox}}
+		return Rules{Publish: []string{wire.SubjectStatus, wire.SubjectExplain, wire.SubjectEstimate}, Subscribe: []string{inbox}}
 	case Admin:
-		return Rules{Publish: []string{wire.SubjectStatus, wire.SubjectExplain, wire.SubjectAdminAll}, Subscribe: []string{inbox}}
+		return Rules{Publish: []string{wire.SubjectStatus, wire.SubjectExplain, wire.SubjectEstimate, wire.SubjectAdminAll}, Subscribe: []string{inbox}}
 	case Agent:
 		return Rules{
 			Publish: []string{

@@ -39,6 +39,17 @@ type Partition struct {
 	MaxTimeMin     uint32
 	DefaultTimeMin uint32
 	Nodes          string
+	// Limits and size as `scontrol show partition -o` prints them (read
+	// by ParsePartitions; 0 means unlimited or not reported). State is
+	// UP, DOWN, DRAIN or INACTIVE ("" when not reported).
+	State           string
+	MaxNodes        uint32
+	MinNodes        uint32
+	MaxCPUsPerNode  uint32
+	MaxMemPerNodeMB uint64
+	MaxMemPerCPUMB  uint64
+	TotalNodes      uint32
+	TotalCPUs       uint32
 }
 
 // Client reads Slurm's state.
@@ -216,6 +227,9 @@ func ParsePartitions(out string) ([]Partition, error) {
 		}
 		if p.DefaultTimeMin, err = limit(kv["DefaultTime"]); err != nil {
 			return nil, fmt.Errorf("partition %s DefaultTime: %w", p.Name, err)
+		}
+		if err := partitionLimits(&p, kv); err != nil {
+			return nil, err
 		}
 		ps = append(ps, p)
 	}

@@ -45,15 +45,17 @@ PartitionName=long Default=NO DefaultTime=1-00:00:00 MaxTime=UNLIMITED Nodes=ALL
 		t.Fatal(err)
 	}
 	want := []Partition{
-		{Name: "gpu", Default: true, MaxTimeMin: 2880, Nodes: "node-k80,node-p100,node-v100"},
+		{Name: "gpu", Default: true, MaxTimeMin: 2880, Nodes: "node-k80,node-p100,node-v100", State: "UP"},
 		{Name: "debug", MaxTimeMin: 120, DefaultTimeMin: 30, Nodes: "node-k80"},
 		{Name: "long", DefaultTimeMin: 1440, Nodes: "ALL"},
 	}
 	if !reflect.DeepEqual(ps, want) {
 		t.Fatalf("got %+v", ps)
 	}
-	if _, err := ParsePartitions("PartitionName=x MaxTime=soon\n"); err == nil {
-		t.Fatal("bad MaxTime accepted")
+	for _, bad := range []string{"MaxTime=soon", "MaxNodes=-1", "MaxCPUsPerNode=many", "MaxMemPerNode=12Q", "TotalNodes=1e3"} {
+		if _, err := ParsePartitions("PartitionName=x " + bad + "\n"); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }
 
@@ -64,5 +66,49 @@ func TestParseAdminComment(t *testing.T) {
 	}
 	if got := ParseAdminComment("JobId=5\n   AdminComment=(null)\n"); got != "" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestParsePartitionLimits(t *testing.T) {
+	// Captured on the dev cluster (scripts/dev-cluster), debug partition
+	// created with scontrol create.
+	out := `PartitionName=debug AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A DefaultTime=00:10:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=1 MaxTime=00:30:00 MinNodes=1 LLN=NO MaxCPUsPerNode=8 Nodes=node-k80,node-v100 PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=32 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=32,mem=32000M,node=2,billing=32
+PartitionName=big MaxNodes=UNLIMITED MaxTime=UNLIMITED State=DRAIN MaxMemPerCPU=4000 MaxCPUsPerNode=UNLIMITED TotalNodes=100 TotalCPUs=12800 Nodes=c[001-100]
+`
+	ps, err := ParsePartitions(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Partition{
+		{Name: "debug", MaxTimeMin: 30, DefaultTimeMin: 10, Nodes: "node-k80,node-v100", State: "UP", MaxNodes: 1, MinNodes: 1,
+			MaxCPUsPerNode: 8, TotalNodes: 2, TotalCPUs: 32},
+		{Name: "big", Nodes: "c[001-100]", State: "DRAIN", MaxMemPerCPUMB: 4000, TotalNodes: 100, TotalCPUs: 12800},
+	}
+	if !reflect.DeepEqual(ps, want) {
+		t.Fatalf("got  %+v\nwant %+v", ps, want)
+	}
+}
+
+func TestParseNodeDetails(t *testing.T) {
+	// The first line as the dev cluster prints it (OS= holds blanks);
+	// the second an older Slurm without CPUEfctv, down with a reason.
+	out := `NodeName=node-k80 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=1.54 AvailableFeatures=k80 ActiveFeatures=k80 Gres=gpu:k80:4,nvme:1 NodeAddr=127.0.0.1 NodeHostName=vm Port=27820 Version=22.05.8 OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=16000 AllocMem=0 FreeMem=15286 Sockets=16 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=gpu,debug  BootTime=2026-11-22T03:17:50
+NodeName=g01 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) State=DOWN+DRAIN Reason=Not responding [slurm@2026-01-01T00:00:00] Partitions=gpu-a100 AvailableFeatures=(null)
+`
+	nodes, err := ParseNodeDetails(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NodeDetail{
+		{Name: "g01", State: "down+drain", CPUs: 64, RealMemoryMB: 512000, GPUs: map[string]int{"a100": 4}, Partitions: []string{"gpu-a100"}},
+		{Name: "node-k80", State: "idle", CPUs: 16, RealMemoryMB: 16000, GPUs: map[string]int{"k80": 4}, Partitions: []string{"gpu", "debug"}, Features: []string{"k80"}},
+	}
+	if !reflect.DeepEqual(nodes, want) {
+		t.Fatalf("got  %+v\nwant %+v", nodes, want)
+	}
+	for _, bad := range []string{"CPUTot=16", "NodeName=x CPUTot=lots", "NodeName=x RealMemory=1e9", "NodeName=x Gres=gpu:v100:x"} {
+		if _, err := ParseNodeDetails(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

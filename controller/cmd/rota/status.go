@@ -23,17 +23,27 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	jobs := fs.Bool("jobs", false, "also list jobs' measured steps/s per GPU type and peak GPU memory")
+	siteOnly := fs.Bool("site", false, "show the controller's knowledge of the site: partitions and limits, nodes, GPU memory, charging rates, queue-wait model")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	var rep wire.StatusReply
-	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version, Jobs: *jobs}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version, Jobs: *jobs, Site: *siteOnly}, &rep); err != nil {
 		return err
+	}
+	if *siteOnly && rep.Site == nil {
+		return fmt.Errorf("the controller has no site knowledge yet (it has not read Slurm, or it predates rota status --site)")
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		if *siteOnly {
+			return enc.Encode(rep.Site)
+		}
 		return enc.Encode(rep)
+	}
+	if *siteOnly {
+		return printSite(stdout, rep.Site)
 	}
 	fmt.Fprintf(stdout, "policy %s, cluster read %s, %d decisions since start\n", rep.Policy, rep.RefreshedAt, rep.Decisions)
 	if rep.Leader != "" {

@@ -1,0 +1,250 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"github.com/rota-hpc/rota/controller/estimators"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// waitPredictor answers "how long would this job wait now" from the
+// queue-wait model (controller/queuewait) and the queue as squeue shows
+// it. Without a model every wait is unknown, with the reason.
+type waitPredictor struct {
+	model *queuewait.Model
+	// ext is an external queue-wait estimator (estimator_queuewait) in
+	// front of the model; nil: the model answers alone.
+	ext    estimators.QueueWait
+	status string
+	jobs   func(ctx context.Context) ([]slurm.Job, error) // nil: the client cannot read the queue
+
+	mu     sync.Mutex
+	read   []slurm.Job
+	readAt time.Time
+	// started remembers jobs seen running, so that the model's recent
+	// waits outlive the jobs themselves (bounded by maxStarted).
+	started map[uint32]slurm.Job
+}
+
+// queueTTL is how long one squeue read serves estimates: a burst of
+// `rota estimate` calls costs Slurm one squeue.
+const queueTTL = 10 * time.Second
+
+// maxStarted bounds the remembered starts (RecentWindow per partition
+// and type is all the model reads).
+const maxStarted = 5000
+
+const trainHint = "train one with `rota queuewait train --trace sacct.tsv --out /var/lib/rota/queuewait.json` and set queuewait_model in the controller's config"
+
+// newWaitPredictor loads the model at path. A missing or broken file is
+// logged once, here, and leaves the predictor answering "unknown".
+func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
+	w := &waitPredictor{started: map[uint32]slurm.Job{}}
+	if path == "" {
+		w.status = "no model: " + trainHint
+		log.Info().Msg("no queue-wait model configured (queuewait_model); rota estimate reports queue waits as unknown")
+		return w
+	}
+	m, err := queuewait.LoadFile(path)
+	if err != nil {
+		w.status = fmt.Sprintf("no model: %s cannot be used (%v); %s", path, err, trainHint)
+		log.Warn().Err(err).Str("queuewait_model", path).Msg("cannot load the queue-wait model; queue waits are unknown until it is retrained and the controller restarted")
+		return w
+	}
+	w.model = m
+	w.status = fmt.Sprintf("model %s: %d trees, trained on %d jobs submitted %s to %s (capacity %d nodes)", path, len(m.Trees),
+		m.Trained.Jobs, m.Trained.From.Format(time.DateOnly), m.Trained.To.Format(time.DateOnly), m.Capacity)
+	log.Info().Str("queuewait_model", path).Int("trees", len(m.Trees)).Int("trained_jobs", m.Trained.Jobs).Msg("queue-wait model loaded")
+	return w
+}
+
+// Status says which model is used, or why none.
+func (w *waitPredictor) Status() string { return w.status }
+
+// Loaded says whether a model is in use.
+func (w *waitPredictor) Loaded() bool { return w.model != nil }
+
+// queue returns the pending and running jobs, read at most every queueTTL.
+func (w *waitPredictor) queue(ctx context.Context, now time.Time) ([]slurm.Job, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.read != nil && now.Sub(w.readAt) < queueTTL {
+		return w.read, nil
+	}
+	jobs, err := w.jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.read, w.readAt = jobs, now
+	for _, j := range jobs {
+		if j.Running() && !j.Start.IsZero() {
+			w.started[j.ID] = j
+		}
+	}
+	if len(w.started) > maxStarted {
+		all := make([]slurm.Job, 0, len(w.started))
+		for _, j := range w.started {
+			all = append(all, j)
+		}
+		sort.Slice(all, func(a, b int) bool { return all[a].Start.After(all[b].Start) })
+		for _, j := range all[maxStarted:] {
+			delete(w.started, j.ID)
+		}
+	}
+	return jobs, nil
+}
+
+// Predict is the model's wait for one job shape on one partition and
+// GPU type, given the queue now.
+func (w *waitPredictor) Predict(ctx context.Context, kb *wire.Site, q forecast.WaitQuery, user string, now time.Time) forecast.Wait {
+	if w.model == nil && w.ext == nil {
+		return forecast.Wait{Basis: "queue wait unknown (" + w.status + ")"}
+	}
+	if w.jobs == nil {
+		return forecast.Wait{Basis: "queue wait unknown: the controller's Slurm client cannot read the queue"}
+	}
+	jobs, err := w.queue(ctx, now)
+	if err != nil {
+		return forecast.Wait{Basis: "queue wait unknown: cannot read the queue: " + err.Error()}
+	}
+	w.mu.Lock()
+	started := make([]slurm.Job, 0, len(w.started))
+	for _, j := range w.started {
+		started = append(started, j)
+	}
+	w.mu.Unlock()
+	st := QueueStateFor(kb, jobs, started, q.Partition, q.GPUType, now)
+	req := queuewait.Request{User: user, Partition: q.Partition, Nodes: q.Nodes, GPUs: q.GPUs,
+		TimeLimit: time.Duration(q.LimitMin) * time.Minute}
+	if w.ext != nil {
+		a, err := w.ext.QueueWait(ctx, estimators.QueueWaitQuery{Request: req, State: st})
+		if err != nil || a.Source == estimators.SourceUnknown {
+			why := a.Basis
+			if err != nil {
+				why = err.Error()
+			}
+			return forecast.Wait{Basis: "queue wait unknown: " + why}
+		}
+		return forecast.Wait{Minutes: a.Wait.Minutes(), Known: true,
+			Basis: fmt.Sprintf("%s (%s) on %s/%s: %d pending, %d running on %d nodes", a.Source, a.Basis, q.Partition, q.GPUType,
+				len(st.Pending), len(st.Running), st.TotalNodes)}
+	}
+	d, ok := w.model.Predict(st, req)
+	if !ok {
+		return forecast.Wait{Basis: "queue wait unknown: the model cannot read this queue state"}
+	}
+	return forecast.Wait{Minutes: d.Minutes(), Known: true,
+		Basis: fmt.Sprintf("queue-wait model on %s/%s: %d pending, %d running on %d nodes", q.Partition, q.GPUType,
+			len(st.Pending), len(st.Running), st.TotalNodes)}
+}
+
+// QueueStateFor is the queue as the jobs of one partition and GPU type
+// see it: the type's nodes in the partition are its capacity; running
+// jobs count where they hold one of those nodes; pending jobs of the
+// partition count unless they name another GPU type (by gres or by
+// constraint), since an untyped job competes for every type; the jobs
+// seen running (started) give the recent waits. The model was trained
+// on whole partitions; a (partition, type) pair is treated as one.
+func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType string, now time.Time) queuewait.QueueState {
+	st := queuewait.QueueState{Now: now}
+	onType := map[string]bool{}
+	for _, n := range kb.Nodes {
+		if n.GPUs[gpuType] > 0 && contains(n.Partitions, partition) {
+			onType[n.Name] = true
+		}
+	}
+	for _, p := range kb.Partitions {
+		if p.Name != partition {
+			continue
+		}
+		for _, pt := range p.Types {
+			if pt.Type == gpuType {
+				st.TotalNodes = pt.Nodes
+			}
+		}
+	}
+	holds := func(j *slurm.Job) bool {
+		for _, n := range j.Nodes {
+			if onType[n] {
+				return true
+			}
+		}
+		return false
+	}
+	qj := func(j *slurm.Job) queuewait.QueueJob {
+		r, _ := j.GPURequest()
+		gpus := 0
+		switch a := r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0))); {
+		case a.PerJob > 0:
+			gpus = int(a.PerJob)
+		case a.PerNode > 0:
+			gpus = int(a.PerNode) * max(j.NumNodes, 1)
+		case a.PerTask > 0:
+			gpus = int(a.PerTask) * max(j.NumTasks, 1)
+		}
+		return queuewait.QueueJob{ID: fmt.Sprint(j.ID), User: j.User, Partition: partition, Nodes: j.NumNodes, GPUs: gpus,
+			TimeLimit: time.Duration(j.TimeLimitMin) * time.Minute, Submit: j.Submit, Start: j.Start}
+	}
+	types := map[string]bool{}
+	for _, g := range kb.GPUTypes {
+		types[g.Type] = true
+	}
+	isType := func(s string) bool { return types[s] }
+	seen := map[uint32]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		switch {
+		case j.Running() && holds(j):
+			st.Running = append(st.Running, qj(j))
+			st.Recent = append(st.Recent, qj(j))
+			seen[j.ID] = true
+		case j.Pending() && contains(strings.Split(j.Partition, ","), partition) && !namesOther(j, gpuType, isType):
+			st.Pending = append(st.Pending, qj(j))
+		}
+	}
+	for i := range started {
+		j := &started[i]
+		if !seen[j.ID] && holds(j) && !j.Start.After(now) {
+			st.Recent = append(st.Recent, qj(j))
+		}
+	}
+	// squeue lists pending jobs in no particular order; the model reads
+	// them in priority order.
+	sort.SliceStable(st.Pending, func(a, b int) bool { return st.Pending[a].Submit.Before(st.Pending[b].Submit) })
+	return st
+}
+
+// namesOther says whether a job asks for a GPU type other than t.
+func namesOther(j *slurm.Job, t string, isType func(string) bool) bool {
+	if r, ok := j.GPURequest(); ok {
+		for _, ty := range r.Types() {
+			if ty != t {
+				return true
+			}
+		}
+	}
+	if f := gpureq.FeatureType(j.Features, isType); f != "" && f != t {
+		return true
+	}
+	return false
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
