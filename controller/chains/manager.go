@@ -63,6 +63,8 @@ const (
 	stateVersion = 1
 	// keepEnded chains stay for explain this long after they end.
 	keepEnded = 7 * 24 * time.Hour
+	// maxRefused bounds the jobs remembered as running without a chain.
+	maxRefused = 100_000
 )
 
 // Stats are the manager's counters.
@@ -93,11 +95,16 @@ type Manager struct {
 	mu       sync.Mutex
 	pub      map[uint32]*wire.ChainStatus // published: by chain id
 	pubSeg   map[uint32]segRef            // published: by segment job id
-	refused  map[uint32]string            // job id -> why it runs without a chain
+	refused  map[uint32]refusal           // job id -> why it runs without a chain
 	busy     map[uint32]bool              // checkpoints in flight, by job id
 	ckptDone map[uint32]string            // checkpoint outcomes not applied yet
 	stats    Stats
 	wg       sync.WaitGroup
+}
+
+type refusal struct {
+	why  string
+	seen time.Time // last seen in the queue
 }
 
 type segRef struct {
@@ -115,7 +122,7 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt Checkpo
 	return &Manager{cfg: cfg, log: log, sched: sched, info: info, ckpt: ckpt, store: store, pred: obs, obs: obs,
 		now: time.Now, spank: true, chains: map[uint32]*Chain{}, bySeg: map[uint32]uint32{},
 		pub: map[uint32]*wire.ChainStatus{}, pubSeg: map[uint32]segRef{},
-		refused: map[uint32]string{}, busy: map[uint32]bool{}, ckptDone: map[uint32]string{}}, nil
+		refused: map[uint32]refusal{}, busy: map[uint32]bool{}, ckptDone: map[uint32]string{}}, nil
 }
 
 // SetPredictor replaces the fallback (recent observed waits) with a
@@ -280,7 +287,7 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 
 func (m *Manager) refuse(id uint32, why string, warn bool) {
 	m.mu.Lock()
-	m.refused[id] = why
+	m.refused[id] = refusal{why: why, seen: m.now()}
 	m.mu.Unlock()
 	if warn {
 		m.log.Warn().Uint32("job", id).Msg(why)
@@ -681,8 +688,12 @@ func (m *Manager) forget(now time.Time, byID map[uint32]*slurm.Job) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id := range m.refused {
-		if byID[id] == nil {
+	// Refusals are kept a while after the job left, for explain.
+	for id, r := range m.refused {
+		if byID[id] != nil {
+			r.seen = now
+			m.refused[id] = r
+		} else if now.Sub(r.seen) > keepEnded || len(m.refused) > maxRefused {
 			delete(m.refused, id)
 		}
 	}
@@ -725,7 +736,7 @@ func (m *Manager) Explain(id uint32) (*wire.ChainStatus, string) {
 		st := *m.pub[r.chain]
 		return &st, ""
 	}
-	return nil, m.refused[id]
+	return nil, m.refused[id].why
 }
 
 type saved struct {
