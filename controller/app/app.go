@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
@@ -64,6 +65,7 @@ type Controller struct {
 	// is the round loop while leading (nil otherwise).
 	estimator rounds.Estimator
 	rounds    atomic.Pointer[rounds.Loop]
+	chains    atomic.Pointer[chains.Manager] // while leading, with rounds
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request

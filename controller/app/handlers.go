@@ -151,6 +151,9 @@ func (c *Controller) onExplain(m *nats.Msg) {
 			rep.Round = &rj
 		}
 	}
+	if cm := c.chains.Load(); cm != nil {
+		rep.Chain, rep.ChainNote = cm.Explain(req.JobID)
+	}
 	c.respond(m, rep)
 }
 
@@ -205,6 +208,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if l := c.rounds.Load(); l != nil {
 		rep.Rounds = roundsStatus(l, req.Jobs)
+	}
+	if cm := c.chains.Load(); cm != nil && req.Jobs {
+		rep.Chains = cm.Status()
 	}
 	c.respond(m, rep)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
@@ -34,13 +35,15 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
 		return nil
 	}
+	var st *kvState
 	if js, err := jetstream.New(c.nc); err != nil {
 		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
-	} else if st, err := openState(ctx, js, c.cfg.Replicas); err != nil {
+	} else if st, err = openState(ctx, js, c.cfg.Replicas); err != nil {
 		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
 	} else {
 		loop.SetStore(st)
 	}
+	c.startChains(ctx, sched, loop, st)
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
 		if in, ok := c.placer.(*placement.Interim); ok && p != nil {
 			in.SetBusy(p.Busy())
@@ -56,6 +59,31 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")
 	return loop
+}
+
+// startChains runs the chain manager beside the round loop
+// (docs/chains.md), when Slurm can take submissions.
+func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *kvState) {
+	cs, ok := sched.(chains.Slurm)
+	if c.cfg.Chains.Off || !ok {
+		return
+	}
+	var store chains.StateStore
+	if st != nil {
+		store = st
+	}
+	m, err := chains.New(c.cfg.Chains, c.log.With().Str("component", "chains").Logger(), cs, loop,
+		&rounds.NATSCheckpointer{NC: c.nc}, store)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the chain manager; jobs past MaxTime are killed at their limit")
+		return
+	}
+	// Hook for the queue-wait model (controller/queuewait): until the
+	// controller loads one, the manager predicts from the waits it sees.
+	// m.SetPredictor(model)
+	loop.SetChains(m)
+	c.chains.Store(m)
+	go m.Run(ctx)
 }
 
 // roundsStatus is the loop's counters and, with jobs, its last plan.

@@ -32,12 +32,12 @@ type fakeSlurm struct {
 	// noResume: the program starts from step 0 every time.
 	noResume bool
 	// every: the program also checkpoints every this many steps.
-	every uint64
-	submits  []slurm.Submission
-	signals  []uint32
-	cancels  []uint32
-	cleared  []uint32
-	prio     map[uint32]uint32
+	every   uint64
+	submits []slurm.Submission
+	signals []uint32
+	cancels []uint32
+	cleared []uint32
+	prio    map[uint32]uint32
 }
 
 type fjob struct {
@@ -54,7 +54,7 @@ type fjob struct {
 
 func newFakeSlurm(now *time.Time) *fakeSlurm {
 	return &fakeSlurm{now: now, jobs: map[uint32]*fjob{}, nextID: 100, ckpt: map[uint32]uint64{}, rate: 1, total: 9000,
-		dec: &wire.Decision{ID: "d", Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}}},
+		dec:  &wire.Decision{ID: "d", Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}}},
 		prio: map[uint32]uint32{}}
 }
 

@@ -203,10 +203,10 @@ func TestObservedWaits(t *testing.T) {
 	o.Observe([]slurm.Job{
 		job(1, "gpu", "RUNNING", 99*time.Hour, 0), // counted once
 		job(3, "gpu", "RUNNING", 30*time.Second, 0),
-		job(4, "gpu", "RUNNING", time.Hour, 1),      // requeued: submit time reset
-		job(5, "gpu", "PENDING", time.Hour, 0),      // not started
-		job(6, "gpu", "RUNNING", 2*time.Hour, 0),    // a chain successor: skipped
-		job(7, "dev", "RUNNING", 5*time.Second, 0),  // another partition
+		job(4, "gpu", "RUNNING", time.Hour, 1),       // requeued: submit time reset
+		job(5, "gpu", "PENDING", time.Hour, 0),       // not started
+		job(6, "gpu", "RUNNING", 2*time.Hour, 0),     // a chain successor: skipped
+		job(7, "dev", "RUNNING", 5*time.Second, 0),   // another partition
 		job(8, "gpu", "RUNNING", 100*time.Second, 0), // the 90th percentile of 10,20,30,100
 	}, func(id uint32) bool { return id == 6 })
 	got, ok := o.PredictWait(WaitRequest{Partition: "gpu"})

@@ -217,6 +217,11 @@ func (c *CLI) Submit(ctx context.Context, s Submission) (uint32, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append([]string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username,
 		"SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin"}, c.Env...)
+	if conf, ok := os.LookupEnv("SLURM_CONF"); ok {
+		// The controller's own Slurm configuration (a non-default path on
+		// test clusters), before c.Env and s.Env which may override it.
+		cmd.Env = append([]string{"SLURM_CONF=" + conf}, cmd.Env...)
+	}
 	cmd.Env = append(cmd.Env, s.Env...)
 	cmd.Dir = "/"
 	cmd.Stdin = bytes.NewReader(s.Script)
