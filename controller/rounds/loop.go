@@ -416,7 +416,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		chainSeg := false
 		if l.chains != nil {
 			waiting, ok := l.chains.Segment(j.ID)
-			if waiting {
+			if waiting && j.Pending() {
 				continue
 			}
 			chainSeg = ok
