@@ -34,6 +34,8 @@ type Chain struct {
 	// Steps as last reported by the running segment's progress.
 	Step  uint64 `json:"step,omitempty"`
 	Total uint64 `json:"total,omitempty"`
+	// Rate is the last steps/s known of a running segment.
+	Rate float64 `json:"rate,omitempty"`
 
 	script []byte // the batch script, kept in memory only
 }
@@ -107,4 +109,30 @@ func (c *Chain) alive() int {
 		}
 	}
 	return -1
+}
+
+// remaining is the work left at the segment's rate (the chain's last known
+// one when in has none): the total less the furthest step any segment
+// reported. A segment that just started reports nothing for its first
+// seconds, while the round loop's figure for it is still the whole job's
+// (--rota-steps); the chain knows better. It sets in.StepsLeft to match.
+func (c *Chain) remaining(in *Info) (time.Duration, bool) {
+	rate := in.Rate
+	if rate <= 0 {
+		rate = c.Rate
+	}
+	total := max(c.Total, in.Total)
+	if total == 0 || rate <= 0 {
+		return estimate(*in)
+	}
+	done := in.Step
+	for _, s := range c.Segments {
+		done = max(done, s.LastStep)
+	}
+	in.Rate, in.StepsLeft = rate, 0
+	if done >= total {
+		return 0, true
+	}
+	in.StepsLeft = float64(total - done)
+	return secs(in.StepsLeft / rate), true
 }

@@ -336,7 +336,7 @@ func (m *Manager) follow(ctx context.Context, c *Chain, byID map[uint32]*slurm.J
 		return // the first segment or a successor still waiting
 	}
 	in, _ := m.info.ChainInfo(cur.JobID)
-	remaining, known := estimate(in)
+	remaining, known := c.remaining(&in)
 	wait, wknown := m.pred.PredictWait(WaitRequest{Partition: cur.Partition, GPUType: cur.Type, TimeLimitMin: cur.LimitMin})
 	t := m.cfg.SegmentTimes(cur.Started, cur.LimitMin, wait, wknown)
 	needs := NeedsSuccessor(now, t.CheckpointAt, remaining, known) && !c.NoMore
@@ -401,6 +401,9 @@ func (m *Manager) observe(c *Chain, i int, j *slurm.Job, now time.Time) {
 	if in.Total > 0 {
 		c.Total = in.Total
 	}
+	if in.Rate > 0 && j.Running() {
+		c.Rate = in.Rate
+	}
 }
 
 // ended handles a segment that left the queue; false when Slurm could not
@@ -461,8 +464,7 @@ func (m *Manager) ended(ctx context.Context, c *Chain, i int, now time.Time) boo
 			return true
 		}
 		in, _ := m.info.ChainInfo(s.JobID)
-		in.Step = max(in.Step, s.LastStep)
-		remaining, known := estimate(in)
+		remaining, known := c.remaining(&in)
 		m.submit(ctx, c, i, 0, in, remaining, known, 0)
 	}
 	return true

@@ -32,7 +32,10 @@ type fakeSlurm struct {
 	// noResume: the program starts from step 0 every time.
 	noResume bool
 	// every: the program also checkpoints every this many steps.
-	every   uint64
+	every uint64
+	// quiet: a segment reports no progress for this long after it
+	// starts, and the round loop's steps left is then the whole job's.
+	quiet   time.Duration
 	submits []slurm.Submission
 	signals []uint32
 	cancels []uint32
@@ -224,8 +227,12 @@ func (f *fakeSlurm) ChainInfo(id uint32) (Info, bool) {
 		return Info{}, false
 	}
 	f.advance()
-	return Info{Decision: f.dec, StepsLeft: float64(f.total - j.step), Rate: f.rate, Type: "v100",
-		Rates: map[string]float64{"v100": f.rate}, Step: j.step, Total: f.total}, true
+	in := Info{Decision: f.dec, StepsLeft: float64(f.total - j.step), Rate: f.rate, Type: "v100",
+		Rates: map[string]float64{"v100": f.rate}, Step: j.step, Total: f.total}
+	if j.job.State == "RUNNING" && f.now.Sub(j.job.Start) < f.quiet {
+		in.Step, in.Total, in.StepsLeft = 0, 0, float64(f.total)
+	}
+	return in, true
 }
 
 // run ticks every 10 s for d.
@@ -471,5 +478,23 @@ func TestChainSurvivesRestart(t *testing.T) {
 	}
 	if st, _ := m2.Explain(st.Segments[2].JobID); st == nil || st.ID != id {
 		t.Errorf("explain of the last segment: %+v", st)
+	}
+}
+
+// A segment that has not reported progress yet is judged by how far the
+// chain got, not by the job's whole work: 1.5 segments of work make two
+// segments, even when the predicted wait is longer than a segment (the
+// successor is then due as soon as a segment starts).
+func TestFreshSegmentJudgedByTheChainsProgress(t *testing.T) {
+	now := t0
+	f := newFakeSlurm(&now)
+	f.quiet, f.total, f.rate = time.Minute, 4950, 1 // 82.5 min of work, 55 per segment
+	m := newManager(t, f, ModeAhead)
+	m.SetPredictor(fixedWait(2 * time.Hour))
+	id := f.add(60)
+	run(t, m, f, 3*time.Hour)
+	st, _ := m.Explain(id)
+	if st == nil || st.State != StateDone || len(st.Segments) != 2 || len(f.submits) != 1 || len(f.cancels) != 0 {
+		t.Fatalf("chain %+v; %d submits, cancels %v", st, len(f.submits), f.cancels)
 	}
 }
