@@ -86,6 +86,9 @@ type Manager struct {
 	// spank: pass Rota's options to the successor's sbatch; turned off
 	// when the submit host has no spank_rota.so (sbatch refuses them).
 	spank bool
+	// nudgeFor is how long a checkpoint waits for its segment to end to
+	// nudge the successor.
+	nudgeFor time.Duration
 
 	// chains and bySeg belong to the goroutine that ticks (one at a
 	// time); readers get the view published after each change.
@@ -120,7 +123,7 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt Checkpo
 	}
 	obs := NewObservedWaits()
 	return &Manager{cfg: cfg, log: log, sched: sched, info: info, ckpt: ckpt, store: store, pred: obs, obs: obs,
-		now: time.Now, spank: true, chains: map[uint32]*Chain{}, bySeg: map[uint32]uint32{},
+		now: time.Now, spank: true, nudgeFor: cfg.Grace + 30*time.Second, chains: map[uint32]*Chain{}, bySeg: map[uint32]uint32{},
 		pub: map[uint32]*wire.ChainStatus{}, pubSeg: map[uint32]segRef{},
 		refused: map[uint32]refusal{}, busy: map[uint32]bool{}, ckptDone: map[uint32]string{}}, nil
 }
@@ -356,7 +359,13 @@ func (m *Manager) follow(ctx context.Context, c *Chain, byID map[uint32]*slurm.J
 		}
 	}
 	if (needs || hasNext) && cur.Signalled.IsZero() && !now.Before(t.CheckpointAt) {
-		m.checkpoint(ctx, c, cur, j.Nodes)
+		var succ uint32
+		if hasNext {
+			if n := c.Segments[k+1]; !n.Ended && n.Started.IsZero() {
+				succ = n.JobID
+			}
+		}
+		m.checkpoint(ctx, c, cur, j.Nodes, succ)
 	}
 }
 
@@ -452,10 +461,13 @@ func (m *Manager) ended(ctx context.Context, c *Chain, i int, now time.Time) boo
 	case Continue, Rescue:
 		if i+1 < len(c.Segments) {
 			next := &c.Segments[i+1]
-			if out == Rescue && !next.Ended && next.Started.IsZero() {
-				if err := m.sched.ClearDependency(ctx, next.JobID); err != nil {
-					m.log.Warn().Err(err).Uint32("job", next.JobID).Msg("cannot release the chain's next segment from its dependency; it may never start")
+			if !next.Ended && next.Started.IsZero() {
+				if out == Rescue {
+					if err := m.sched.ClearDependency(ctx, next.JobID); err != nil {
+						m.log.Warn().Err(err).Uint32("job", next.JobID).Msg("cannot release the chain's next segment from its dependency; it may never start")
+					}
 				}
+				m.nudge(ctx, next.JobID)
 			}
 			return true
 		}
@@ -607,7 +619,9 @@ func contains(xs []string, x string) bool {
 
 // checkpoint asks the segment to save before its limit: through its node
 // agents (which confirm the checkpoint), else by scancel --signal.
-func (m *Manager) checkpoint(ctx context.Context, c *Chain, s *Segment, nodes []string) {
+// A waiting successor (succ, 0 none) is nudged as soon as its predecessor
+// has ended (see nudge).
+func (m *Manager) checkpoint(ctx context.Context, c *Chain, s *Segment, nodes []string, succ uint32) {
 	m.mu.Lock()
 	if m.busy[s.JobID] {
 		m.mu.Unlock()
@@ -641,7 +655,39 @@ func (m *Manager) checkpoint(ctx context.Context, c *Chain, s *Segment, nodes []
 		delete(m.busy, id)
 		m.ckptDone[id] = outcome
 		m.mu.Unlock()
+		if succ != 0 {
+			m.nudgeWhenEnded(ctx, id, succ)
+		}
 	}()
+}
+
+// nudge makes slurmctld look at the queue now. On the dev cluster under
+// load (Slurm 22.05.8) a successor whose afterok dependency had just been
+// satisfied did not start when its predecessor ended but at the next
+// event that ran the scheduler (its gaps were whole multiples of the round
+// loop's 3 s, whose scontrol updates are such events); an update of the
+// successor itself is one, and re-setting its priority changes nothing.
+func (m *Manager) nudge(ctx context.Context, succ uint32) {
+	p := m.cfg.Priority
+	if err := m.sched.Update(ctx, succ, slurm.JobUpdate{Priority: &p}); err != nil {
+		m.log.Debug().Err(err).Uint32("job", succ).Msg("nudging the chain's next segment failed (it may have started)")
+	}
+}
+
+// nudgeWhenEnded waits (briefly) for a checkpointed segment to end, then
+// nudges its successor, so the gap does not wait for the next tick.
+func (m *Manager) nudgeWhenEnded(ctx context.Context, pred, succ uint32) {
+	deadline := time.Now().Add(m.nudgeFor)
+	for ctx.Err() == nil {
+		if spec, ok, err := m.sched.ShowJob(ctx, pred); err == nil && (!ok || spec.Ended()) {
+			m.nudge(ctx, succ)
+			return
+		}
+		if !time.Now().Before(deadline) {
+			return // the tick that sees it end nudges it
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // finish ends a chain, cancelling segments that have not run.

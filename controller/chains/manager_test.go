@@ -41,6 +41,7 @@ type fakeSlurm struct {
 	cancels []uint32
 	cleared []uint32
 	prio    map[uint32]uint32
+	nudges  map[uint32]int // priority updates per job
 }
 
 type fjob struct {
@@ -58,7 +59,7 @@ type fjob struct {
 func newFakeSlurm(now *time.Time) *fakeSlurm {
 	return &fakeSlurm{now: now, jobs: map[uint32]*fjob{}, nextID: 100, ckpt: map[uint32]uint64{}, rate: 1, total: 9000,
 		dec:  &wire.Decision{ID: "d", Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}}},
-		prio: map[uint32]uint32{}}
+		prio: map[uint32]uint32{}, nudges: map[uint32]int{}}
 }
 
 func (f *fakeSlurm) add(limit uint32) uint32 {
@@ -143,6 +144,7 @@ func (f *fakeSlurm) Job(_ context.Context, id uint32) (slurm.Job, bool, error) {
 func (f *fakeSlurm) Update(_ context.Context, id uint32, u slurm.JobUpdate) error {
 	if u.Priority != nil {
 		f.prio[id] = *u.Priority
+		f.nudges[id]++
 	}
 	return nil
 }
@@ -258,6 +260,7 @@ func newManager(t *testing.T, f *fakeSlurm, mode string) *Manager {
 		t.Fatal(err)
 	}
 	m.now = func() time.Time { return *f.now }
+	m.nudgeFor = 0 // the fake's clock does not move while it polls
 	return m
 }
 
@@ -305,6 +308,11 @@ func TestChainRunsToCompletion(t *testing.T) {
 			for _, s := range st.Segments[1:] {
 				if f.prio[s.JobID] != DefaultConfig().Priority {
 					t.Errorf("segment %d priority %d", s.N, f.prio[s.JobID])
+				}
+				// Ahead: set at submission, then nudged when its
+				// predecessor ended.
+				if mode == ModeAhead && f.nudges[s.JobID] < 2 {
+					t.Errorf("segment %d: %d priority updates, want at least 2", s.N, f.nudges[s.JobID])
 				}
 			}
 			// Ahead: the successor starts in the tick the predecessor ends;
