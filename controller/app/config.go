@@ -133,6 +133,9 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("chain_tick", &c.Chains.Tick, 100*time.Millisecond, time.Hour)
 	v.Int("chain_max_segments", &c.Chains.MaxSegments, 2, 10000)
 	v.List("chain_dev_partitions", &c.Chains.DevPartitions)
+	chainPrio := int(c.Chains.Priority)
+	v.Int("chain_priority", &chainPrio, 1, 4294967293)
+	c.Chains.Priority = uint32(chainPrio)
 	c.Chains.Grace = c.Rounds.CheckpointGrace
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
