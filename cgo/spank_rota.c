@@ -8,6 +8,8 @@
  *   --rota-throughput=TYPE:RATE[,...] your own steps/s estimate per GPU type
  *   --rota-checkpoint-signal=SIG      the signal this job checkpoints on
  *                                     (declares that it can be migrated)
+ *   --rota-chain[=on|off]             run past MaxTime as a chain of segments
+ *                                     (docs/chains.md); off: never
  * Slurm hands their values to job_submit/rota in the job's spank env
  * (_SLURM_SPANK_OPTION_rota_<option>), where the controller's request is
  * built. Values are checked here so a typo fails at sbatch time with a
@@ -42,6 +44,7 @@ static int check_onoff(int val, const char *optarg, int remote);
 static int check_steps(int val, const char *optarg, int remote);
 static int check_throughput(int val, const char *optarg, int remote);
 static int check_signal(int val, const char *optarg, int remote);
+static int check_chain(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -56,6 +59,9 @@ static struct spank_option rota_options[] = {
 	{ "rota-checkpoint-signal", "SIG",
 	  "Signal this job saves a checkpoint on (USR1, USR2, TERM...); lets Rota move it between GPU types.",
 	  1, 3, check_signal },
+	{ "rota-chain", "on|off",
+	  "Run this job past the partition's MaxTime as a chain of checkpointed segments (needs --rota-checkpoint-signal); off: never.",
+	  2, 4, check_chain },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -147,6 +153,17 @@ static int check_signal(int val, const char *optarg, int remote)
 			return 0;
 	slurm_error("--rota-checkpoint-signal: want a signal the job can catch, such as USR1, USR2 or TERM, got '%s'",
 		    optarg ? optarg : "");
+	return -1;
+}
+
+/* Optional argument: a bare --rota-chain means on. */
+static int check_chain(int val, const char *optarg, int remote)
+{
+	(void) val;
+	(void) remote;
+	if (!optarg || !*optarg || !strcmp(optarg, "on") || !strcmp(optarg, "off"))
+		return 0;
+	slurm_error("--rota-chain: want on or off (or nothing, meaning on), got '%s'", optarg);
 	return -1;
 }
 

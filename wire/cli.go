@@ -13,7 +13,48 @@ type ExplainReply struct {
 	// Round is what the round loop last decided for the job, when it
 	// manages it.
 	Round *RoundJob `json:"round,omitempty"`
-	Error string    `json:"error,omitempty"`
+	// Chain is the chain the job is a segment of; ChainNote says why a
+	// job that asked for a chain (or would need one) runs without.
+	Chain     *ChainStatus `json:"chain,omitempty"`
+	ChainNote string       `json:"chain_note,omitempty"`
+	Error     string       `json:"error,omitempty"`
+}
+
+// ChainStatus is a job run as a chain of segments past MaxTime
+// (docs/chains.md): one logical job whose id is its first segment's.
+type ChainStatus struct {
+	ID    uint32 `json:"id"`
+	State string `json:"state"` // running, done, cancelled, failed
+	Why   string `json:"why,omitempty"`
+	User  string `json:"user,omitempty"`
+	Name  string `json:"name,omitempty"`
+	// Mode is how successors are submitted: ahead or after_end.
+	Mode string `json:"mode,omitempty"`
+	// Planned is the number of segments the work was estimated to need.
+	Planned  int            `json:"planned,omitempty"`
+	Step     uint64         `json:"step,omitempty"`
+	Total    uint64         `json:"total,omitempty"`
+	Segments []ChainSegment `json:"segments"`
+}
+
+// ChainSegment is one job of a chain. Times are RFC 3339, "" unknown.
+type ChainSegment struct {
+	JobID     uint32 `json:"job_id"`
+	N         int    `json:"n"`
+	Partition string `json:"partition,omitempty"`
+	Type      string `json:"type,omitempty"`
+	State     string `json:"state,omitempty"`
+	LimitMin  uint32 `json:"limit_min,omitempty"`
+	Submitted string `json:"submitted,omitempty"`
+	Started   string `json:"started,omitempty"`
+	Ended     string `json:"ended,omitempty"`
+	// GapSeconds is the time from the previous segment's end to this
+	// one's start.
+	GapSeconds *float64 `json:"gap_s,omitempty"`
+	Checkpoint string   `json:"checkpoint,omitempty"`
+	FirstStep  uint64   `json:"first_step,omitempty"`
+	LastStep   uint64   `json:"last_step,omitempty"`
+	Why        string   `json:"why,omitempty"`
 }
 
 // StatusRequest asks for the controller's view of the cluster.
@@ -52,6 +93,8 @@ type StatusReply struct {
 	Rounds *RoundsStatus `json:"rounds,omitempty"`
 	// Site is the knowledge base, when the request asked for it.
 	Site *Site `json:"site,omitempty"`
+	// Chains are the jobs run as chains of segments (with Jobs).
+	Chains []ChainStatus `json:"chains,omitempty"`
 }
 
 // RoundsStatus is what the round loop did and its last plan.

@@ -58,6 +58,10 @@ type Hints struct {
 	// (--rota-checkpoint-signal, e.g. "USR1"); set means the job declared
 	// it can be checkpointed, so Rota may move it.
 	CheckpointSignal string `json:"checkpoint_signal,omitempty"`
+	// Chain is --rota-chain: "on" runs the job as a chain of segments
+	// past its time limit (docs/chains.md), "off" never; "" lets the
+	// controller decide from its estimate.
+	Chain string `json:"chain,omitempty"`
 }
 
 // PlaceReply is the controller's answer. Empty fields mean "keep what the

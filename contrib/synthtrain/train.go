@@ -43,7 +43,7 @@ var jobKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 func parseTrainFlags(args []string) (trainConfig, error) {
 	c := trainConfig{
-		job:          os.Getenv("SLURM_JOB_ID"),
+		job:          jobKey(),
 		node:         os.Getenv("SLURMD_NODENAME"),
 		progressFile: os.Getenv("ROTA_PROGRESS_FILE"),
 	}
@@ -55,7 +55,7 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	fs.StringVar(&c.ckptDir, "ckpt-dir", envOr("ROTA_SYNTHTRAIN_CKPT_DIR", "synthtrain-ckpt"), "directory of checkpoints, one file <job>.ckpt per job; must survive the requeue (shared file system)")
 	fs.StringVar(&c.logPath, "log", "", "append JSON-line events to this file (default: standard output)")
 	fs.StringVar(&c.gpuType, "gpu-type", "", "GPU type to run as (default: the type Slurm allocated, from scontrol)")
-	fs.StringVar(&c.job, "job", c.job, "job key naming the checkpoint (default $SLURM_JOB_ID, which a requeue keeps)")
+	fs.StringVar(&c.job, "job", c.job, "job key naming the checkpoint (default $ROTA_CHAIN_ID, which every segment of a Rota chain shares, else $SLURM_JOB_ID, which a requeue keeps)")
 	sigName := envOr(checkpoint.EnvSignal, "USR1")
 	fs.StringVar(&sigName, "signal", sigName, "checkpoint signal (default $"+checkpoint.EnvSignal+", which sbatch --rota-checkpoint-signal sets, else USR1)")
 	fs.Uint64Var(&c.ckptEvery, "ckpt-every", 0, "also checkpoint every this many steps (0: only on the signal)")
@@ -315,4 +315,13 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 			}
 		}
 	}
+}
+
+// jobKey names the checkpoint: the chain's id in a segment of a Rota chain
+// (each segment is a job of its own; docs/chains.md), else the job id.
+func jobKey() string {
+	if id := os.Getenv("ROTA_CHAIN_ID"); id != "" {
+		return id
+	}
+	return os.Getenv("SLURM_JOB_ID")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
@@ -67,7 +68,8 @@ type Controller struct {
 	rounds    atomic.Pointer[rounds.Loop]
 	// site is the knowledge base, the queue-wait model and the
 	// throughput table (site.go).
-	site *siteState
+	site   *siteState
+	chains atomic.Pointer[chains.Manager] // while leading, with rounds
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request

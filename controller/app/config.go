@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
@@ -65,6 +66,8 @@ type Config struct {
 	// jobs to the submit-time placement alone.
 	Rounds    rounds.Config
 	RoundsOff bool
+	// Chains runs jobs past MaxTime as chains of segments (docs/chains.md).
+	Chains chains.Config
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
 	// Estimators names external estimators (external.go).
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 		LogLevel:    "info",
 		Placement:   placement.DefaultConfig(),
 		Rounds:      rounds.DefaultConfig(),
+		Chains:      chains.DefaultConfig(),
 	}
 }
 
@@ -134,6 +138,18 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("move_cost", &c.Rounds.MoveCost, 0, 24*time.Hour)
 	v.Duration("checkpoint_grace", &c.Rounds.CheckpointGrace, time.Second, time.Hour)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
+	v.Bool("chains_off", &c.Chains.Off)
+	v.Bool("chain_auto", &c.Chains.Auto)
+	v.String("chain_mode", &c.Chains.Mode)
+	v.Duration("chain_checkpoint_lead", &c.Chains.CheckpointLead, time.Second, 24*time.Hour)
+	v.Duration("chain_margin", &c.Chains.Margin, 0, 24*time.Hour)
+	v.Duration("chain_tick", &c.Chains.Tick, 100*time.Millisecond, time.Hour)
+	v.Int("chain_max_segments", &c.Chains.MaxSegments, 2, 10000)
+	v.List("chain_dev_partitions", &c.Chains.DevPartitions)
+	chainPrio := int(c.Chains.Priority)
+	v.Int("chain_priority", &chainPrio, 1, 4294967293)
+	c.Chains.Priority = uint32(chainPrio)
+	c.Chains.Grace = c.Rounds.CheckpointGrace
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
 		t, ok := strings.CutPrefix(k, "speed.")
@@ -171,6 +187,11 @@ func (c Config) Check() error {
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("lease_ttl = %v: must be at least 1s", c.LeaseTTL)
+	}
+	if !c.Chains.Off && !c.RoundsOff {
+		if err := c.Chains.Check(); err != nil {
+			return fmt.Errorf("%w (or set chains_off = true)", err)
+		}
 	}
 	return nil
 }

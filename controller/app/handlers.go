@@ -157,6 +157,9 @@ func (c *Controller) onExplain(m *nats.Msg) {
 			rep.Round = &rj
 		}
 	}
+	if cm := c.chains.Load(); cm != nil {
+		rep.Chain, rep.ChainNote = cm.Explain(req.JobID)
+	}
 	c.respond(m, rep)
 }
 
@@ -214,6 +217,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if req.Site {
 		rep.Site = c.siteKB()
+	}
+	if cm := c.chains.Load(); cm != nil && req.Jobs {
+		rep.Chains = cm.Status()
 	}
 	c.respond(m, rep)
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/forecast"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -34,13 +37,15 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
 		return nil
 	}
+	var st *kvState
 	if js, err := jetstream.New(c.nc); err != nil {
 		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
-	} else if st, err := openState(ctx, js, c.cfg.Replicas); err != nil {
+	} else if st, err = openState(ctx, js, c.cfg.Replicas); err != nil {
 		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
 	} else {
 		loop.SetStore(st)
 	}
+	c.startChains(ctx, sched, loop, st)
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
 		if in, ok := c.placer.(*placement.Interim); ok && p != nil {
 			in.SetBusy(p.Busy())
@@ -56,6 +61,31 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")
 	return loop
+}
+
+// startChains runs the chain manager beside the round loop
+// (docs/chains.md), when Slurm can take submissions.
+func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *kvState) {
+	cs, ok := sched.(chains.Slurm)
+	if c.cfg.Chains.Off || !ok {
+		return
+	}
+	var store chains.StateStore
+	if st != nil {
+		store = st
+	}
+	m, err := chains.New(c.cfg.Chains, c.log.With().Str("component", "chains").Logger(), cs, loop,
+		&rounds.NATSCheckpointer{NC: c.nc}, store)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the chain manager; jobs past MaxTime are killed at their limit")
+		return
+	}
+	// The queue-wait model (or estimator_queuewait) times successors when
+	// one is configured; the waits the manager sees answer otherwise.
+	m.SetPredictor(&chainWaits{c: c, fallback: m.Predictor()})
+	loop.SetChains(m)
+	c.chains.Store(m)
+	go m.Run(ctx)
 }
 
 // roundsStatus is the loop's counters and, with jobs, its last plan.
@@ -134,4 +164,27 @@ func roundJob(a rounds.Action, types []string) wire.RoundJob {
 		}
 	}
 	return rj
+}
+
+// chainWaits predicts a chain successor's queue wait with the site's
+// queue-wait predictor (the model from queuewait_model, or the external
+// estimator), and with fallback (recent observed waits) when that has no
+// answer: no model, the queue unreadable, the knowledge base not built.
+type chainWaits struct {
+	c        *Controller
+	fallback chains.WaitPredictor
+}
+
+func (w *chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
+	if s := w.c.site; s != nil && (s.waits.model != nil || s.waits.ext != nil) {
+		if kb := w.c.siteKB(); kb != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			q := forecast.WaitQuery{Partition: r.Partition, GPUType: r.GPUType, Nodes: 1, GPUs: max(r.GPUs, 1), LimitMin: r.TimeLimitMin}
+			if p := s.waits.Predict(ctx, kb, q, "", time.Now()); p.Known {
+				return time.Duration(p.Minutes * float64(time.Minute)), true
+			}
+		}
+	}
+	return w.fallback.PredictWait(r)
 }

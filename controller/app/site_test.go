@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/estimators"
 	"github.com/rota-hpc/rota/controller/forecast"
 	"github.com/rota-hpc/rota/controller/queuewait"
@@ -357,6 +358,41 @@ func TestWaitPredictorExternal(t *testing.T) {
 			}
 			if seen.Request.GPUs != 2 || seen.Request.TimeLimit != 90*time.Minute || len(seen.State.Pending) != 1 {
 				t.Fatalf("the estimator was asked %+v", seen)
+			}
+		})
+	}
+}
+
+type constWait struct{ d time.Duration }
+
+func (c constWait) PredictWait(chains.WaitRequest) (time.Duration, bool) { return c.d, true }
+
+// A chain's successor is timed by the site's queue-wait predictor when it
+// has an answer, else by the chain manager's observed waits.
+func TestChainWaitsUseTheSitePredictor(t *testing.T) {
+	kb := &wire.Site{Partitions: []wire.SitePartition{{Name: "gpu", Types: []wire.SitePartitionType{{Type: "v100", Nodes: 1, GPUs: 4, MaxPerNode: 4}}}},
+		Nodes: []wire.SiteNode{{Name: "n1", GPUs: map[string]int{"v100": 4}, Partitions: []string{"gpu"}}}}
+	queue := func(context.Context) ([]slurm.Job, error) { return nil, nil }
+	req := chains.WaitRequest{Partition: "gpu", GPUType: "v100", GPUs: 1, TimeLimitMin: 60}
+	tests := []struct {
+		name string
+		ext  estimators.QueueWait // nil: no model, no plugin
+		kb   *wire.Site
+		want time.Duration
+	}{
+		{"no predictor: observed waits", nil, kb, 7 * time.Minute},
+		{"predictor answers", fixedWait{estimators.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimators.QueueWaitQuery)}, kb, 3 * time.Minute},
+		{"predictor unknown: observed waits", fixedWait{estimators.QueueWaitAnswer{Source: estimators.SourceUnknown}, new(estimators.QueueWaitQuery)}, kb, 7 * time.Minute},
+		{"no knowledge base yet: observed waits", fixedWait{estimators.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimators.QueueWaitQuery)}, nil, 7 * time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWaitPredictor("", zerolog.Nop())
+			w.jobs, w.ext = queue, tc.ext
+			c := &Controller{site: &siteState{waits: w, kb: tc.kb}}
+			got, ok := (&chainWaits{c: c, fallback: constWait{7 * time.Minute}}).PredictWait(req)
+			if !ok || got != tc.want {
+				t.Fatalf("wait %v %v, want %v", got, ok, tc.want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/observe"
@@ -85,6 +86,14 @@ type Checkpointer interface {
 	Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error)
 }
 
+// ChainSegments tells the loop which jobs are segments of chains
+// (controller/chains): it never migrates them (they checkpoint at every
+// segment's end anyway) and leaves a successor that waits for its
+// predecessor to the chain manager, which gave it its type and priority.
+type ChainSegments interface {
+	Segment(jobID uint32) (pendingSuccessor, ok bool)
+}
+
 // Loop drives Slurm round by round.
 type Loop struct {
 	cfg     Config
@@ -97,6 +106,7 @@ type Loop struct {
 	store   StateStore
 	planner *Planner
 	pol     policy.Policy
+	chains  ChainSegments
 
 	// OnSnapshot, when set, gets each round's cluster picture (the submit
 	// path answers from it).
@@ -127,6 +137,12 @@ type tracked struct {
 	runSec      float64
 	step, total uint64
 	limitMin    uint32 // the job's time limit when Rota set it, else 0
+	// The last round's estimate, for chains: steps left (0 unknown), the
+	// type it is on or given, steps/s per type (relative-only rates left
+	// out).
+	stepsLeft float64
+	typ       string
+	rates     map[string]float64
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -137,6 +153,35 @@ type Stats struct {
 	// Unannotated counts GPU jobs in the queue the last round saw without
 	// a Rota decision (the plugin failed open, or the job opted out).
 	Unannotated uint64
+}
+
+// SetChains makes the loop leave chain segments to the chain manager.
+func (l *Loop) SetChains(c ChainSegments) {
+	l.mu.Lock()
+	l.chains = c
+	l.mu.Unlock()
+}
+
+// ChainInfo implements chains.JobInfo: what the last round knew of a
+// managed job.
+func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
+	var m observe.Job
+	var measured bool
+	if l.meas != nil {
+		m, measured = l.meas.Job(id)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tr := l.known[id]
+	if tr == nil || tr.decision == nil {
+		return chains.Info{}, false
+	}
+	in := chains.Info{Decision: tr.decision, StepsLeft: tr.stepsLeft, Type: tr.typ, Rates: tr.rates,
+		Rate: tr.rates[tr.typ], Step: tr.step, Total: tr.total}
+	if measured {
+		in.Step, in.Total = m.Step, m.Total
+	}
+	return in, true
 }
 
 // SetStore makes the loop save its state after every round and restore
@@ -368,6 +413,14 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		if tr == nil || l.moving[j.ID] {
 			continue
 		}
+		chainSeg := false
+		if l.chains != nil {
+			waiting, ok := l.chains.Segment(j.ID)
+			if waiting && j.Pending() {
+				continue
+			}
+			chainSeg = ok
+		}
 		if strings.HasPrefix(j.Reason, "JobHeld") {
 			// Held by its user or an admin: not Rota's to schedule until
 			// released (setting its priority would release it).
@@ -380,7 +433,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		a := req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))
 		total := int(max(a.PerJob, a.PerNode*uint32(max(j.NumNodes, 1)), a.PerTask*uint32(max(j.NumTasks, 1))))
 		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(total, 1),
-			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "", MoveCost: l.cfg.MoveCost}
+			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg, MoveCost: l.cfg.MoveCost}
 		if v.Entity == "" {
 			v.Entity = j.User
 		}
@@ -445,6 +498,12 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		}
 		if l.est != nil {
 			v.Rates, v.RateSource = l.est.Rates(tr.key, types)
+			tr.stepsLeft, tr.typ, tr.rates = v.StepsLeft, v.Type, map[string]float64{}
+			for k, t := range types {
+				if k < len(v.Rates) && v.RateSource[k] != SourceRelative && v.Rates[k] > 0 {
+					tr.rates[t] = v.Rates[k]
+				}
+			}
 			v.Fits = make([]bool, len(types))
 			for k, t := range types {
 				v.Fits[k] = memPerGPU[t] == 0 || l.est.MemoryFits(tr.key, memPerGPU[t])

@@ -377,3 +377,46 @@ func (f *fakeSched) Job(_ context.Context, id uint32) (slurm.Job, bool, error) {
 	}
 	return *j, true, nil
 }
+
+// fakeChains marks chain segments for the loop.
+type fakeChains map[uint32]bool // job id -> a successor waiting for its predecessor
+
+func (c fakeChains) Segment(id uint32) (bool, bool) { w, ok := c[id]; return w, ok }
+
+// The loop never migrates a chain segment, leaves a waiting successor's
+// priority and type to the chain manager, and tells the manager what it
+// knows of the jobs.
+func TestLoopLeavesChainSegments(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	for id := uint32(1); id <= 2; id++ {
+		f.add(id, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+			Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+	}
+	f.add(3, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	f.add(4, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
+	l := newLoop(t, f, decs, &tableEst{}, ck)
+	l.SetChains(fakeChains{1: false, 3: true}) // 1 a running segment, 3 its successor
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	for _, id := range f.requeued {
+		if id == 1 {
+			t.Errorf("chain segment 1 migrated")
+		}
+	}
+	if len(f.requeued) != 1 {
+		t.Errorf("requeued %v, want job 2 alone", f.requeued)
+	}
+	if f.jobs[3].Priority != 0 || f.jobs[3].Features != "k80" || f.jobs[4].Priority == 0 {
+		t.Errorf("successor priority %d features %q; other pending job priority %d", f.jobs[3].Priority, f.jobs[3].Features, f.jobs[4].Priority)
+	}
+	in, ok := l.ChainInfo(4)
+	if !ok || in.Decision == nil || in.StepsLeft != 3600 || in.Rates["v100"] != 4 {
+		t.Errorf("ChainInfo(4) = %+v %v", in, ok)
+	}
+	if _, ok := l.ChainInfo(99); ok {
+		t.Error("info for an unknown job")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rota-hpc/rota/controller/chains"
 )
 
 // StateStore keeps the loop's state where a restarted (or newly elected)
@@ -15,8 +17,9 @@ type StateStore interface {
 	Put(ctx context.Context, key string, data []byte) error
 }
 
-// ErrNoState is a StateStore's answer for a key never written.
-var ErrNoState = errors.New("no saved state")
+// ErrNoState is a StateStore's answer for a key never written (the same
+// error as the chain manager's, which saves in the same bucket).
+var ErrNoState = chains.ErrNoState
 
 // Keys of the saved state.
 const (

@@ -266,6 +266,15 @@ func ParseSpankOptions(env []string) (SpankOptions, error) {
 				return o, fmt.Errorf("--rota-checkpoint-signal=%q: want a signal the job can catch (USR1, USR2, TERM...)", v)
 			}
 			o.Hints.CheckpointSignal = sig
+		case "rota_chain":
+			switch strings.ToLower(v) {
+			case "", "on", "yes", "true", "1":
+				o.Hints.Chain = "on"
+			case "off", "no", "false", "0":
+				o.Hints.Chain = "off"
+			default:
+				return o, fmt.Errorf("--rota-chain=%q: want on or off", v)
+			}
 		case "rota_throughput":
 			tp, err := ParseThroughputHint(v)
 			if err != nil {

@@ -263,6 +263,20 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	}
 }
 
+func TestParseSpankChain(t *testing.T) {
+	for _, c := range []struct{ env, want string }{
+		{"", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=", "on"}, // a bare --rota-chain
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=on", "on"},
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=OFF", "off"},
+	} {
+		o, err := ParseSpankOptions([]string{c.env})
+		if err != nil || o.Hints.Chain != c.want {
+			t.Errorf("%q: chain %q err %v, want %q", c.env, o.Hints.Chain, err, c.want)
+		}
+	}
+}
+
 func TestParseSpankOptionsErrors(t *testing.T) {
 	for _, env := range []string{
 		"_SLURM_SPANK_OPTION_rota_rota=maybe",
@@ -274,6 +288,7 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_throughput=v 100:1",
 		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=KILL",
 		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=",
+		"_SLURM_SPANK_OPTION_rota_rota_chain=maybe",
 	} {
 		if _, err := ParseSpankOptions([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)
@@ -285,6 +300,7 @@ func FuzzParseSpankOptions(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_steps=100")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota=off")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_chain=on")
 	f.Fuzz(func(t *testing.T, env string) {
 		o, err := ParseSpankOptions([]string{env})
 		if err != nil {

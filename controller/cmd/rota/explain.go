@@ -49,6 +49,13 @@ func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 	if rep.Round != nil {
 		printRound(stdout, rep.Round)
 	}
+	if rep.Chain != nil {
+		fmt.Fprintf(stdout, "chain %d (%s, successors submitted %s): %s\n", rep.Chain.ID, rep.Chain.State, rep.Chain.Mode, rep.Chain.Why)
+		return printChains(stdout, []wire.ChainStatus{*rep.Chain})
+	}
+	if rep.ChainNote != "" {
+		fmt.Fprintf(stdout, "chain\t%s\n", rep.ChainNote)
+	}
 	return nil
 }
 

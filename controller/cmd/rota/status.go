@@ -104,6 +104,12 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
+	if *jobs && len(rep.Chains) > 0 {
+		fmt.Fprintf(stdout, "\nchains (jobs run past MaxTime as segments; id = first segment's job id):\n")
+		if err := printChains(stdout, rep.Chains); err != nil {
+			return err
+		}
+	}
 	if *jobs {
 		fmt.Fprintln(stdout)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -118,4 +124,33 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// printChains lists chains, one line per chain and per segment.
+func printChains(w io.Writer, cs []wire.ChainStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHAIN\tSTATE\tSEGMENT\tJOB\tPARTITION\tTYPE\tJOB STATE\tSTEPS\tGAP\tWHY")
+	for _, c := range cs {
+		steps := "-"
+		if c.Total > 0 {
+			steps = fmt.Sprintf("%d/%d", c.Step, c.Total)
+		}
+		planned := ""
+		if c.Planned > 0 {
+			planned = fmt.Sprintf(" of ~%d", c.Planned)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d%s\t\t\t\t\t%s\t\t%s\n", c.ID, c.State, len(c.Segments), planned, steps, c.Why)
+		for _, s := range c.Segments {
+			gap := "-"
+			if s.GapSeconds != nil {
+				gap = fmt.Sprintf("%.0fs", *s.GapSeconds)
+			}
+			st := "-"
+			if s.LastStep > 0 {
+				st = fmt.Sprintf("%d-%d", s.FirstStep, s.LastStep)
+			}
+			fmt.Fprintf(tw, "\t\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.N, s.JobID, s.Partition, s.Type, s.State, st, gap, s.Why)
+		}
+	}
+	return tw.Flush()
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+func TestPrintChains(t *testing.T) {
+	gap := 3.0
+	var b bytes.Buffer
+	err := printChains(&b, []wire.ChainStatus{{ID: 41, State: "running", Planned: 3, Step: 5000, Total: 9000, Why: "asked with --rota-chain",
+		Segments: []wire.ChainSegment{
+			{JobID: 41, N: 1, Partition: "gpu", Type: "v100", State: "COMPLETED", FirstStep: 10, LastStep: 4200, Why: "the segment checkpointed and exited"},
+			{JobID: 57, N: 2, Partition: "gpu", Type: "v100", State: "RUNNING", FirstStep: 4190, LastStep: 5000, GapSeconds: &gap},
+			{JobID: 58, N: 3, Partition: "gpu", State: "PENDING"},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^41\s+running\s+3 of ~3\s+5000/9000\s+asked with --rota-chain$`,
+		`(?m)^\s+1\s+41\s+gpu\s+v100\s+COMPLETED\s+10-4200\s+-\s+the segment checkpointed and exited$`,
+		`(?m)^\s+2\s+57\s+gpu\s+v100\s+RUNNING\s+4190-5000\s+3s\s*$`,
+		`(?m)^\s+3\s+58\s+gpu\s+PENDING\s+-\s+-\s*$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(b.String()) {
+			t.Errorf("no line matching %s in\n%s", re, b.String())
+		}
+	}
+}

@@ -1,0 +1,152 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+// A job needing 2.5 x MaxTime of training completes as a chain of
+// segments with its progress intact: every segment resumes from the step
+// the one before checkpointed, nothing is lost, the last step is the total,
+// and the chain is one job in status and explain.
+func TestChainPastMaxTime(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(repo, "bin/rota-synthtrain")); err != nil {
+		t.Fatal("bin/rota-synthtrain missing: run make build")
+	}
+	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
+	if _, err := os.Stat(table); err != nil {
+		t.Fatalf("Gavel's table: %v", err)
+	}
+	// MaxTime of one minute for this test, the partition's own restored
+	// after it.
+	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
+	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
+	if m == nil {
+		t.Fatalf("partition gpu: %s", part)
+	}
+	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
+		t.Fatalf("scontrol update partition: %v %s", err, out)
+	}
+	t.Cleanup(func() { run("scontrol", "update", "PartitionName=gpu", "MaxTime="+m[1]) })
+	// The controller caps walltimes at MaxTime from its own view: wait
+	// until it has the new one, or the job would ask for more and pend.
+	waitFor(t, 60*time.Second, "the controller to see MaxTime=1", func() bool {
+		for _, p := range status(t).Partitions {
+			if p.Name == "gpu" {
+				return p.MaxTimeMin == 1
+			}
+		}
+		return false
+	})
+
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	logs := filepath.Join(dir, "logs")
+	os.MkdirAll(logs, 0o777)
+	// ResNet-18 (batch size 64) on a V100: 24.09 steps/s (Gavel's table);
+	// 3600 steps are 150 s, 2.5 x the one-minute MaxTime.
+	const steps = 3600
+	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps %d --time-scale 1 --throughputs %s --ckpt-dir %s --log %s/$SLURM_JOB_ID.log\n",
+		filepath.Join(repo, "bin/rota-synthtrain"), steps, table, filepath.Join(dir, "ckpt"), logs)
+	sf := filepath.Join(dir, "train.sh")
+	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("sbatch", "--parsable", "-o", filepath.Join(dir, "out-%j"), "--gres=gpu:v100:1",
+		"--rota-checkpoint-signal=USR1", fmt.Sprintf("--rota-steps=%d", steps), "--rota-throughput=v100:24.09", sf)
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	first := strings.TrimSpace(out)
+	id, _ := strconv.ParseUint(first, 10, 32)
+	t.Cleanup(func() {
+		// Every segment gone before the temporary directory is removed.
+		run("scancel", "--name=train.sh")
+		for i := 0; i < 60; i++ {
+			if out, _ := run("squeue", "-h", "--name=train.sh", "-o", "%i"); strings.TrimSpace(out) == "" {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	})
+	var chain wire.ChainStatus
+	waitFor(t, 8*time.Minute, "chain "+first+" to finish", func() bool {
+		for _, c := range status(t).Chains {
+			if c.ID == uint32(id) {
+				chain = c
+				return c.State != "running"
+			}
+		}
+		time.Sleep(time.Second)
+		return false
+	})
+	b, _ := json.MarshalIndent(chain, "", "  ")
+	t.Logf("chain: %s", b)
+	if chain.State != "done" || len(chain.Segments) < 3 {
+		t.Fatalf("chain ended %s with %d segments, want done with at least 3", chain.State, len(chain.Segments))
+	}
+
+	// The training logs: one start per segment, each resuming where the
+	// one before checkpointed; no lost steps; the end at the total.
+	var evs []synthEvent
+	files, _ := filepath.Glob(filepath.Join(logs, "*.log"))
+	for _, f := range files {
+		evs = append(evs, readSynthLog(t, f)...)
+	}
+	sort.SliceStable(evs, func(a, b int) bool { return evs[a].T < evs[b].T })
+	var starts int
+	var ckpt uint64
+	var ended bool
+	for _, e := range evs {
+		switch e.Ev {
+		case "start":
+			if e.ResumedFrom != ckpt {
+				t.Errorf("segment %d resumed from step %d, the last checkpoint was at %d", starts+1, e.ResumedFrom, ckpt)
+			}
+			starts++
+		case "checkpoint":
+			ckpt = e.Step
+		case "lost":
+			if e.Steps > 0 {
+				t.Errorf("lost %d steps", e.Steps)
+			}
+		case "stop":
+			t.Errorf("a segment was stopped unsaved (killed at its limit?): %+v", e)
+		case "end":
+			ended = e.Step == steps
+		}
+	}
+	if starts != len(chain.Segments) || !ended || ckpt != steps {
+		t.Errorf("%d starts for %d segments, end reached %v, last checkpoint %d; events %+v", starts, len(chain.Segments), ended, ckpt, evs)
+	}
+	for _, s := range chain.Segments[1:] {
+		if s.GapSeconds == nil {
+			t.Errorf("segment %d: no gap recorded", s.N)
+		} else {
+			t.Logf("segment %d (job %d) started %.0f s after segment %d ended", s.N, s.JobID, *s.GapSeconds, s.N-1)
+		}
+	}
+
+	// Any segment explains as the chain.
+	last := chain.Segments[len(chain.Segments)-1].JobID
+	out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, "--json", strconv.FormatUint(uint64(last), 10))
+	if err != nil {
+		t.Fatalf("rota explain %d: %v %s", last, err, out)
+	}
+	var rep wire.ExplainReply
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Chain == nil || rep.Chain.ID != uint32(id) {
+		t.Errorf("rota explain %d: %v %s", last, err, out)
+	}
+}
