@@ -64,7 +64,7 @@ func TestChainPastMaxTime(t *testing.T) {
 	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run("sbatch", "--parsable", "-o", filepath.Join(dir, "out-%j"), "--gres=gpu:v100:1",
+	out, err := run("sbatch", "--parsable", "-J", "chain-e2e", "-o", filepath.Join(dir, "out-%j"), "--gres=gpu:v100:1",
 		"--rota-checkpoint-signal=USR1", fmt.Sprintf("--rota-steps=%d", steps), "--rota-throughput=v100:24.09", sf)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)

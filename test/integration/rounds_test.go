@@ -115,13 +115,21 @@ func TestMigrationEndToEnd(t *testing.T) {
 	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run("sbatch", "--parsable", "-o", filepath.Join(dir, "out"), "--requeue", "--gres=gpu:1",
+	// A name of its own: the estimators pool rates by user and job name,
+	// and what other tests' train.sh jobs taught them (TestChainPastMaxTime
+	// runs the same model on a V100) would make this job wait for a V100
+	// instead of starting on the free K80.
+	out, err := run("sbatch", "--parsable", "-J", "migration-e2e", "-o", filepath.Join(dir, "out"), "--requeue", "--gres=gpu:1",
 		"--rota-checkpoint-signal=USR1", "--rota-steps=3000", sf)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	id := strings.TrimSpace(out)
 	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := run("scontrol", "show", "job", id)
+			t.Logf("the job at the failure:\n%s", out)
+		}
 		// Gone before its temporary directory is removed: on SIGTERM it
 		// still writes there.
 		run("scancel", id)
