@@ -1,9 +1,10 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/rota-hpc/rota/controller/policy/lp"
 )
@@ -121,7 +122,9 @@ func fill(p *Problem, X [][]float64, idx []int, agnostic bool) {
 			}
 		}
 	}
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].gain > cs[b].gain })
+	// slices' generic stable sort, not sort.SliceStable: the reflection
+	// swapper made this sort a quarter of a 2,048-job las solve.
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.gain, a.gain) })
 	for _, c := range cs {
 		if free[c.k] <= 1e-9 {
 			continue

@@ -190,7 +190,16 @@ func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	if tmax < 0 {
 		return MaxMinResult{}, fmt.Errorf("lp: max-min problem infeasible (t bound %g)", tmax)
 	}
-	p, that := mm.approxPrices(tmax)
+	var p []float64
+	var that float64
+	if K := len(mm.Cap); K == 2 || K == 3 {
+		var err error
+		if p, that, err = mm.cutPrices(tmax, nil); err != nil {
+			return MaxMinResult{}, err
+		}
+	} else {
+		p, that = mm.approxPrices(tmax)
+	}
 
 	// Classify at the approximate prices; then alternate exact small solves
 	// with reclassification at the exact prices of the restricted problem
