@@ -78,7 +78,7 @@ func (m *maxMinPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 	if len(idx) == 0 {
 		return a, nil
 	}
-	res, err := lp.SolveMaxMin(m.build(p, idx))
+	res, err := lp.SolveMaxMin(ctx, m.build(p, idx))
 	if err != nil {
 		return a, err
 	}

@@ -1,13 +1,14 @@
 package lp
 
 import (
+	"context"
 	"math/rand"
 	"testing"
 )
 
 func benchMaxMin(b *testing.B, n int) {
 	mm := randomMaxMin(rand.New(rand.NewSource(3)), n, []float64{512, 512, 512})
-	r, err := SolveMaxMin(mm)
+	r, err := SolveMaxMin(context.Background(), mm)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -15,7 +16,7 @@ func benchMaxMin(b *testing.B, n int) {
 	b.ReportMetric(float64(r.Rounds), "rounds")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := SolveMaxMin(mm); err != nil {
+		if _, err := SolveMaxMin(context.Background(), mm); err != nil {
 			b.Fatal(err)
 		}
 	}

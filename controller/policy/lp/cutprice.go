@@ -82,12 +82,12 @@ func (mm *MaxMin) usageAt(p []float64, tau float64, U []float64) float64 {
 
 // cutPrices locates the optimal capacity prices for K = 2 or 3 by the cuts
 // described above and returns prices (normalised to sum 1) and the best
-// upper bound on t found. It stops once the region left is below 1e-7 wide
+// upper bound on t found. It stops once the region left is below 1e-6 wide
 // or after maxEvals evaluations; the exact phase corrects what is left.
 func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float64, error) {
 	K := len(mm.Cap)
 	const maxEvals = 120
-	const width = 1e-7
+	const width = 1e-6
 	p := make([]float64, K)
 	U := make([]float64, K)
 	g := make([]float64, K)
@@ -121,6 +121,7 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 		lo, hi := 0.0, 1.0
 		for it := 0; it < maxEvals && hi-lo > width; it++ {
 			u := (lo + hi) / 2
+			olo, ohi := lo, hi
 			p[0], p[1] = u, 1-u
 			if err := eval(); err != nil {
 				return nil, 0, err
@@ -136,8 +137,8 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 					lo = hi
 				}
 			}
-			if lo > hi {
-				break
+			if lo > hi || (lo == olo && hi == ohi) {
+				break // emptied by rounding, or the cut removed nothing (g ~ 0)
 			}
 		}
 		u := math.Min(1, math.Max(0, (lo+hi)/2))
@@ -151,6 +152,7 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 	// The cut g.p' >= 0 is (g0-g2) u + (g1-g2) v + g2 >= 0.
 	poly := [][2]float64{{0, 0}, {1, 0}, {0, 1}}
 	c := [2]float64{1.0 / 3, 1.0 / 3}
+	lastArea := 0.5
 	for it := 0; it < maxEvals; it++ {
 		p[0], p[1], p[2] = c[0], c[1], math.Max(0, 1-c[0]-c[1])
 		if err := eval(); err != nil {
@@ -161,10 +163,14 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 			break // rounding emptied the region: p is as good as it gets
 		}
 		poly = next
-		var ok bool
-		if c, ok = centroid(poly); !ok {
+		nc, area := centroid(poly)
+		if nc == c || area >= lastArea*(1-1e-9) {
+			// The cut removed nothing, so g = U - Cap is ~0: the jobs'
+			// cheapest solutions at p fill the capacities exactly, which
+			// makes p optimal; evaluating p again would change nothing.
 			break
 		}
+		c, lastArea = nc, area
 		lo0, hi0, lo1, hi1 := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 		for _, z := range poly {
 			lo0, hi0 = math.Min(lo0, z[0]), math.Max(hi0, z[0])
@@ -197,11 +203,8 @@ func clipPoly(poly [][2]float64, a0, a1, b float64) [][2]float64 {
 }
 
 // centroid is the centre of gravity of a convex polygon (the mean of its
-// vertices if it has collapsed to a segment or point).
-func centroid(poly [][2]float64) ([2]float64, bool) {
-	if len(poly) == 0 {
-		return [2]float64{}, false
-	}
+// vertices if it has collapsed to a segment or point) and its area.
+func centroid(poly [][2]float64) ([2]float64, float64) {
 	var area, cx, cy float64
 	for i, z := range poly {
 		w := poly[(i+1)%len(poly)]
@@ -216,7 +219,7 @@ func centroid(poly [][2]float64) ([2]float64, bool) {
 			m[0] += z[0] / float64(len(poly))
 			m[1] += z[1] / float64(len(poly))
 		}
-		return m, true
+		return m, 0
 	}
-	return [2]float64{cx / (3 * area), cy / (3 * area)}, true
+	return [2]float64{cx / (3 * area), cy / (3 * area)}, math.Abs(area) / 2
 }

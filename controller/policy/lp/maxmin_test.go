@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"math"
 	"math/rand"
 	"os"
@@ -48,7 +49,7 @@ func TestMaxMinMatchesDense(t *testing.T) {
 		}
 		full := mm.FullLP()
 		want := SolveDense(full)
-		got, err := SolveMaxMin(mm)
+		got, err := SolveMaxMin(context.Background(), mm)
 		if want.Status != Optimal {
 			t.Fatalf("trial %d: dense %v", trial, want.Status)
 		}
@@ -114,7 +115,7 @@ func TestMPSRoundTripCLP(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(7))
 	mm := randomMaxMin(rng, 300, []float64{40, 40, 40})
-	got, err := SolveMaxMin(mm)
+	got, err := SolveMaxMin(context.Background(), mm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestLinearMatchesDense(t *testing.T) {
 		}
 		full := l.FullLP()
 		want := SolveDense(full)
-		got, err := SolveLinear(l)
+		got, err := SolveLinear(context.Background(), l)
 		if want.Status == Infeasible {
 			if err == nil {
 				t.Fatalf("trial %d: want infeasible", trial)
