@@ -181,7 +181,7 @@ func solveLinear(ctx context.Context, l *Linear) (LinearResult, error) {
 			return LinearResult{}, fmt.Errorf("lp: job %d needs %g, at most %g is reachable: %w", j, l.Jobs[j].C, maxAbs(l.Jobs[j].A), ErrNotOptimal{Infeasible})
 		}
 	}
-	p, err := l.approxPrices(ctx)
+	p, err := l.linePrices(ctx)
 	if err != nil {
 		return LinearResult{}, err
 	}
@@ -360,87 +360,6 @@ func (l *Linear) classify(j int, p []float64, margin float64) lfix {
 		}
 	})
 	return lfix{k1: lfree, k2: -1, mask: mask}
-}
-
-// approxPrices minimises the Lagrangian dual
-// Cap·p + sum_j max over j's block vertices of (V_j - S_j p)·x by cyclic
-// golden-section line searches; it is convex in p, and only a good start
-// is needed. Without SLOs no price exceeds max V_k/S (above it nobody
-// wants the type); an SLO can push a price past that, so a bound the
-// search ends at is widened and the search repeated.
-func (l *Linear) approxPrices(ctx context.Context) ([]float64, error) {
-	K := len(l.Cap)
-	p := make([]float64, K)
-	hi := make([]float64, K)
-	for j := range l.Jobs {
-		b := &l.Jobs[j]
-		for k, a := range b.A {
-			if a > 0 && b.S > 0 {
-				hi[k] = math.Max(hi[k], b.V[k]/b.S)
-			}
-		}
-	}
-	// An SLO job's vertices do not depend on the prices: list them once
-	// (enumerating them per evaluation was most of min-cost-slo's time).
-	verts := make([][]lfix, len(l.Jobs))
-	for j := range l.Jobs {
-		if l.Jobs[j].C > 0 {
-			blockVertices(&l.Jobs[j], func(f lfix) { verts[j] = append(verts[j], f) })
-		}
-	}
-	dual := func(p []float64) float64 {
-		v := 0.0
-		for k, c := range l.Cap {
-			v += c * p[k]
-		}
-		for j := range l.Jobs {
-			b := &l.Jobs[j]
-			if b.C > 0 {
-				best := math.Inf(-1)
-				for _, f := range verts[j] {
-					best = math.Max(best, f.value(b, p))
-				}
-				v += best
-				continue
-			}
-			// No SLO: the best vertex is 0 or one type at full time;
-			// inlined because this loop is most of the solve.
-			best := 0.0
-			for k, a := range b.A {
-				if a > 0 {
-					best = math.Max(best, b.V[k]-b.S*p[k])
-				}
-			}
-			v += best
-		}
-		return v
-	}
-	best := dual(p)
-	for sweep := 0; sweep < 8; sweep++ {
-		start := best
-		widened := false
-		for k := 0; k < K; k++ {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			old := p[k]
-			f := func(v float64) float64 { p[k] = v; return dual(p) }
-			lo, up := goldenSection(f, 0, hi[k], 45)
-			if v := f((lo + up) / 2); v < best {
-				best = v
-				if lo > hi[k]*0.99 {
-					hi[k] *= 4
-					widened = true
-				}
-			} else {
-				p[k] = old
-			}
-		}
-		if !widened && !(best < start-1e-12*math.Abs(start)) {
-			break
-		}
-	}
-	return p, nil
 }
 
 func (l *Linear) solveReduced(ctx context.Context, fixed []lfix) (float64, [][]float64, []float64, int, error) {
