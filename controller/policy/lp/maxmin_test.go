@@ -172,3 +172,28 @@ func TestLinearMatchesDense(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxMinAtTimeLimit: when the capacities do not bind, t* is set by
+// the slowest job's time limit and no price is positive; the price
+// search must still hold nearly every job (this instance used to free all
+// 2,048 jobs into the dense simplex and not finish).
+func TestMaxMinAtTimeLimit(t *testing.T) {
+	mm := randomMaxMin(rand.New(rand.NewSource(3)), 2048, []float64{512, 512, 512})
+	tmax := math.Inf(1)
+	for _, b := range mm.Jobs {
+		tmax = math.Min(tmax, maxAbs(b.A))
+	}
+	got, err := SolveMaxMin(context.Background(), mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.T-tmax) > 1e-12*tmax {
+		t.Fatalf("t* = %.15g, want the time limit %.15g", got.T, tmax)
+	}
+	if v := mm.FullLP().MaxViolation(flatten(mm, got)); v > 1e-7 {
+		t.Fatalf("solution violates constraints by %g", v)
+	}
+	if got.Reduced > 64 {
+		t.Fatalf("%d jobs carried in full, want few", got.Reduced)
+	}
+}
