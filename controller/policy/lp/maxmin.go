@@ -325,36 +325,76 @@ func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 			return vertex(b, kb, -1)
 		}
 	}
-	best, second := math.Inf(1), math.Inf(1)
-	bf := free
-	consider := func(cost float64, f fix) {
-		if cost < best {
-			best, second, bf = cost, best, f
-		} else if cost < second {
-			second = cost
-		}
+	// The candidate vertices; a job is held at the cheapest only if every
+	// other one costs more by a margin of the cost of the difference
+	// between the two allocations, sum_k S p_k |x_k - x'_k|: that is how
+	// much a relative error of the prices can move the comparison. (A
+	// margin on the total cost instead freed every job that water-filling
+	// had frozen at almost its whole time on its best type, where a
+	// near-full split costs nearly the same as the single type: most of
+	// the small LP at 64 entities.)
+	var buf [16]struct {
+		cost float64
+		f    fix
 	}
+	cands := buf[:0]
 	for k1, a1 := range b.A {
 		if a1 <= 0 {
 			continue
 		}
 		c1 := b.S * p[k1]
 		if R <= a1*(1-rm) {
-			consider(c1*R/a1, vertex(b, k1, -1))
+			cands = append(cands, struct {
+				cost float64
+				f    fix
+			}{c1 * R / a1, vertex(b, k1, -1)})
 		} else if R < a1*(1+rm) {
 			return free // at a breakpoint
 		}
 		for k2, a2 := range b.A {
 			if a2 > a1*(1+margin) && R > a1*(1+rm) && R < a2*(1-rm) {
 				x2 := (R - a1) / (a2 - a1)
-				consider(c1*(1-x2)+b.S*p[k2]*x2, vertex(b, k1, k2))
+				cands = append(cands, struct {
+					cost float64
+					f    fix
+				}{c1*(1-x2) + b.S*p[k2]*x2, vertex(b, k1, k2)})
 			}
 		}
 	}
-	if !(best > 0) || !(second > best*(1+margin)) {
+	bi := -1
+	for i, c := range cands {
+		if bi < 0 || c.cost < cands[bi].cost {
+			bi = i
+		}
+	}
+	if bi < 0 || !(cands[bi].cost > 0) {
 		return free
 	}
+	bf := cands[bi].f
+	for i, c := range cands {
+		if i == bi {
+			continue
+		}
+		diff := 0.0
+		for k := range b.A {
+			diff += p[k] * math.Abs(shareAt(c.f, k, t)-shareAt(bf, k, t))
+		}
+		if !(c.cost-cands[bi].cost > margin*b.S*diff) {
+			return free
+		}
+	}
 	return bf
+}
+
+// shareAt is the share of type k at t under fix f.
+func shareAt(f fix, k int, t float64) float64 {
+	switch k {
+	case f.k1:
+		return f.a1 + f.b1*t
+	case f.k2:
+		return f.a2 + f.b2*t
+	}
+	return 0
 }
 
 // blockCost is the cheapest way (at prices p) for job b to reach
