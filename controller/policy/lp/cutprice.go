@@ -95,6 +95,13 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 	var best []float64
 	hbest := math.Inf(-1)
 	lvl := 0.0
+	// fits: every job's cheapest solution at p reaches tmax within the
+	// capacities, so t* = tmax and p is as good as any price. The first
+	// evaluation is at equal prices, where that solution puts each job on
+	// its fastest type; when that fits it is kept (the prices that fit
+	// "with the most room" would spread jobs onto slow GPUs for nothing,
+	// and the simulator's JCTs got worse that way).
+	fits := false
 	// eval evaluates at p and sets the cut g.p' >= lvl (g = U - Cap),
 	// lowering tau first when p proves a smaller bound.
 	eval := func() error {
@@ -108,8 +115,10 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 		}
 		hbest = math.Max(hbest, h)
 		lvl = math.Min(0, hbest)
+		fits = tau == tmax
 		for k := range g {
 			g[k] = U[k] - mm.Cap[k]
+			fits = fits && g[k] <= 1e-12*mm.Cap[k]
 		}
 		if check != nil {
 			return check()
@@ -125,6 +134,9 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 			p[0], p[1] = u, 1-u
 			if err := eval(); err != nil {
 				return nil, 0, err
+			}
+			if fits {
+				return p, tau, nil
 			}
 			a, r := g[0]-g[1], lvl-g[1]
 			switch {
@@ -157,6 +169,9 @@ func (mm *MaxMin) cutPrices(tmax float64, check func() error) ([]float64, float6
 		p[0], p[1], p[2] = c[0], c[1], math.Max(0, 1-c[0]-c[1])
 		if err := eval(); err != nil {
 			return nil, 0, err
+		}
+		if fits {
+			return p, tau, nil
 		}
 		next := clipPoly(poly, g[0]-g[2], g[1]-g[2], lvl-g[2])
 		if len(next) == 0 {
