@@ -227,9 +227,9 @@ func solveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
 	// of rows (minutes), so past maxFree released jobs the exact phase
 	// reclassifies instead: at the small LP's exact prices when those hold
 	// all but maxFree jobs (they are the optimum's prices whenever the
-	// held structure is right; at most 3 times, as they could cycle),
-	// else at the estimate with a wider margin,
-	// which frees every job whose choice the estimate's error could flip.
+	// held structure is right; at most 3 times, as they could cycle), else
+	// at the estimate with a wider margin, which frees every job whose
+	// choice the estimate's error could flip.
 	// The margin grows each time, so this ends; at margin 1 every job is
 	// free and the small LP is the whole LP.
 	margin := 1e-3
@@ -333,10 +333,11 @@ func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 	// had frozen at almost its whole time on its best type, where a
 	// near-full split costs nearly the same as the single type: most of
 	// the small LP at 64 entities.)
-	var buf [16]struct {
+	type cand struct {
 		cost float64
 		f    fix
 	}
+	var buf [16]cand
 	cands := buf[:0]
 	for k1, a1 := range b.A {
 		if a1 <= 0 {
@@ -344,20 +345,14 @@ func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 		}
 		c1 := b.S * p[k1]
 		if R <= a1*(1-rm) {
-			cands = append(cands, struct {
-				cost float64
-				f    fix
-			}{c1 * R / a1, vertex(b, k1, -1)})
+			cands = append(cands, cand{c1 * R / a1, vertex(b, k1, -1)})
 		} else if R < a1*(1+rm) {
 			return free // at a breakpoint
 		}
 		for k2, a2 := range b.A {
 			if a2 > a1*(1+margin) && R > a1*(1+rm) && R < a2*(1-rm) {
 				x2 := (R - a1) / (a2 - a1)
-				cands = append(cands, struct {
-					cost float64
-					f    fix
-				}{c1*(1-x2) + b.S*p[k2]*x2, vertex(b, k1, k2)})
+				cands = append(cands, cand{c1*(1-x2) + b.S*p[k2]*x2, vertex(b, k1, k2)})
 			}
 		}
 	}
