@@ -21,11 +21,13 @@ import "math"
 // has shown h_tau >= 0, the cut is g.p' >= hbest (the best h_tau seen),
 // which keeps the maximiser of the concave h_tau instead: the prices at
 // which every job's cheapest way to reach tmax fits the capacities with
-// the most room, the right prices to hold jobs at in that case. With K = 3 the normalised prices form a
-// triangle: cutting it at its centroid removes at least 4/9 of its area
-// each time (Grünbaum), so about 40 evaluations, each one pass over the
-// jobs, locate p* to ~1e-6 where the golden-section searches along the
-// simplex's edges took ~370 evaluations of several Newton passes each.
+// the most room (unless equal prices already fit; see cutPrices).
+//
+// With K = 3 the normalised prices form a triangle: cutting it at its
+// centroid removes at least 4/9 of its area each time (Grünbaum), so
+// 25-35 evaluations, each one pass over the jobs, locate p* to ~1e-6
+// where the golden-section searches along the simplex's edges took ~370
+// evaluations of several Newton passes each. With K = 2 it is bisection.
 // tau itself only decreases: whenever h_tau(p) > 0 the bound t*(p) < tau is
 // computed by Newton's method (valueAt) and becomes the new tau.
 
