@@ -76,7 +76,7 @@ func (f *ftfPolicy) build(p *Problem, idx []int, js []ftfJob, r float64) *lp.Max
 // LPs solved.
 func (f *ftfPolicy) solve(ctx context.Context, p *Problem, idx []int, js []ftfJob) (float64, *lp.MaxMin, lp.MaxMinResult, int, error) {
 	mm := f.build(p, idx, js, math.Inf(1))
-	res, err := lp.SolveMaxMin(mm)
+	res, err := lp.SolveMaxMin(ctx, mm)
 	if err != nil {
 		return 0, nil, res, 1, err
 	}
@@ -92,7 +92,7 @@ func (f *ftfPolicy) solve(ctx context.Context, p *Problem, idx []int, js []ftfJo
 	g := func(r float64) (float64, *lp.MaxMin, lp.MaxMinResult, error) {
 		solves++
 		m := f.build(p, idx, js, r)
-		rs, err := lp.SolveMaxMin(m)
+		rs, err := lp.SolveMaxMin(ctx, m)
 		return r*rs.T - 1, m, rs, err
 	}
 	a, ga := lo, -1.0

@@ -152,7 +152,7 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int, o
 		for i := range idx {
 			mm.Jobs = append(mm.Jobs, lp.BlockJob{A: A[i], S: p.Jobs[idx[i]].scale(), C: w.val[i], D: D[i]})
 		}
-		res, err := lp.SolveMaxMin(mm)
+		res, err := lp.SolveMaxMin(ctx, mm)
 		if errors.Is(err, lp.ErrUnbounded) {
 			return w, nil
 		}

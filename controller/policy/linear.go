@@ -88,19 +88,19 @@ func (l *linearPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 	if err != nil {
 		return a, err
 	}
-	res, err := lp.SolveLinear(li)
+	res, err := lp.SolveLinear(ctx, li)
 	if err != nil && l.kind == "min-cost-slo" {
 		// Deadlines cannot all be met. Fall back cleanly: find the largest
 		// fraction f of every SLO's required rate that can be met at once
 		// (a max-min LP), then optimise cost under floors at f.
-		f, ferr := l.sloFraction(p, idx)
+		f, ferr := l.sloFraction(ctx, p, idx)
 		if ferr != nil {
 			return a, ferr
 		}
 		if li, err = l.build(p, idx, f*(1-1e-9)); err != nil {
 			return a, err
 		}
-		res, err = lp.SolveLinear(li)
+		res, err = lp.SolveLinear(ctx, li)
 		a.Note = fmt.Sprintf("deadlines infeasible: every SLO job gets %.1f%% of the rate its deadline needs", 100*f)
 	}
 	if err != nil {
@@ -115,7 +115,7 @@ func (l *linearPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 
 // sloFraction is max f such that every SLO job can get f times its
 // required rate at once.
-func (l *linearPolicy) sloFraction(p *Problem, idx []int) (float64, error) {
+func (l *linearPolicy) sloFraction(ctx context.Context, p *Problem, idx []int) (float64, error) {
 	mm := &lp.MaxMin{Cap: p.caps()}
 	for _, j := range idx {
 		job := &p.Jobs[j]
@@ -131,7 +131,7 @@ func (l *linearPolicy) sloFraction(p *Problem, idx []int) (float64, error) {
 		}
 		mm.Jobs = append(mm.Jobs, b)
 	}
-	r, err := lp.SolveMaxMin(mm)
+	r, err := lp.SolveMaxMin(ctx, mm)
 	if err != nil {
 		return 0, err
 	}

@@ -1,9 +1,10 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/rota-hpc/rota/controller/policy/lp"
 )
@@ -77,7 +78,7 @@ func (m *maxMinPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 	if len(idx) == 0 {
 		return a, nil
 	}
-	res, err := lp.SolveMaxMin(m.build(p, idx))
+	res, err := lp.SolveMaxMin(ctx, m.build(p, idx))
 	if err != nil {
 		return a, err
 	}
@@ -121,7 +122,9 @@ func fill(p *Problem, X [][]float64, idx []int, agnostic bool) {
 			}
 		}
 	}
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].gain > cs[b].gain })
+	// slices' generic stable sort, not sort.SliceStable: the reflection
+	// swapper made this sort a quarter of a 2,048-job las solve.
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.gain, a.gain) })
 	for _, c := range cs {
 		if free[c.k] <= 1e-9 {
 			continue

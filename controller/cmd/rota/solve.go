@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -83,10 +82,7 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prob, err := drawProblem(tab, types, caps, *n, *seed, *multi, *jitter, *entities)
-	if err != nil {
-		return err
-	}
+	prob := workload.DrawProblem(tab, types, caps, *n, *seed, *multi, *jitter, *entities)
 	if prob.CostPerHour, err = parseCosts(*costs, types); err != nil {
 		return usageError{"solve: " + err.Error()}
 	}
@@ -189,26 +185,6 @@ func lpObjectiveValue(a policy.Allocation, p policy.LPPolicy) float64 {
 		return 1 / a.Objective
 	}
 	return a.Objective
-}
-
-// drawProblem draws n jobs with Gavel's generator and jitters throughputs.
-func drawProblem(tab *workload.Table, types []string, caps []int, n int, seed int64, multi bool, jitter float64, entities int) (*policy.Problem, error) {
-	gen := workload.NewGenerator(tab, seed, multi)
-	rng := rand.New(rand.NewSource(seed ^ 0x5eed))
-	p := &policy.Problem{Types: types, Capacity: caps, EntityWeights: map[string]float64{}}
-	for i := 0; i < n; i++ {
-		j := gen.Next(0)
-		ent := "e" + strconv.Itoa(rng.Intn(entities))
-		p.EntityWeights[ent] = float64(1 + len(ent)%3)
-		p.Jobs = append(p.Jobs, policy.Job{
-			ID: strconv.Itoa(j.ID), Throughput: workload.Jitter(rng, j.Rates, jitter), Scale: j.Scale,
-			Steps: j.Steps, Entity: ent, Arrival: float64(i),
-			// Deadlines for min-cost-slo: between 1.5x and 5x the job's
-			// duration on a V100.
-			Deadline: j.Duration * (1.5 + 3.5*rng.Float64()),
-		})
-	}
-	return p, nil
 }
 
 // parseCluster reads "v100=36,p100=36,k80=36".

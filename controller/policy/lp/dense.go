@@ -1,6 +1,9 @@
 package lp
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // SolveDense solves p with a two-phase dense tableau simplex. It is meant for
 // problems of at most a few thousand rows and columns: the structured
@@ -8,6 +11,14 @@ import "math"
 // calling it. Dantzig's rule is used for speed and Bland's rule takes over
 // after a run of degenerate pivots, which rules out cycling.
 func SolveDense(p *Problem) Result {
+	r, _ := SolveDenseContext(context.Background(), p)
+	return r
+}
+
+// SolveDenseContext is SolveDense that stops with status Cancelled and
+// ctx's error when ctx is done; it looks every 16 pivots (a pivot of the
+// small LPs costs microseconds, a few milliseconds at the largest).
+func SolveDenseContext(ctx context.Context, p *Problem) (Result, error) {
 	const tol = 1e-9
 	m, n := len(p.Rows), p.NumVars()
 
@@ -110,6 +121,9 @@ func SolveDense(p *Problem) Result {
 			if iters >= limit {
 				return IterationLimit
 			}
+			if iters%16 == 0 && ctx.Err() != nil {
+				return Cancelled
+			}
 			e := -1
 			if degenerate > 50 {
 				for j := 0; j < maxCol; j++ { // Bland: first improving column
@@ -171,11 +185,11 @@ func SolveDense(p *Problem) Result {
 				}
 			}
 		}
-		if st := run(firstArt); st == IterationLimit {
-			return Result{Status: st, Iterations: iters}
+		if st := run(firstArt); st == IterationLimit || st == Cancelled {
+			return Result{Status: st, Iterations: iters}, ctx.Err()
 		}
 		if z[ncol] < -1e-7*(1+maxAbsRHS(p)) {
-			return Result{Status: Infeasible, Iterations: iters}
+			return Result{Status: Infeasible, Iterations: iters}, nil
 		}
 		// Drive artificials still basic (at zero) out where possible.
 		for i := 0; i < m; i++ {
@@ -209,7 +223,10 @@ func SolveDense(p *Problem) Result {
 	st := run(firstArt)
 	res := Result{Status: st, Iterations: iters}
 	if st != Optimal {
-		return res
+		if st == Cancelled {
+			return res, ctx.Err()
+		}
+		return res, nil
 	}
 	res.X = make([]float64, n)
 	for i := 0; i < m; i++ {
@@ -226,7 +243,7 @@ func SolveDense(p *Problem) Result {
 		}
 		res.Dual[i] = y
 	}
-	return res
+	return res, nil
 }
 
 func maxAbsRHS(p *Problem) float64 {

@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"math"
 	"math/rand"
 	"testing"
@@ -15,7 +16,7 @@ func TestGroupHandChecked(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		mm.Jobs = append(mm.Jobs, BlockJob{A: []float64{1}, S: 1, D: 1})
 	}
-	r, err := SolveMaxMin(mm)
+	r, err := SolveMaxMin(context.Background(), mm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestGroupedMatchesDense(t *testing.T) {
 		}
 		full := mm.FullLP()
 		want := SolveDense(full)
-		got, err := SolveMaxMin(mm)
+		got, err := SolveMaxMin(context.Background(), mm)
 		if err != nil || want.Status != Optimal {
 			t.Fatalf("trial %d: %v / dense %v", trial, err, want.Status)
 		}
@@ -91,7 +92,7 @@ func TestGroupedMatchesDense(t *testing.T) {
 		}
 		lfull := l.FullLP()
 		lwant := SolveDense(lfull)
-		lgot, err := SolveLinear(l)
+		lgot, err := SolveLinear(context.Background(), l)
 		if lwant.Status != Optimal {
 			if err == nil {
 				t.Fatalf("trial %d: dense %v, structured solved", trial, lwant.Status)

@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -146,13 +147,14 @@ func blockBest(b *BlockJob, p []float64) (best lfix, v1, v2 float64, ok bool) {
 }
 
 // SolveLinear returns an exact optimum of l. Identical jobs are solved as
-// one (see groupJobs); Reduced then counts groups.
-func SolveLinear(l *Linear) (LinearResult, error) {
+// one (see groupJobs); Reduced then counts groups. It honours ctx as
+// SolveMaxMin does.
+func SolveLinear(ctx context.Context, l *Linear) (LinearResult, error) {
 	merged, of, _ := groupJobs(l.Jobs)
 	if merged == nil {
-		return solveLinear(l)
+		return solveLinear(ctx, l)
 	}
-	res, err := solveLinear(&Linear{Cap: l.Cap, Jobs: merged})
+	res, err := solveLinear(ctx, &Linear{Cap: l.Cap, Jobs: merged})
 	if err != nil {
 		return res, err
 	}
@@ -172,14 +174,17 @@ func SolveLinear(l *Linear) (LinearResult, error) {
 // use of the cluster is one of a handful of vertices (blockVertices), so
 // they need not be carried in full (before, they always were, and
 // min-cost-slo's small LP was the whole LP: 512 jobs took seconds).
-func solveLinear(l *Linear) (LinearResult, error) {
+func solveLinear(ctx context.Context, l *Linear) (LinearResult, error) {
 	n := len(l.Jobs)
 	for j := range l.Jobs {
 		if _, _, _, ok := blockBest(&l.Jobs[j], make([]float64, len(l.Cap))); !ok {
 			return LinearResult{}, fmt.Errorf("lp: job %d needs %g, at most %g is reachable: %w", j, l.Jobs[j].C, maxAbs(l.Jobs[j].A), ErrNotOptimal{Infeasible})
 		}
 	}
-	p := l.approxPrices()
+	p, err := l.linePrices(ctx)
+	if err != nil {
+		return LinearResult{}, err
+	}
 	fixed := make([]lfix, n)
 	for j := range l.Jobs {
 		fixed[j] = l.classify(j, p, 1e-4)
@@ -187,7 +192,10 @@ func solveLinear(l *Linear) (LinearResult, error) {
 	res := LinearResult{}
 	for round := 1; ; round++ {
 		res.Rounds = round
-		obj, X, price, red, err := l.solveReduced(fixed)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		obj, X, price, red, err := l.solveReduced(ctx, fixed)
 		if err != nil {
 			return res, err
 		}
@@ -354,85 +362,7 @@ func (l *Linear) classify(j int, p []float64, margin float64) lfix {
 	return lfix{k1: lfree, k2: -1, mask: mask}
 }
 
-// approxPrices minimises the Lagrangian dual
-// Cap·p + sum_j max over j's block vertices of (V_j - S_j p)·x by cyclic
-// golden-section line searches; it is convex in p, and only a good start
-// is needed. Without SLOs no price exceeds max V_k/S (above it nobody
-// wants the type); an SLO can push a price past that, so a bound the
-// search ends at is widened and the search repeated.
-func (l *Linear) approxPrices() []float64 {
-	K := len(l.Cap)
-	p := make([]float64, K)
-	hi := make([]float64, K)
-	for j := range l.Jobs {
-		b := &l.Jobs[j]
-		for k, a := range b.A {
-			if a > 0 && b.S > 0 {
-				hi[k] = math.Max(hi[k], b.V[k]/b.S)
-			}
-		}
-	}
-	// An SLO job's vertices do not depend on the prices: list them once
-	// (enumerating them per evaluation was most of min-cost-slo's time).
-	verts := make([][]lfix, len(l.Jobs))
-	for j := range l.Jobs {
-		if l.Jobs[j].C > 0 {
-			blockVertices(&l.Jobs[j], func(f lfix) { verts[j] = append(verts[j], f) })
-		}
-	}
-	dual := func(p []float64) float64 {
-		v := 0.0
-		for k, c := range l.Cap {
-			v += c * p[k]
-		}
-		for j := range l.Jobs {
-			b := &l.Jobs[j]
-			if b.C > 0 {
-				best := math.Inf(-1)
-				for _, f := range verts[j] {
-					best = math.Max(best, f.value(b, p))
-				}
-				v += best
-				continue
-			}
-			// No SLO: the best vertex is 0 or one type at full time;
-			// inlined because this loop is most of the solve.
-			best := 0.0
-			for k, a := range b.A {
-				if a > 0 {
-					best = math.Max(best, b.V[k]-b.S*p[k])
-				}
-			}
-			v += best
-		}
-		return v
-	}
-	best := dual(p)
-	for sweep := 0; sweep < 8; sweep++ {
-		start := best
-		widened := false
-		for k := 0; k < K; k++ {
-			old := p[k]
-			f := func(v float64) float64 { p[k] = v; return dual(p) }
-			lo, up := goldenSection(f, 0, hi[k], 45)
-			if v := f((lo + up) / 2); v < best {
-				best = v
-				if lo > hi[k]*0.99 {
-					hi[k] *= 4
-					widened = true
-				}
-			} else {
-				p[k] = old
-			}
-		}
-		if !widened && !(best < start-1e-12*math.Abs(start)) {
-			break
-		}
-	}
-	return p
-}
-
-func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, int, error) {
+func (l *Linear) solveReduced(ctx context.Context, fixed []lfix) (float64, [][]float64, []float64, int, error) {
 	K := len(l.Cap)
 	p := &Problem{}
 	capRows := make([]Row, K)
@@ -524,7 +454,10 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 		rows = append(rows, Row{Sense: LE, RHS: 1, Idx: []int{pl.v}, Val: []float64{1}})
 	}
 	p.Rows = append(capRows, rows...)
-	r := SolveDense(p)
+	r, err := SolveDenseContext(ctx, p)
+	if err != nil {
+		return 0, nil, nil, len(ambs), err
+	}
 	if r.Status == Infeasible && len(ambs) < len(l.Jobs) {
 		// The held vertices do not fit together. Release the SLO jobs
 		// first (their vertices are what must fit); failing that, all.
@@ -542,7 +475,7 @@ func (l *Linear) solveReduced(fixed []lfix) (float64, [][]float64, []float64, in
 			}
 		}
 		copy(fixed, next)
-		return l.solveReduced(fixed)
+		return l.solveReduced(ctx, fixed)
 	}
 	if r.Status != Optimal {
 		return 0, nil, nil, len(ambs), ErrNotOptimal{r.Status}

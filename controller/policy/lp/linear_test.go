@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"math"
 	"math/rand"
 	"testing"
@@ -20,7 +21,7 @@ func TestSLOVertexHeld(t *testing.T) {
 		t.Fatalf("vertices %+v, want 3", got)
 	}
 	l := &Linear{Cap: []float64{4, 4}, Jobs: []BlockJob{b}}
-	r, err := SolveLinear(l)
+	r, err := SolveLinear(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestSLOVertexHeld(t *testing.T) {
 	}
 	// Unreachable SLO: an error, not a wrong answer.
 	b.C = 3
-	if _, err := SolveLinear(&Linear{Cap: []float64{4, 4}, Jobs: []BlockJob{b}}); err == nil {
+	if _, err := SolveLinear(context.Background(), &Linear{Cap: []float64{4, 4}, Jobs: []BlockJob{b}}); err == nil {
 		t.Fatal("SLO above every type's rate: want an error")
 	}
 }
@@ -61,7 +62,7 @@ func TestSLOHeavyMatchesDense(t *testing.T) {
 		}
 		full := l.FullLP()
 		want := SolveDense(full)
-		got, err := SolveLinear(l)
+		got, err := SolveLinear(context.Background(), l)
 		if want.Status != Optimal {
 			if err == nil {
 				t.Fatalf("trial %d: dense %v, structured found %g", trial, want.Status, got.Objective)
@@ -105,7 +106,7 @@ func TestDegeneratePriceRepaired(t *testing.T) {
 		{A: []float64{1, 1}, S: 1, V: []float64{3, 1}},
 		{A: []float64{1, 1}, S: 1, V: []float64{2, 1.5}},
 	}}
-	r, err := SolveLinear(l)
+	r, err := SolveLinear(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
 	}

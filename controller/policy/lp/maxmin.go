@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -47,6 +48,10 @@ type MaxMinResult struct {
 	// Rounds the number of small LPs solved.
 	Reduced, Rounds int
 }
+
+// perturbPrices, set only by tests, spoils the price estimate to check
+// that the exact phase recovers from a poor start.
+var perturbPrices func(p []float64, t *float64)
 
 // ErrUnbounded is returned when no job's requirement grows with t.
 var ErrUnbounded = errors.New("lp: max-min value is unbounded (no job depends on t)")
@@ -149,12 +154,16 @@ func optimalAt(b *BlockJob, p []float64, t float64, f fix, tol float64) bool {
 
 // SolveMaxMin returns an exact optimum of mm (see MaxMin). Identical jobs
 // are solved as one (see groupJobs); Reduced then counts groups.
-func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
+//
+// It honours ctx: the price search, the exact phase's rounds and the dense
+// simplex's pivots all look at it, so a cancelled solve returns ctx.Err()
+// after at most one pass over the jobs or 16 pivots.
+func SolveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
 	merged, of, size := groupJobs(mm.Jobs)
 	if merged == nil {
-		return solveMaxMin(mm)
+		return solveMaxMin(ctx, mm)
 	}
-	res, err := solveMaxMin(&MaxMin{Cap: mm.Cap, Jobs: merged})
+	res, err := solveMaxMin(ctx, &MaxMin{Cap: mm.Cap, Jobs: merged})
 	if err != nil {
 		return res, err
 	}
@@ -167,7 +176,10 @@ func SolveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	return res, nil
 }
 
-func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
+func solveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
+	if err := ctx.Err(); err != nil {
+		return MaxMinResult{}, err
+	}
 	n := len(mm.Jobs)
 	tmax := math.Inf(1)
 	active := 0
@@ -190,23 +202,60 @@ func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 	if tmax < 0 {
 		return MaxMinResult{}, fmt.Errorf("lp: max-min problem infeasible (t bound %g)", tmax)
 	}
-	p, that := mm.approxPrices(tmax)
-
-	// Classify at the approximate prices; then alternate exact small solves
-	// with reclassification at the exact prices of the restricted problem
-	// (a few times, which moves the prices to the true ones fast), and
-	// finally only release jobs that fail the optimality proof, which
-	// terminates because the released set only grows.
-	const margin = 1e-3
-	fixed := make([]fix, n)
-	for j := range mm.Jobs {
-		fixed[j] = mm.classify(j, p, that, margin)
+	var p []float64
+	var that float64
+	if K := len(mm.Cap); K == 2 || K == 3 {
+		var err error
+		if p, that, err = mm.cutPrices(tmax, ctx.Err); err != nil {
+			return MaxMinResult{}, err
+		}
+	} else {
+		var err error
+		if p, that, err = mm.approxPrices(ctx, tmax); err != nil {
+			return MaxMinResult{}, err
+		}
 	}
+	if perturbPrices != nil {
+		perturbPrices(p, &that)
+	}
+
+	// Classify at the approximate prices, solve the small LP exactly and
+	// prove the result; jobs that fail the proof are released into the
+	// small LP. That is all it takes when the estimate is good (one round
+	// at 2,048 jobs). A poor estimate misclassifies hundreds of jobs, and
+	// releasing them all would hand the dense simplex an LP of thousands
+	// of rows (minutes), so past maxFree released jobs the exact phase
+	// reclassifies instead: at the small LP's exact prices when those hold
+	// all but maxFree jobs (they are the optimum's prices whenever the
+	// held structure is right; at most 3 times, as they could cycle), else
+	// at the estimate with a wider margin, which frees every job whose
+	// choice the estimate's error could flip.
+	// The margin grows each time, so this ends; at margin 1 every job is
+	// free and the small LP is the whole LP.
+	margin := 1e-3
+	maxFree := 64 + n/16
+	fixed := make([]fix, n)
+	classifyAll := func(p []float64, t, margin float64) int {
+		nfree := 0
+		for j := range mm.Jobs {
+			fixed[j] = mm.classify(j, p, t, margin)
+			if fixed[j].k1 < 0 {
+				nfree++
+			}
+		}
+		return nfree
+	}
+	classifyAll(p, that, margin)
 	res := MaxMinResult{}
 	var lastGood []fix // the last feasible structure, its violators freed
+	trial := make([]fix, n)
+	reclass := 0 // reclassifications at the small LP's prices (bounded: they could cycle)
 	for round := 1; ; round++ {
 		res.Rounds = round
-		sol, red, atLimit, err := mm.solveReduced(fixed)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		sol, red, atLimit, err := mm.solveReduced(ctx, fixed)
 		if err != nil {
 			return res, err
 		}
@@ -220,13 +269,14 @@ func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 			}
 			continue
 		}
+		copy(trial, fixed)
 		bad := len(atLimit)
 		for _, j := range atLimit {
-			fixed[j] = free
+			trial[j] = free
 		}
 		for j := range mm.Jobs {
-			if fixed[j].k1 >= 0 && !optimalAt(&mm.Jobs[j], sol.Price, sol.T, fixed[j], 1e-10) {
-				fixed[j] = free
+			if trial[j].k1 >= 0 && !optimalAt(&mm.Jobs[j], sol.Price, sol.T, trial[j], 1e-10) {
+				trial[j] = free
 				bad++
 			}
 		}
@@ -234,21 +284,19 @@ func solveMaxMin(mm *MaxMin) (MaxMinResult, error) {
 			res.T, res.X, res.Price, res.Y, res.Reduced = sol.T, sol.X, sol.Price, sol.Y, red
 			return res, nil
 		}
-		if round <= 3 && bad > n/20 {
-			// Far from the optimum: reclassify everyone at the exact prices
-			// of the restricted problem, remembering where to fall back to.
-			lastGood = append(lastGood[:0], fixed...)
-			for j := range mm.Jobs {
-				fixed[j] = mm.classify(j, sol.Price, sol.T, margin)
+		if red+bad <= maxFree || margin >= 1 {
+			copy(fixed, trial)
+			continue
+		}
+		lastGood = append(lastGood[:0], trial...)
+		if reclass < 3 {
+			reclass++
+			if classifyAll(sol.Price, sol.T, 1e-3) <= maxFree {
+				continue
 			}
 		}
-		if round > 50 {
-			// Cannot happen in exact arithmetic; guard against numerical
-			// ping-pong by solving everything in full.
-			for j := range fixed {
-				fixed[j] = free
-			}
-		}
+		margin = math.Min(1, margin*4)
+		classifyAll(p, that, margin)
 	}
 }
 
@@ -277,36 +325,71 @@ func (mm *MaxMin) classify(j int, p []float64, t, margin float64) fix {
 			return vertex(b, kb, -1)
 		}
 	}
-	best, second := math.Inf(1), math.Inf(1)
-	bf := free
-	consider := func(cost float64, f fix) {
-		if cost < best {
-			best, second, bf = cost, best, f
-		} else if cost < second {
-			second = cost
-		}
+	// The candidate vertices; a job is held at the cheapest only if every
+	// other one costs more by a margin of the cost of the difference
+	// between the two allocations, sum_k S p_k |x_k - x'_k|: that is how
+	// much a relative error of the prices can move the comparison. (A
+	// margin on the total cost instead freed every job that water-filling
+	// had frozen at almost its whole time on its best type, where a
+	// near-full split costs nearly the same as the single type: most of
+	// the small LP at 64 entities.)
+	type cand struct {
+		cost float64
+		f    fix
 	}
+	var buf [16]cand
+	cands := buf[:0]
 	for k1, a1 := range b.A {
 		if a1 <= 0 {
 			continue
 		}
 		c1 := b.S * p[k1]
 		if R <= a1*(1-rm) {
-			consider(c1*R/a1, vertex(b, k1, -1))
+			cands = append(cands, cand{c1 * R / a1, vertex(b, k1, -1)})
 		} else if R < a1*(1+rm) {
 			return free // at a breakpoint
 		}
 		for k2, a2 := range b.A {
 			if a2 > a1*(1+margin) && R > a1*(1+rm) && R < a2*(1-rm) {
 				x2 := (R - a1) / (a2 - a1)
-				consider(c1*(1-x2)+b.S*p[k2]*x2, vertex(b, k1, k2))
+				cands = append(cands, cand{c1*(1-x2) + b.S*p[k2]*x2, vertex(b, k1, k2)})
 			}
 		}
 	}
-	if !(best > 0) || !(second > best*(1+margin)) {
+	bi := -1
+	for i, c := range cands {
+		if bi < 0 || c.cost < cands[bi].cost {
+			bi = i
+		}
+	}
+	if bi < 0 || !(cands[bi].cost > 0) {
 		return free
 	}
+	bf := cands[bi].f
+	for i, c := range cands {
+		if i == bi {
+			continue
+		}
+		diff := 0.0
+		for k := range b.A {
+			diff += p[k] * math.Abs(shareAt(c.f, k, t)-shareAt(bf, k, t))
+		}
+		if !(c.cost-cands[bi].cost > margin*b.S*diff) {
+			return free
+		}
+	}
 	return bf
+}
+
+// shareAt is the share of type k at t under fix f.
+func shareAt(f fix, k int, t float64) float64 {
+	switch k {
+	case f.k1:
+		return f.a1 + f.b1*t
+	case f.k2:
+		return f.a2 + f.b2*t
+	}
+	return 0
 }
 
 // blockCost is the cheapest way (at prices p) for job b to reach
@@ -380,7 +463,7 @@ func (mm *MaxMin) valueAt(p []float64, hi float64) float64 {
 // since the exact phase corrects any job it misclassifies. The bound
 // accounts for time limits, which bind for many jobs when the cluster is
 // not heavily oversubscribed.
-func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
+func (mm *MaxMin) approxPrices(ctx context.Context, tmax float64) ([]float64, float64, error) {
 	K := len(mm.Cap)
 	p := make([]float64, K)
 	tot := 0.0
@@ -405,7 +488,7 @@ func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 	}
 	best := h(p)
 	if K == 1 {
-		return p, best
+		return p, best, ctx.Err()
 	}
 	q := make([]float64, K)
 	for sweep := 0; sweep < 4; sweep++ {
@@ -417,6 +500,9 @@ func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 					q[i] += d
 					q[k] -= d
 					return h(q)
+				}
+				if err := ctx.Err(); err != nil {
+					return nil, 0, err
 				}
 				lo, hi := goldenSection(f, -p[i], p[k], 28)
 				d := (lo + hi) / 2
@@ -431,7 +517,7 @@ func (mm *MaxMin) approxPrices(tmax float64) ([]float64, float64) {
 			break
 		}
 	}
-	return p, best
+	return p, best, nil
 }
 
 type reducedSol struct {
@@ -445,7 +531,7 @@ type reducedSol struct {
 // which makes its use of capacity linear in t; only the free jobs are
 // carried in full. It returns the fixed jobs whose vertex validity range
 // is what limits t, so that the caller frees them.
-func (mm *MaxMin) solveReduced(fixed []fix) (reducedSol, int, []int, error) {
+func (mm *MaxMin) solveReduced(ctx context.Context, fixed []fix) (reducedSol, int, []int, error) {
 	K := len(mm.Cap)
 	p := &Problem{}
 	p.AddVar("t", 1)
@@ -522,7 +608,10 @@ func (mm *MaxMin) solveReduced(fixed []fix) (reducedSol, int, []int, error) {
 	// problem infeasible, while left out a violation just shows up as a
 	// negative share that the optimality check rejects.
 	_ = tLo
-	r := SolveDense(p)
+	r, err := SolveDenseContext(ctx, p)
+	if err != nil {
+		return reducedSol{}, len(ambs), nil, err
+	}
 	if r.Status == Infeasible && len(ambs) < len(mm.Jobs) {
 		// The fixed vertices do not fit together: free every fixed job with
 		// a lower limit on t (splits, frozen requirements), or failing

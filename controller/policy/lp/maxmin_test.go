@@ -1,6 +1,7 @@
 package lp
 
 import (
+	"context"
 	"math"
 	"math/rand"
 	"os"
@@ -48,7 +49,7 @@ func TestMaxMinMatchesDense(t *testing.T) {
 		}
 		full := mm.FullLP()
 		want := SolveDense(full)
-		got, err := SolveMaxMin(mm)
+		got, err := SolveMaxMin(context.Background(), mm)
 		if want.Status != Optimal {
 			t.Fatalf("trial %d: dense %v", trial, want.Status)
 		}
@@ -114,7 +115,7 @@ func TestMPSRoundTripCLP(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(7))
 	mm := randomMaxMin(rng, 300, []float64{40, 40, 40})
-	got, err := SolveMaxMin(mm)
+	got, err := SolveMaxMin(context.Background(), mm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestLinearMatchesDense(t *testing.T) {
 		}
 		full := l.FullLP()
 		want := SolveDense(full)
-		got, err := SolveLinear(l)
+		got, err := SolveLinear(context.Background(), l)
 		if want.Status == Infeasible {
 			if err == nil {
 				t.Fatalf("trial %d: want infeasible", trial)
@@ -169,5 +170,30 @@ func TestLinearMatchesDense(t *testing.T) {
 		if math.Abs(got.Objective-want.Objective) > 1e-7*math.Max(1, want.Objective) {
 			t.Fatalf("trial %d (n=%d): structured %.12g, dense %.12g", trial, n, got.Objective, want.Objective)
 		}
+	}
+}
+
+// TestMaxMinAtTimeLimit: when the capacities do not bind, t* is set by
+// the slowest job's time limit and no price is positive; the price
+// search must still hold nearly every job (this instance used to free all
+// 2,048 jobs into the dense simplex and not finish).
+func TestMaxMinAtTimeLimit(t *testing.T) {
+	mm := randomMaxMin(rand.New(rand.NewSource(3)), 2048, []float64{512, 512, 512})
+	tmax := math.Inf(1)
+	for _, b := range mm.Jobs {
+		tmax = math.Min(tmax, maxAbs(b.A))
+	}
+	got, err := SolveMaxMin(context.Background(), mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.T-tmax) > 1e-12*tmax {
+		t.Fatalf("t* = %.15g, want the time limit %.15g", got.T, tmax)
+	}
+	if v := mm.FullLP().MaxViolation(flatten(mm, got)); v > 1e-7 {
+		t.Fatalf("solution violates constraints by %g", v)
+	}
+	if got.Reduced > 64 {
+		t.Fatalf("%d jobs carried in full, want few", got.Reduced)
 	}
 }

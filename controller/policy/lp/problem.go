@@ -110,10 +110,11 @@ const (
 	Infeasible
 	Unbounded
 	IterationLimit
+	Cancelled // the context was cancelled (SolveDenseContext)
 )
 
 func (s Status) String() string {
-	return [...]string{"optimal", "infeasible", "unbounded", "iteration limit"}[s]
+	return [...]string{"optimal", "infeasible", "unbounded", "iteration limit", "cancelled"}[s]
 }
 
 // Result is a solve's outcome. Dual[i] is d(objective)/d(RHS of row i) for
