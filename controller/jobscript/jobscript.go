@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rota-hpc/rota/internal/slurmsize"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -279,25 +280,10 @@ func gpuCount(v string) (uint32, string, error) {
 // memMB reads --mem: a number with an optional unit K, M (the default),
 // G or T.
 func memMB(v string) (uint64, error) {
-	s := strings.TrimSpace(v)
-	if s == "" {
-		return 0, fmt.Errorf("--mem: empty")
-	}
-	mult, div := uint64(1), uint64(1)
-	switch s[len(s)-1] {
-	case 'K', 'k':
-		div, s = 1024, s[:len(s)-1]
-	case 'M', 'm':
-		s = s[:len(s)-1]
-	case 'G', 'g':
-		mult, s = 1024, s[:len(s)-1]
-	case 'T', 't':
-		mult, s = 1024*1024, s[:len(s)-1]
-	}
-	n, err := strconv.ParseUint(s, 10, 40)
+	// --mem=0 means all of the node's memory: no number to check.
+	mb, err := slurmsize.MB(v)
 	if err != nil {
 		return 0, fmt.Errorf("--mem=%q: want a size such as 16000, 16G or 512M", v)
 	}
-	// --mem=0 means all of the node's memory: no number to check.
-	return (n*mult + div - 1) / div, nil
+	return mb, nil
 }

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"github.com/rota-hpc/rota/internal/slurmsize"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,20 +138,11 @@ func megabytes(s string) (uint64, error) {
 	if unlimited(s) {
 		return 0, nil
 	}
-	mult := uint64(1)
-	switch s[len(s)-1] {
-	case 'M', 'm':
-		s = s[:len(s)-1]
-	case 'G', 'g':
-		mult, s = 1024, s[:len(s)-1]
-	case 'T', 't':
-		mult, s = 1024*1024, s[:len(s)-1]
-	}
-	n, err := strconv.ParseUint(s, 10, 40)
+	mb, err := slurmsize.MB(s)
 	if err != nil {
 		return 0, fmt.Errorf("want megabytes or UNLIMITED, got %q", s)
 	}
-	return n * mult, nil
+	return mb, nil
 }
 
 func list(s string) []string {
