@@ -3,10 +3,11 @@ package slurm
 import (
 	"context"
 	"fmt"
-	"github.com/rota-hpc/rota/internal/slurmsize"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rota-hpc/rota/internal/slurmsize"
 )
 
 // NodeDetail is a node's size as `scontrol show node -o` prints it: what
