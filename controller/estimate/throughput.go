@@ -3,7 +3,9 @@ package estimate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -298,7 +300,7 @@ func (t *Throughputs) estimate(j *tjob, ty string) Estimate {
 			// are the user's knowledge, its scale is checked by measurement.
 			var sum float64
 			var on []string
-			for _, s := range sortedKeys(measured) {
+			for _, s := range slices.Sorted(maps.Keys(measured)) {
 				if h, ok := j.hint[s]; ok {
 					sum += math.Log(measured[s] / h)
 					on = append(on, s)
@@ -341,7 +343,7 @@ func (t *Throughputs) estimate(j *tjob, ty string) Estimate {
 // (geometric mean over the known types).
 func (t *Throughputs) table(ty string, known map[string]float64, what string) (float64, string) {
 	var sum float64
-	ks := sortedKeys(known)
+	ks := slices.Sorted(maps.Keys(known))
 	for _, s := range ks {
 		sum += math.Log(known[s] * t.cfg.speed(ty) / t.cfg.speed(s))
 	}
@@ -416,7 +418,7 @@ func (t *Throughputs) complete(j *tjob, ty string, known map[string]float64, wha
 	var best string
 	var bestN, bestG int
 	var bestR float64
-	for _, s := range sortedKeys(known) {
+	for _, s := range slices.Sorted(maps.Keys(known)) {
 		ps := t.pairs[[2]string{s, ty}]
 		if ps == nil || ps.n < t.cfg.MinPeers {
 			continue
@@ -540,15 +542,6 @@ func (t *Throughputs) Import(data []byte) error {
 	t.jobs, t.clock, t.dirty = jobs, max(t.clock, clock), true
 	t.mu.Unlock()
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func copyMap(m map[string]float64) map[string]float64 {

@@ -2,7 +2,9 @@ package site
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -96,7 +98,7 @@ func Build(in Inputs) *wire.Site {
 			MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin, MaxNodes: p.MaxNodes, MinNodes: p.MinNodes,
 			MaxCPUsPerNode: p.MaxCPUsPerNode, MaxMemPerNodeMB: p.MaxMemPerNodeMB, MaxMemPerCPUMB: p.MaxMemPerCPUMB,
 			TotalNodes: p.TotalNodes, TotalCPUs: p.TotalCPUs, Nodes: p.Nodes}
-		for _, t := range sortedKeys(perPart[p.Name]) {
+		for _, t := range slices.Sorted(maps.Keys(perPart[p.Name])) {
 			pt := *perPart[p.Name][t]
 			if pt.MinCPUsPerNode < 0 {
 				pt.MinCPUsPerNode = 0
@@ -112,7 +114,7 @@ func Build(in Inputs) *wire.Site {
 	for t := range in.Config.GPUMemory {
 		types[t] = true
 	}
-	for _, t := range sortedKeys(types) {
+	for _, t := range slices.Sorted(maps.Keys(types)) {
 		gt := wire.SiteGPUType{Type: t, MemorySource: "unknown", Speed: in.Speed[t]}
 		if b, ok := in.Config.GPUMemory[strings.ToLower(t)]; ok {
 			gt.MemoryBytes, gt.MemorySource = b, "config"
@@ -122,15 +124,6 @@ func Build(in Inputs) *wire.Site {
 		s.GPUTypes = append(s.GPUTypes, gt)
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Partition finds a partition by name.

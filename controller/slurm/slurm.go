@@ -88,12 +88,16 @@ type CLI struct {
 	Timeout time.Duration
 }
 
-func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	t := c.Timeout
-	if t == 0 {
-		t = 10 * time.Second
+// timeout bounds one Slurm command: Timeout, or 10 s.
+func (c *CLI) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, t)
+	return 10 * time.Second
+}
+
+func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(cmd.Environ(), c.Env...)

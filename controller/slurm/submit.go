@@ -208,11 +208,7 @@ func (c *CLI) Submit(ctx context.Context, s Submission) (uint32, error) {
 		args = append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--init-groups", "--", "sbatch"}, args...)
 		name = "setpriv"
 	}
-	t := c.Timeout
-	if t == 0 {
-		t = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, t)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append([]string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username,

@@ -8,6 +8,7 @@ package external
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -114,7 +115,7 @@ func (s throughputServer) Estimate(ctx context.Context, r *pb.ThroughputRequest)
 
 func throughputRequest(q estimators.ThroughputQuery) *pb.ThroughputRequest {
 	r := &pb.ThroughputRequest{Job: jobToPB(q.Key, q.Job), GpuTypes: q.Types, Hints: q.Hints}
-	for _, ty := range sortedKeys(q.Measured) {
+	for _, ty := range slices.Sorted(maps.Keys(q.Measured)) {
 		m := q.Measured[ty]
 		r.Measured = append(r.Measured, &pb.Measurement{GpuType: ty, StepsPerSec: m.StepsPerSec, Samples: m.Samples})
 	}
@@ -252,13 +253,4 @@ func queueJobsFromPB(js []*pb.QueueJob) []queuewait.QueueJob {
 			Submit: fromUnixMS(j.GetSubmitUnixMs()), Start: fromUnixMS(j.GetStartUnixMs())}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
