@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -102,19 +103,24 @@ func (j *Journal) Close() error {
 	return err
 }
 
-// Append writes d as one line and returns its sequence number. The line
-// is in the kernel when Append returns.
-func (j *Journal) Append(d *wire.Decision) (uint64, error) {
+// Append writes decision id, encoded as d (JSON), as one line and
+// returns its sequence number. The line is in the kernel when Append
+// returns.
+func (j *Journal) Append(id string, d []byte) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return 0, errors.New("decision journal is closed")
 	}
 	j.seq++
+	// The line is journalLine's encoding, put together around d so the
+	// decision is encoded once for the journal and the bucket alike.
 	j.buf.Reset()
-	if err := json.NewEncoder(&j.buf).Encode(journalLine{Seq: j.seq, D: d}); err != nil {
-		return 0, fmt.Errorf("encoding decision %s for the journal: %w", d.ID, err)
-	}
+	j.buf.WriteString(`{"seq":`)
+	j.buf.WriteString(strconv.FormatUint(j.seq, 10))
+	j.buf.WriteString(`,"d":`)
+	j.buf.Write(d)
+	j.buf.WriteString("}\n")
 	// One write of the whole line: with O_APPEND it lands after every
 	// earlier line, and a kill leaves whole lines (a torn last line after
 	// a host crash is skipped at replay).
@@ -122,7 +128,7 @@ func (j *Journal) Append(d *wire.Decision) (uint64, error) {
 	j.size += int64(n)
 	if err != nil {
 		j.curFailed = true
-		return 0, fmt.Errorf("appending decision %s to %s: %w", d.ID, j.path, err)
+		return 0, fmt.Errorf("appending decision %s to %s: %w", id, j.path, err)
 	}
 	j.cutIfLarge()
 	return j.seq, nil

@@ -42,10 +42,12 @@ type Store struct {
 	journal *Journal // nil: Record keeps decisions in memory until stored
 }
 
-// queued is a decision waiting for JetStream, with its journal sequence
-// number (0 when not journaled).
+// queued is a decision waiting for JetStream, encoded (once, for the
+// journal and the bucket alike), with its journal sequence number (0 when
+// not journaled).
 type queued struct {
 	d   *wire.Decision
+	b   []byte
 	seq uint64
 }
 
@@ -85,16 +87,21 @@ func (s *Store) UseJournal(j *Journal) { s.journal = j }
 // write(2), no fsync), then in memory, and in JetStream from Run.
 func (s *Store) Record(d *wire.Decision) {
 	s.count.Add(1)
+	b, err := json.Marshal(d)
+	if err != nil {
+		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot encode the decision; kept in memory only")
+		s.remember(d)
+		return
+	}
 	var seq uint64
 	if s.journal != nil {
-		var err error
-		if seq, err = s.journal.Append(d); err != nil {
+		if seq, err = s.journal.Append(d.ID, b); err != nil {
 			s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot journal the decision; it is stored shortly but a controller killed before then loses it")
 		}
 	}
 	s.remember(d)
 	select {
-	case s.queue <- queued{d, seq}:
+	case s.queue <- queued{d, b, seq}:
 	default:
 		s.journal.stored(seq, false)
 		s.log.Warn().Str("decision", d.ID).Msg("decision write queue full (JetStream slow or down); decision kept in memory and journal only")
@@ -135,12 +142,12 @@ func (s *Store) Run(ctx context.Context) {
 	for {
 		select {
 		case q := <-s.queue:
-			s.journal.stored(q.seq, s.put(context.Background(), q.d))
+			s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
 		case <-ctx.Done():
 			for {
 				select {
 				case q := <-s.queue:
-					s.journal.stored(q.seq, s.put(context.Background(), q.d))
+					s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
 				default:
 					return
 				}
@@ -150,10 +157,11 @@ func (s *Store) Run(ctx context.Context) {
 }
 
 // put stores d and says whether it could.
-func (s *Store) put(ctx context.Context, d *wire.Decision) bool {
+// b is d encoded, or nil to encode it here.
+func (s *Store) put(ctx context.Context, d *wire.Decision, b []byte) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.write(ctx, d); err != nil {
+	if err := s.writeEncoded(ctx, d, b); err != nil {
 		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory (and the journal, if on) only")
 		return false
 	}
@@ -162,9 +170,16 @@ func (s *Store) put(ctx context.Context, d *wire.Decision) bool {
 
 // write puts the decision, then its job index when it has a job id.
 func (s *Store) write(ctx context.Context, d *wire.Decision) error {
-	b, err := json.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("encoding decision %s: %w", d.ID, err)
+	return s.writeEncoded(ctx, d, nil)
+}
+
+// writeEncoded is write with d already encoded as b (nil: encode here).
+func (s *Store) writeEncoded(ctx context.Context, d *wire.Decision, b []byte) error {
+	if b == nil {
+		var err error
+		if b, err = json.Marshal(d); err != nil {
+			return fmt.Errorf("encoding decision %s: %w", d.ID, err)
+		}
 	}
 	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
 		return fmt.Errorf("storing decision %s: %w", d.ID, err)
@@ -226,6 +241,6 @@ func (s *Store) Bind(ctx context.Context, id string, jobID uint32) (*wire.Decisi
 	cp := *d
 	cp.JobID = jobID
 	s.remember(&cp)
-	s.put(ctx, &cp)
+	s.put(ctx, &cp, nil)
 	return &cp, nil
 }
