@@ -106,9 +106,16 @@ func (n Numbers) MarshalJSON() ([]byte, error) {
 	if n == nil {
 		return []byte("null"), nil
 	}
+	allFinite := true
+	for _, v := range n {
+		allFinite = allFinite && !nonFinite(v)
+	}
+	if allFinite { // the usual case: no copy
+		return json.Marshal(map[string]float64(n))
+	}
 	finite := make(map[string]float64, len(n))
 	for k, v := range n {
-		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+		if !nonFinite(v) {
 			finite[k] = v
 		}
 	}
@@ -147,3 +154,5 @@ func Decode(data []byte, v interface{ version() int }) error {
 
 func (m *PlaceRequest) version() int { return m.V }
 func (m *PlaceReply) version() int   { return m.V }
+
+func nonFinite(v float64) bool { return math.IsInf(v, 0) || math.IsNaN(v) }
