@@ -6,14 +6,15 @@
 package placement
 
 import (
-	"fmt"
-	"math"
+	"maps"
 	"sort"
-	"strings"
 	"sync"
+	"time"
+
+	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/controller/cluster"
-	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -27,16 +28,20 @@ type Placer interface {
 	Place(req *wire.PlaceRequest) Result
 }
 
-// Result is a placement with the numbers behind it, for `rota explain`.
-type Result struct {
-	GPUType      string // "" keeps the request's type
-	TimeLimitMin uint32 // 0 keeps the request's time limit
-	Reason       string
-	Numbers      map[string]float64
-	// ByFeature: express GPUType as a node constraint (see
-	// cluster.Snapshot.ByFeature).
-	ByFeature bool
+// Shared is a Placer whose decisions plugins can make themselves: it
+// hands out its state and counts what they placed.
+type Shared interface {
+	Placer
+	// State is what plugins need to place as this Placer would.
+	State(now time.Time) *wire.PlaceState
+	// Absorb takes in a decision a plugin made from a State.
+	Absorb(d *wire.Decision)
+	// Generation changes whenever State would differ (other than its time).
+	Generation() uint64
 }
+
+// Result is a placement with the numbers behind it, for `rota explain`.
+type Result = rule.Result
 
 // Config holds the knobs shared by placement rules.
 type Config struct {
@@ -61,56 +66,74 @@ func DefaultConfig() Config {
 	return Config{Speed: map[string]float64{}, WalltimeMargin: 1.5, WalltimeOverheadMin: 5}
 }
 
-func (c *Config) speed(t string) float64 {
-	if s, ok := c.Speed[t]; ok && s > 0 {
-		return s
+// Rule is c as the wire form the plugin receives.
+func (c *Config) Rule() wire.PlaceRule {
+	sp := make(map[string]float64, len(c.Speed))
+	for t, v := range c.Speed {
+		sp[t] = v
 	}
-	return 1
+	return wire.PlaceRule{Speed: sp, RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin}
 }
 
 // Demand is how many GPUs a request needs in all and on its busiest node.
-func Demand(a wire.GPUAsk) (total, perNode int) {
-	nodes := int(max(a.Nodes, 1))
-	tasks := int(max(a.Tasks, 1))
-	perNode = int(max(a.PerNode, a.PerSocket, a.PerTask))
-	total = max(int(a.PerJob), int(a.PerNode)*nodes, int(a.PerSocket)*nodes, int(a.PerTask)*tasks)
-	if a.Nodes == 1 {
-		// Everything lands on the one node.
-		perNode = max(perNode, total)
+func Demand(a wire.GPUAsk) (total, perNode int) { return rule.Demand(a) }
+
+// View turns a cluster snapshot into the wire form the rule reads.
+func View(s *cluster.Snapshot) *wire.ClusterView {
+	if s == nil {
+		return nil
 	}
-	if total > 0 {
-		perNode = max(perNode, 1)
+	v := &wire.ClusterView{At: s.At, Types: make(map[string]wire.TypeView, len(s.Types)),
+		Partitions: make(map[string]wire.PartitionView, len(s.Partitions)), DefaultPartition: s.DefaultPartition, ByFeature: s.ByFeature}
+	for t, tc := range s.Types {
+		parts := make([]string, 0, len(tc.Partitions))
+		for p, ok := range tc.Partitions {
+			if ok {
+				parts = append(parts, p)
+			}
+		}
+		sort.Strings(parts)
+		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts}
 	}
-	return total, perNode
+	for n, p := range s.Partitions {
+		v.Partitions[n] = wire.PartitionView{MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin}
+	}
+	return v
 }
 
-// Interim is the rule Rota uses until the policy engine drives placement:
-// of the GPU types that can hold the job, take the one with the most free
-// GPUs weighted by relative speed; when none has room now, the one with the
-// most total capacity weighted by speed (the job queues where it will run
-// fastest on average). Each placement reserves its GPUs in the view until
-// the next refresh, so a burst of submissions spreads over the types
-// instead of piling onto one.
+// Interim is the rule Rota uses until the policy engine drives placement
+// (controller/placement/rule): of the GPU types that can hold the job,
+// take the one with the most free GPUs weighted by relative speed; when
+// none has room now, the one with the most total capacity weighted by speed
+// (the job queues where it will run fastest on average). Each placement
+// reserves its GPUs in the view until the next refresh, so a burst of
+// submissions spreads over the types instead of piling onto one.
+//
+// Interim also shares its state (State) so plugins can place locally with
+// the same rule; the placements they report (Absorb) reserve GPUs here as
+// the controller's own do.
 type Interim struct {
-	cfg Config
-
-	mu       sync.Mutex
-	snap     *cluster.Snapshot
-	reserved map[string]int
+	mu    sync.Mutex
+	state wire.PlaceState // Reserved and Absorbed are owned here, copied out by State
 }
 
 // NewInterim returns an Interim placer with no cluster view yet: until the
 // first Update it keeps every request as it is.
 func NewInterim(cfg Config) *Interim {
-	return &Interim{cfg: cfg, reserved: map[string]int{}}
+	return &Interim{state: wire.PlaceState{V: wire.Version, Controller: nuid.Next(), Policy: cfg.Name, Rule: cfg.Rule(),
+		Reserved: map[string]int{}, Absorbed: map[string]uint64{}}}
 }
 
 // Name implements Placer.
 func (p *Interim) Name() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cfg.Name != "" {
-		return p.cfg.Name
+	return p.nameLocked()
+}
+
+func (p *Interim) nameLocked() string {
+	if p.state.Policy != "" {
+		return p.state.Policy
 	}
 	return "interim"
 }
@@ -118,16 +141,21 @@ func (p *Interim) Name() string {
 // SetName names the policy whose rounds follow up on these placements.
 func (p *Interim) SetName(name string) {
 	p.mu.Lock()
-	p.cfg.Name = name
+	p.state.Policy = name
+	p.state.Gen++
 	p.mu.Unlock()
 }
 
 // Update implements Placer. Reservations end: the new snapshot's use
-// includes the jobs that have started.
+// includes the jobs that have started. Absorbed stays: a plugin's
+// placements up to it are covered by this view as much as by a
+// reservation.
 func (p *Interim) Update(s *cluster.Snapshot) {
+	v := View(s)
 	p.mu.Lock()
-	p.snap = s
-	p.reserved = map[string]int{}
+	p.state.Cluster = v
+	p.state.Reserved = map[string]int{}
+	p.state.Gen++
 	p.mu.Unlock()
 }
 
@@ -135,140 +163,45 @@ func (p *Interim) Update(s *cluster.Snapshot) {
 func (p *Interim) Place(req *wire.PlaceRequest) Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	num := map[string]float64{}
-	if p.snap == nil {
-		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
+	res := rule.Place(&p.state, nil, req)
+	if r := res.Reserve; r != nil {
+		p.state.Reserved[r.Type] += r.GPUs
+		p.state.Gen++
 	}
-	total, perNode := Demand(req.GPU)
-	num["need.total"], num["need.per_node"] = float64(total), float64(perNode)
-	part := req.Partition
-	if part == "" {
-		part = p.snap.DefaultPartition
-	}
-	if i := strings.IndexByte(part, ','); i >= 0 {
-		part = part[:i] // several partitions: judge by the first
-	}
-
-	var res Result
-	switch {
-	case len(req.GPU.Types) > 1:
-		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
-		res.TimeLimitMin = p.walltime(req, "", part, num)
-		return withNumbers(res, num)
-	case req.GPU.Type == "" && constraintType(req.Features, p.snap) != "":
-		t := constraintType(req.Features, p.snap)
-		res.Reason = "user's constraint names type " + t + "; type kept"
-		res.TimeLimitMin = p.walltime(req, t, part, num)
-		return withNumbers(res, num)
-	case req.GPU.Type != "" && !p.cfg.RetypeTyped:
-		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
-		if _, known := p.snap.Types[req.GPU.Type]; !known {
-			res.Reason = "user named type " + req.GPU.Type + ", which no usable node has; request kept"
-		}
-		res.TimeLimitMin = p.walltime(req, req.GPU.Type, part, num)
-		return withNumbers(res, num)
-	}
-
-	type cand struct {
-		t     string
-		free  int
-		score float64
-	}
-	var fits []cand
-	for _, t := range p.snap.TypeNames() {
-		tc := p.snap.Types[t]
-		if part != "" && !tc.Partitions[part] {
-			continue
-		}
-		if tc.MaxPerNode < perNode || tc.Total < total {
-			continue
-		}
-		free := max(tc.Free()-p.reserved[t], 0)
-		sp := p.cfg.speed(t)
-		num["free."+t], num["speed."+t] = float64(free), sp
-		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
-	}
-	if len(fits) == 0 {
-		res.Reason = fmt.Sprintf("no GPU type in partition %q can hold %d GPUs (%d per node); request kept for Slurm to judge", part, total, perNode)
-		return withNumbers(res, num)
-	}
-	best, room := fits[0], false
-	for _, c := range fits {
-		if c.free >= total && (!room || c.score > best.score) {
-			best, room = c, true
-		}
-	}
-	if room {
-		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.2g = %.3g (of %d types that fit)",
-			best.t, best.free, p.cfg.speed(best.t), best.score, len(fits))
-	} else {
-		for _, c := range fits {
-			capScore := float64(p.snap.Types[c.t].Total) * p.cfg.speed(c.t)
-			if capScore > float64(p.snap.Types[best.t].Total)*p.cfg.speed(best.t) {
-				best = c
-			}
-		}
-		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.2g)",
-			total, best.t, p.snap.Types[best.t].Total, p.cfg.speed(best.t))
-	}
-	p.reserved[best.t] += total
-	num["chosen.score"] = best.score
-	if best.t != req.GPU.Type {
-		res.GPUType = best.t
-		res.ByFeature = p.snap.ByFeature
-	}
-	res.TimeLimitMin = p.walltime(req, best.t, part, num)
-	return withNumbers(res, num)
+	return res
 }
 
-// constraintType is the GPU type a job's constraint names, if any.
-func constraintType(features string, s *cluster.Snapshot) string {
-	for _, f := range strings.FieldsFunc(features, func(r rune) bool { return strings.ContainsRune("&|,[]()*", r) }) {
-		if _, ok := s.Types[f]; ok {
-			return f
-		}
+// Absorb counts the GPUs of a placement a plugin made locally, and
+// remembers its sequence number so the plugin stops counting it itself
+// once it sees a state with it.
+func (p *Interim) Absorb(d *wire.Decision) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := d.Reserve; r != nil && r.GPUs > 0 {
+		p.state.Reserved[r.Type] += r.GPUs
 	}
-	return ""
+	if d.Origin != "" && d.Seq > p.state.Absorbed[d.Origin] {
+		p.state.Absorbed[d.Origin] = d.Seq
+	}
+	p.state.Gen++
 }
 
-func withNumbers(r Result, num map[string]float64) Result {
-	r.Numbers = num
-	return r
+// State is a copy of the placement state for plugins, stamped now.
+func (p *Interim) State(now time.Time) *wire.PlaceState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.state
+	s.At = now.UTC()
+	s.Policy = p.nameLocked()
+	s.Reserved = maps.Clone(p.state.Reserved)
+	s.Absorbed = maps.Clone(p.state.Absorbed)
+	// Rule and Cluster are never changed in place, only replaced.
+	return &s
 }
 
-// walltime estimates the run time on type t from the user's hints: total
-// steps over steps/s on t (given for t, or scaled from another type by the
-// speed table), times the margin, plus overhead; capped by the user's limit
-// and the partition's MaxTime. 0 means "no estimate: keep".
-func (p *Interim) walltime(req *wire.PlaceRequest, t, part string, num map[string]float64) uint32 {
-	steps := req.Hints.Steps
-	if steps == 0 || len(req.Hints.Throughput) == 0 {
-		return 0
-	}
-	rate := req.Hints.Throughput[t]
-	if rate <= 0 {
-		if t == "" {
-			return 0
-		}
-		hinted := make([]string, 0, len(req.Hints.Throughput))
-		for h := range req.Hints.Throughput {
-			hinted = append(hinted, h)
-		}
-		sort.Strings(hinted)
-		h := hinted[0]
-		rate = req.Hints.Throughput[h] * p.cfg.speed(t) / p.cfg.speed(h)
-	}
-	if !(rate > 0) {
-		return 0
-	}
-	est := float64(steps)/rate*p.cfg.WalltimeMargin/60 + float64(p.cfg.WalltimeOverheadMin)
-	num["est.steps_per_s"], num["est.minutes_uncapped"] = rate, est
-	m := uint32(math.Min(math.Ceil(est), float64(slurmtime.Unlimited-1)))
-	if pt, ok := p.snap.Partitions[part]; ok && pt.MaxTimeMin > 0 && m > pt.MaxTimeMin {
-		m = pt.MaxTimeMin
-	}
-	if req.TimeLimitMin > 0 && m > req.TimeLimitMin {
-		m = req.TimeLimitMin
-	}
-	return m
+// Generation changes whenever State would differ (other than its time).
+func (p *Interim) Generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state.Gen
 }

@@ -42,10 +42,12 @@ import (
 var (
 	// noController is set while NATS reports nobody serving placements.
 	noController atomic.Bool
-	mu           sync.RWMutex
-	handler      *submit.Handler
-	asker        *submit.NATSAsker
-	log          = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
+	// noState is set while local placement has no usable state.
+	noState atomic.Bool
+	mu      sync.RWMutex
+	handler *submit.Handler
+	asker   *submit.NATSAsker
+	log     = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
 )
 
 //export rota_go_init
@@ -91,11 +93,11 @@ func rota_go_init(path *C.char) {
 				}
 			}
 			asker = a
-			h.Asker = a
+			h.Asker = a.Placer()
 		}
 	}
 	handler = h
-	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Dur("deadline", cfg.Deadline).Msg("loaded")
+	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).Dur("deadline", cfg.Deadline).Msg("loaded")
 }
 
 //export rota_go_fini
@@ -135,11 +137,20 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 			log.Warn().Err(err).Msg("no controller answers placements; jobs pass through unchanged until one does")
 		}
 		ev = log.Debug().Err(err)
+	case errors.Is(err, submit.ErrNoState), errors.Is(err, submit.ErrStaleState):
+		// Local placement without a live controller: once per outage.
+		if noState.CompareAndSwap(false, true) {
+			log.Warn().Err(err).Msg("jobs pass through unchanged until the controller's placement state arrives")
+		}
+		ev = log.Debug().Err(err)
 	case err != nil:
 		ev = log.Warn().Err(err)
 	}
 	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
 		log.Info().Msg("a controller answers placements again")
+	}
+	if (outcome == submit.Rewritten || outcome == submit.Kept) && noState.CompareAndSwap(true, false) {
+		log.Info().Msg("the controller's placement state is here; GPU jobs are placed by Rota")
 	}
 	ev.Str("outcome", string(outcome)).Stringer("took", took).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))
