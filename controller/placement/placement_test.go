@@ -1,11 +1,13 @@
 package placement
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -156,5 +158,38 @@ func BenchmarkInterimPlace(b *testing.B) {
 			p.Update(s)
 		}
 		p.Place(req)
+	}
+}
+
+// TestSharedStateDecidesAlike: a plugin placing from Interim's State, with
+// its own reservations counted locally, decides exactly what Interim
+// decides, and Absorb makes the next State count the plugin's GPUs.
+func TestSharedStateDecidesAlike(t *testing.T) {
+	ctl, plugin := NewInterim(cfg()), NewInterim(cfg())
+	ctl.Update(snapshot(map[string]int{"v100": 2}))
+	plugin.Update(snapshot(map[string]int{"v100": 2}))
+	st := ctl.State(time.Now())
+	extra := map[string]int{}
+	req := &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}}
+	for i := range 12 {
+		want := plugin.Place(req)
+		got := rule.Place(st, extra, req)
+		if got.GPUType != want.GPUType || got.Reason != want.Reason {
+			t.Fatalf("placement %d: shared state gave %q (%s), Interim %q (%s)", i, got.GPUType, got.Reason, want.GPUType, want.Reason)
+		}
+		extra[got.Reserve.Type] += got.Reserve.GPUs
+		ctl.Absorb(&wire.Decision{Origin: "p1", Seq: uint64(i + 1), Reserve: got.Reserve})
+	}
+	next := ctl.State(time.Now())
+	if !reflect.DeepEqual(next.Reserved, extra) || next.Absorbed["p1"] != 12 || next.Gen <= st.Gen {
+		t.Fatalf("after absorbing: reserved %v absorbed %v gen %d->%d, want reserved %v", next.Reserved, next.Absorbed, st.Gen, next.Gen, extra)
+	}
+	if len(st.Reserved) != 0 {
+		t.Fatalf("an earlier State changed under its reader: %v", st.Reserved)
+	}
+	// A refresh ends reservations but remembers what was absorbed.
+	ctl.Update(snapshot(nil))
+	if s := ctl.State(time.Now()); len(s.Reserved) != 0 || s.Absorbed["p1"] != 12 {
+		t.Fatalf("after refresh: %v %v", s.Reserved, s.Absorbed)
 	}
 }
