@@ -53,7 +53,10 @@ plugins: $(BIN)/job_submit_rota.so $(BIN)/spank_rota.so
 
 $(BIN)/job_submit_rota.so: FORCE
 	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
-	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. $$CGO_CFLAGS" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
+	@# plugin/jobsubmit/shim.c #includes cgo/job_submit_rota.c, which Go's
+	@# build cache does not hash: the define below makes an edit to cgo/
+	@# change the cache key, else the .so keeps the old C code.
+	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. -DROTA_SHIM_SUM=$$(cat cgo/*.c cgo/*.h | sha256sum | cut -c1-16) $$CGO_CFLAGS" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
 	rm -f $(BIN)/job_submit_rota.h
 
 $(BIN)/spank_rota.so: cgo/spank_rota.c

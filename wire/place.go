@@ -84,6 +84,9 @@ type PlaceReply struct {
 // Decision is the controller's record of one placement, kept so that
 // `rota explain` can show it later.
 type Decision struct {
+	// V is set on decisions a plugin sends for recording
+	// (SubjectPlaceDecision); stored records may leave it 0.
+	V     int          `json:"v,omitempty"`
 	ID    string       `json:"id"`
 	At    time.Time    `json:"at"`
 	JobID uint32       `json:"job_id,omitempty"` // bound once Slurm has assigned it
@@ -92,6 +95,14 @@ type Decision struct {
 	// Numbers is what the rule looked at, for explain: e.g. free GPUs and
 	// relative speed per type, the estimate's inputs.
 	Numbers Numbers `json:"numbers,omitempty"`
+	// Made locally by a plugin (placement = local): Origin is the plugin
+	// instance, Seq its count of decisions, StateGen the PlaceState.Gen it
+	// decided from, and Reserve the GPUs it took from that state's view,
+	// which the controller adds to its reservations.
+	Origin   string       `json:"origin,omitempty"`
+	Seq      uint64       `json:"seq,omitempty"`
+	StateGen uint64       `json:"state_gen,omitempty"`
+	Reserve  *Reservation `json:"reserve,omitempty"`
 }
 
 // Numbers are named figures shown to people (explain). JSON has no

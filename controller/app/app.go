@@ -76,6 +76,8 @@ type Controller struct {
 	// subscription instead of piling up goroutines.
 	durable sync.WaitGroup
 	writes  chan struct{}
+	// stateKick asks publishStates for a placement state now.
+	stateKick chan struct{}
 }
 
 // maxDurableWrites bounds the decisions being stored at once.
@@ -84,7 +86,7 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites)}
+		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1)}
 	if err := c.cfg.Check(); err != nil {
 		return err
 	}
@@ -194,6 +196,7 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 		return err
 	}
 	c.startRounds(ctx)
+	go c.publishStates(ctx)
 	where := c.cfg.NATSURL
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen
@@ -413,6 +416,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.refreshSite(ctx, nodes, parts)
+	c.kickState()
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
 	return nil
 }

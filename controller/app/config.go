@@ -53,6 +53,11 @@ type Config struct {
 	// Refresh is how often the controller re-reads Slurm's nodes and
 	// partitions.
 	Refresh time.Duration
+	// StateInterval is the longest gap between two placement states the
+	// controller pushes to plugins placing locally (it also pushes one on
+	// every change); plugins treat a state older than their state_max_age
+	// as a dead controller.
+	StateInterval time.Duration
 	// DecisionTTL is how long decisions stay explainable.
 	DecisionTTL time.Duration
 	// LogLevel: debug, info, warn, error.
@@ -86,16 +91,17 @@ type Config struct {
 // DefaultConfig is what no file and no flags mean.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:    "/var/lib/rota",
-		Listen:      "127.0.0.1:4222",
-		Replicas:    1,
-		LeaseTTL:    leader.DefaultTTL,
-		Refresh:     time.Minute,
-		DecisionTTL: 30 * 24 * time.Hour,
-		LogLevel:    "info",
-		Placement:   placement.DefaultConfig(),
-		Rounds:      rounds.DefaultConfig(),
-		Chains:      chains.DefaultConfig(),
+		StateDir:      "/var/lib/rota",
+		Listen:        "127.0.0.1:4222",
+		Replicas:      1,
+		LeaseTTL:      leader.DefaultTTL,
+		Refresh:       time.Minute,
+		StateInterval: 2 * time.Second,
+		DecisionTTL:   30 * 24 * time.Hour,
+		LogLevel:      "info",
+		Placement:     placement.DefaultConfig(),
+		Rounds:        rounds.DefaultConfig(),
+		Chains:        chains.DefaultConfig(),
 	}
 }
 
@@ -121,6 +127,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("tls_key", &c.TLSKey)
 	v.String("tls_ca", &c.TLSCA)
 	v.Duration("refresh", &c.Refresh, time.Second, 24*time.Hour)
+	v.Duration("state_interval", &c.StateInterval, 100*time.Millisecond, time.Minute)
 	v.Duration("decision_ttl", &c.DecisionTTL, time.Hour, 10*365*24*time.Hour)
 	v.String("log_level", &c.LogLevel)
 	v.Bool("retype_typed", &c.Placement.RetypeTyped)

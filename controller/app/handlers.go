@@ -13,7 +13,9 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // queueGroup lets several controllers share the request subjects; only one
@@ -30,6 +32,10 @@ func (c *Controller) subscribe() ([]*nats.Subscription, error) {
 		wire.SubjectStatus:  c.onStatus,
 		// rota estimate: off the submit path, may read squeue.
 		wire.SubjectEstimate: c.onEstimate,
+		// Local placement: plugins report what they decided, and ask
+		// for the state when they (re)connect.
+		wire.SubjectPlaceDecision: c.onDecision,
+		wire.SubjectPlaceSync:     func(*nats.Msg) { c.kickState() },
 	} {
 		s, err := c.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -82,6 +88,9 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		return
 	}
 	res := c.placer.Place(&req)
+	if res.Reserve != nil {
+		c.kickState() // plugins placing locally must count these GPUs too
+	}
 	reply := wire.PlaceReply{
 		V:            wire.Version,
 		DecisionID:   nuid.Next(),
@@ -122,6 +131,57 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		c.respond(m, reply)
 		c.logPlaced(&reply)
 	}()
+}
+
+// onDecision records a placement a plugin made itself from the pushed
+// state (placement = local), so `rota explain` and the round loop find it
+// by the id in the job's annotation, and counts its GPUs in the shared
+// view so the next state tells every plugin. Only the plugin identity may
+// publish here (controller/creds).
+func (c *Controller) onDecision(m *nats.Msg) {
+	var d wire.Decision
+	if err := wire.Decode(m.Data, &d); err != nil {
+		c.log.Warn().Err(err).Msg("malformed decision record from a plugin dropped")
+		return
+	}
+	if err := checkDecision(&d); err != nil {
+		c.log.Warn().Err(err).Str("decision", d.ID).Msg("decision record from a plugin refused")
+		return
+	}
+	if sh, ok := c.placer.(placement.Shared); ok {
+		sh.Absorb(&d)
+		c.kickState()
+	}
+	c.store.Record(&d)
+	c.logPlaced(&d.Given)
+}
+
+// checkDecision refuses records that could break the store (the id is a
+// KV key) or the reservations.
+func checkDecision(d *wire.Decision) error {
+	if d.ID == "" || len(d.ID) > 64 {
+		return fmt.Errorf("decision id of %d bytes", len(d.ID))
+	}
+	for _, r := range d.ID {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Errorf("decision id %q: letters and digits only", d.ID)
+		}
+	}
+	if d.Given.DecisionID != d.ID {
+		return fmt.Errorf("decision %q answers as %q", d.ID, d.Given.DecisionID)
+	}
+	if r := d.Reserve; r != nil {
+		if err := gpureq.CheckTypeName(r.Type); err != nil {
+			return fmt.Errorf("reservation: %w", err)
+		}
+		if err := r.Check(); err != nil {
+			return err
+		}
+	}
+	if d.At.IsZero() {
+		d.At = time.Now().UTC()
+	}
+	return nil
 }
 
 // durableWriteTimeout bounds storing a decision before its reply; the

@@ -52,10 +52,12 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)
+		c.kickState()
 	}
 	c.rounds.Store(loop)
 	if in, ok := c.placer.(*placement.Interim); ok {
 		in.SetName(loop.Policy())
+		c.kickState()
 	}
 	go loop.Run(ctx)
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).

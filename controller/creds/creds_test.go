@@ -151,6 +151,23 @@ func TestPermissions(t *testing.T) {
 		{"plugin reads the CLI's replies", plug, ctl, auth.InboxPrefix(pub(CLI)) + ".x", true, false},
 		{"plugin reads placement requests", plug, ctl, wire.SubjectPlace, true, false},
 		{"plugin reads its own replies", plug, ctl, auth.InboxPrefix(pub(Plugin)) + ".x", true, true},
+		// Local placement: the controller pushes the state, plugins send
+		// decisions; nobody else may do either (a forged state would place
+		// every job, a forged decision would reserve GPUs and answer
+		// explain).
+		{"plugin receives the placement state", plug, ctl, wire.SubjectPlaceState, true, true},
+		{"plugin publishes a decision", plug, ctl, wire.SubjectPlaceDecision, false, true},
+		{"plugin asks for the state", plug, ctl, wire.SubjectPlaceSync, false, true},
+		{"plugin forges the placement state", plug, ctl, wire.SubjectPlaceState, false, false},
+		{"plugin reads other plugins' decisions", plug, ctl, wire.SubjectPlaceDecision, true, false},
+		{"controller publishes the placement state", ctl, plug, wire.SubjectPlaceState, false, true},
+		{"controller receives decisions", ctl, plug, wire.SubjectPlaceDecision, true, true},
+		{"agent forges the placement state", n1, plug, wire.SubjectPlaceState, false, false},
+		{"agent forges a decision", n1, ctl, wire.SubjectPlaceDecision, false, false},
+		{"cli forges the placement state", cli, plug, wire.SubjectPlaceState, false, false},
+		{"cli forges a decision", cli, ctl, wire.SubjectPlaceDecision, false, false},
+		{"admin forges a decision", adm, ctl, wire.SubjectPlaceDecision, false, false},
+		{"agent reads the placement state", n1, ctl, wire.SubjectPlaceState, true, false},
 		// CLI and admin.
 		{"cli asks for status", cli, ctl, wire.SubjectStatus, false, true},
 		{"cli asks to explain", cli, ctl, wire.SubjectExplain, false, true},

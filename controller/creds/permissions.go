@@ -48,7 +48,11 @@ func RulesFor(id Identity, all []Identity) Rules {
 		}
 		return r
 	case Plugin:
-		return Rules{Publish: []string{wire.SubjectPlace}, Subscribe: []string{inbox}}
+		// Placement requests (remote) or the placement state in and
+		// decisions out (local); the controller alone publishes the state,
+		// the plugin alone decisions.
+		return Rules{Publish: []string{wire.SubjectPlace, wire.SubjectPlaceDecision, wire.SubjectPlaceSync},
+			Subscribe: []string{wire.SubjectPlaceState, inbox}}
 	case CLI:
 		return Rules{Publish: []string{wire.SubjectStatus, wire.SubjectExplain, wire.SubjectEstimate}, Subscribe: []string{inbox}}
 	case Admin:

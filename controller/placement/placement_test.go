@@ -1,11 +1,13 @@
 package placement
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -163,10 +165,11 @@ func BenchmarkInterimPlace(b *testing.B) {
 // one that runs faster on the K80 than anywhere else goes there.
 func TestPlaceByJobSpeed(t *testing.T) {
 	p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
-	p.Update(cluster.Build(time.Now(), []slurm.Node{
+	snap := cluster.Build(time.Now(), []slurm.Node{
 		{Name: "a", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}, GPUsUsed: map[string]int{}},
 		{Name: "b", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 4}, GPUsUsed: map[string]int{}},
-	}, []slurm.Partition{{Name: "gpu", Default: true}}))
+	}, []slurm.Partition{{Name: "gpu", Default: true}})
+	p.Update(snap)
 	for _, c := range []struct {
 		hints map[string]float64
 		want  string
@@ -179,7 +182,7 @@ func TestPlaceByJobSpeed(t *testing.T) {
 		if r.GPUType != c.want {
 			t.Errorf("hints %v: %s (%s), want %s", c.hints, r.GPUType, r.Reason, c.want)
 		}
-		p.Update(p.snap) // drop the reservation
+		p.Update(snap) // drop the reservation
 	}
 }
 
@@ -213,5 +216,83 @@ func TestPlaceEarliestFinish(t *testing.T) {
 	// Without known work the old rule holds.
 	if r := p.Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); !strings.Contains(r.Reason, "weighted by speed") {
 		t.Errorf("unknown work: %s", r.Reason)
+	}
+}
+
+// TestSharedStateDecidesAlike: a plugin placing from Interim's State, with
+// its own reservations counted locally, decides exactly what Interim
+// decides, and Absorb makes the next State count the plugin's GPUs.
+func TestSharedStateDecidesAlike(t *testing.T) {
+	ctl, plugin := NewInterim(cfg()), NewInterim(cfg())
+	ctl.Update(snapshot(map[string]int{"v100": 2}))
+	plugin.Update(snapshot(map[string]int{"v100": 2}))
+	st := ctl.State(time.Now())
+	var extra []wire.Reservation
+	reserved := map[string]int{}
+	req := &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}}
+	for i := range 12 {
+		want := plugin.Place(req)
+		got := rule.Place(st, extra, req)
+		if got.GPUType != want.GPUType || got.Reason != want.Reason {
+			t.Fatalf("placement %d: shared state gave %q (%s), Interim %q (%s)", i, got.GPUType, got.Reason, want.GPUType, want.Reason)
+		}
+		extra = append(extra, *got.Reserve)
+		reserved[got.Reserve.Type] += got.Reserve.GPUs
+		ctl.Absorb(&wire.Decision{Origin: "p1", Seq: uint64(i + 1), Reserve: got.Reserve})
+	}
+	next := ctl.State(time.Now())
+	if !reflect.DeepEqual(next.Reserved, reserved) || next.Absorbed["p1"] != 12 || next.Gen <= st.Gen {
+		t.Fatalf("after absorbing: reserved %v absorbed %v gen %d->%d, want reserved %v", next.Reserved, next.Absorbed, st.Gen, next.Gen, reserved)
+	}
+	if len(st.Reserved) != 0 {
+		t.Fatalf("an earlier State changed under its reader: %v", st.Reserved)
+	}
+	// A refresh ends reservations but remembers what was absorbed.
+	ctl.Update(snapshot(nil))
+	if s := ctl.State(time.Now()); len(s.Reserved) != 0 || s.Absorbed["p1"] != 12 {
+		t.Fatalf("after refresh: %v %v", s.Reserved, s.Absorbed)
+	}
+}
+
+// A plugin placing jobs of known work from the shared state books slots
+// as Interim does: the same list schedule, and the controller's state
+// after absorbing its decisions holds the same bookings.
+func TestSharedStateListSchedules(t *testing.T) {
+	busy := map[string][]float64{"v100": {10}}
+	mk := func() *Interim {
+		p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+		p.SetBusy(busy)
+		p.Update(cluster.Build(time.Now(), []slurm.Node{
+			{Name: "a", State: "mixed", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 2}, GPUsUsed: map[string]int{"v100": 1}},
+			{Name: "b", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 2}, GPUsUsed: map[string]int{}},
+		}, []slurm.Partition{{Name: "gpu", Default: true}}))
+		return p
+	}
+	ctl, ref := mk(), mk()
+	st := ctl.State(time.Now())
+	if !reflect.DeepEqual(st.Slots, map[string][]float64{"v100": {0, 10}, "k80": {0, 0}}) {
+		t.Fatalf("slots %v", st.Slots)
+	}
+	var extra []wire.Reservation
+	var types []string
+	for i, c := range []struct{ v100, k80 float64 }{{10, 2.5}, {10, 2.5}, {10, 5}, {10, 5}} {
+		req := &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 100, Throughput: map[string]float64{"v100": c.v100, "k80": c.k80}}}
+		want := ref.Place(req)
+		got := rule.Place(st, extra, req)
+		if got.GPUType != want.GPUType || got.Reason != want.Reason || !reflect.DeepEqual(got.Reserve, want.Reserve) {
+			t.Fatalf("job %d: shared state gave %q %+v (%s), Interim %q %+v (%s)", i+1, got.GPUType, got.Reserve, got.Reason, want.GPUType, want.Reserve, want.Reason)
+		}
+		extra = append(extra, *got.Reserve)
+		types = append(types, got.GPUType)
+		ctl.Absorb(&wire.Decision{Origin: "p1", Seq: uint64(i + 1), Reserve: got.Reserve})
+	}
+	if want := []string{"v100", "v100", "k80", "k80"}; !reflect.DeepEqual(types, want) {
+		t.Fatalf("placed %v, want %v", types, want)
+	}
+	if got, want := ctl.State(time.Now()).Slots, ref.State(time.Now()).Slots; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after absorbing: slots %v, Interim's own %v", got, want)
+	}
+	if st.Slots["v100"][0] != 0 {
+		t.Fatalf("an earlier State's slots changed under its reader: %v", st.Slots)
 	}
 }

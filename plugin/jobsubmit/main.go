@@ -42,10 +42,15 @@ import (
 var (
 	// noController is set while NATS reports nobody serving placements.
 	noController atomic.Bool
-	mu           sync.RWMutex
-	handler      *submit.Handler
-	asker        *submit.NATSAsker
-	log          = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
+	// noState is set while local placement has no usable state.
+	noState atomic.Bool
+	// Time spent in rota_go_job since init, logged at fini: what the
+	// plugin cost slurmctld (scripts/bench-submit reads it).
+	calls, totalNs, maxNs atomic.Int64
+	mu                    sync.RWMutex
+	handler               *submit.Handler
+	asker                 *submit.NATSAsker
+	log                   = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
 )
 
 //export rota_go_init
@@ -91,11 +96,11 @@ func rota_go_init(path *C.char) {
 				}
 			}
 			asker = a
-			h.Asker = a
+			h.Asker = a.Placer()
 		}
 	}
 	handler = h
-	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Dur("deadline", cfg.Deadline).Msg("loaded")
+	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).Dur("deadline", cfg.Deadline).Msg("loaded")
 }
 
 //export rota_go_fini
@@ -103,6 +108,11 @@ func rota_go_fini() {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
+	if n := calls.Swap(0); n > 0 {
+		total, longest := totalNs.Swap(0), maxNs.Swap(0)
+		log.Info().Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000).
+			Msg("time spent in the plugin since it was loaded")
+	}
 	if asker != nil {
 		asker.Close()
 		asker = nil
@@ -120,6 +130,13 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 		return
 	}
 	start := time.Now()
+	defer func() { // runs after the job is rewritten: all of the plugin's time
+		ns := int64(time.Since(start))
+		calls.Add(1)
+		totalNs.Add(ns)
+		for m := maxNs.Load(); ns > m && !maxNs.CompareAndSwap(m, ns); m = maxNs.Load() {
+		}
+	}()
 	job := toJob(j)
 	ch, outcome, err := h.Handle(context.Background(), &job)
 	took := time.Since(start)
@@ -135,11 +152,20 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 			log.Warn().Err(err).Msg("no controller answers placements; jobs pass through unchanged until one does")
 		}
 		ev = log.Debug().Err(err)
+	case errors.Is(err, submit.ErrNoState), errors.Is(err, submit.ErrStaleState):
+		// Local placement without a live controller: once per outage.
+		if noState.CompareAndSwap(false, true) {
+			log.Warn().Err(err).Msg("jobs pass through unchanged until the controller's placement state arrives")
+		}
+		ev = log.Debug().Err(err)
 	case err != nil:
 		ev = log.Warn().Err(err)
 	}
 	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
 		log.Info().Msg("a controller answers placements again")
+	}
+	if (outcome == submit.Rewritten || outcome == submit.Kept) && noState.CompareAndSwap(true, false) {
+		log.Info().Msg("the controller's placement state is here; GPU jobs are placed by Rota")
 	}
 	ev.Str("outcome", string(outcome)).Stringer("took", took).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))

@@ -34,6 +34,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
+	"golang.org/x/sys/unix"
 )
 
 // Errors a request can end with.
@@ -51,6 +52,9 @@ var (
 	// ErrAuthorization is wrapped by a ServerError refusing our
 	// credentials at connect.
 	ErrAuthorization = errors.New("authorization violation")
+	// ErrWouldBlock: Publish found the socket's send buffer full and
+	// dropped the message rather than wait.
+	ErrWouldBlock = errors.New("send buffer full; message dropped")
 )
 
 // ServerError is a -ERR from the server.
@@ -92,6 +96,26 @@ type Options struct {
 	OnConnect    func(url string, reconnect bool)
 	OnDisconnect func(err error)
 	OnError      func(err error) // failed connects, server errors outside requests
+
+	// Subscribe lists subjects subscribed on every connection. Their
+	// messages go to OnMsg, in order, on the client's goroutine, without
+	// the client's lock held; the goroutine then waits for the socket to
+	// be readable, so a message is taken in as soon as it arrives, not
+	// when the next request happens to read.
+	Subscribe []string
+	OnMsg     func(subject string, data []byte)
+	// Announce, when set, is published with an empty body right after
+	// each connection's subscriptions ("I am here, send me your state").
+	Announce string
+	// PublishWait bounds how long Publish may wait to finish a message the
+	// socket took in part; 1ms by default.
+	PublishWait time.Duration
+}
+
+// inMsg is a message for OnMsg, copied out of the read buffer.
+type inMsg struct {
+	subject string
+	data    []byte
 }
 
 // Client is safe for concurrent use; requests are serialised.
@@ -106,6 +130,14 @@ type Client struct {
 
 	kick chan struct{}
 	done chan struct{}
+
+	// inbound holds messages for OnMsg until the client's goroutine
+	// delivers them; guarded by mu. wake tells that goroutine there are
+	// some (a request read them).
+	inbound []inMsg
+	wake    chan struct{}
+	// dropped counts Publish calls that found the send buffer full.
+	dropped atomic.Uint64
 }
 
 // New checks opts and starts connecting in the background; it returns at
@@ -137,7 +169,18 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxPingsOut <= 0 {
 		opts.MaxPingsOut = 2
 	}
-	c := &Client{opts: opts, urls: urls, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.PublishWait <= 0 {
+		opts.PublishWait = time.Millisecond
+	}
+	if len(opts.Subscribe) > 0 && opts.OnMsg == nil {
+		return nil, errors.New("natsync: Subscribe without OnMsg")
+	}
+	for _, s := range append(append([]string(nil), opts.Subscribe...), opts.Announce) {
+		if strings.ContainsAny(s, " \t\r\n") {
+			return nil, fmt.Errorf("natsync: subject %q contains white space", s)
+		}
+	}
+	c := &Client{opts: opts, urls: urls, kick: make(chan struct{}, 1), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go c.loop()
 	return c, nil
 }
@@ -219,6 +262,10 @@ func (c *Client) Request(subject string, data []byte, timeout time.Duration) ([]
 		}
 		switch ctl.op {
 		case opMsg, opHMsg:
+			if ctl.sid != inboxSID {
+				c.queueLocked(ctl, payload)
+				continue
+			}
 			if string(ctl.subject) != reply {
 				continue // a late reply to an earlier, timed-out request
 			}
@@ -269,7 +316,7 @@ func (c *Client) handleLocked(cn *conn, ctl control) error {
 func (c *Client) drainLocked(cn *conn) error {
 	now := time.Now()
 	for {
-		ctl, _, err := cn.readFrame(now)
+		ctl, payload, err := cn.readFrame(now)
 		if errors.Is(err, ErrTimeout) {
 			return nil
 		}
@@ -278,7 +325,10 @@ func (c *Client) drainLocked(cn *conn) error {
 		}
 		switch ctl.op {
 		case opMsg, opHMsg:
-			// late reply: nobody waits for it any more
+			if ctl.sid != inboxSID {
+				c.queueLocked(ctl, payload)
+			}
+			// else a late reply: nobody waits for it any more
 		case opErr:
 			se := &ServerError{Text: string(ctl.text)}
 			if !errors.Is(se, ErrPermission) {
@@ -294,6 +344,77 @@ func (c *Client) drainLocked(cn *conn) error {
 		}
 	}
 }
+
+// inboxSID is the subscription id of the reply inbox; Options.Subscribe
+// get 2, 3, ...
+const inboxSID = 1
+
+// maxInbound bounds the messages waiting for OnMsg: a receiver that stalls
+// loses the oldest, never grows memory inside slurmctld without end.
+const maxInbound = 64
+
+// queueLocked keeps a subscription message (headers stripped) for OnMsg.
+func (c *Client) queueLocked(ctl control, payload []byte) {
+	if c.opts.OnMsg == nil {
+		return
+	}
+	if ctl.op == opHMsg {
+		payload = payload[ctl.hdrLen:]
+	}
+	if len(c.inbound) >= maxInbound {
+		c.inbound = c.inbound[1:]
+	}
+	c.inbound = append(c.inbound, inMsg{subject: string(ctl.subject), data: append([]byte(nil), payload...)})
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Publish sends data to subject without waiting for anything: no reply,
+// no flush, no lock held by housekeeping for long. The message goes to the
+// kernel in one non-blocking send; if the send buffer is full (the server
+// stopped reading) it is dropped and counted (Dropped) instead of waited
+// on, and a send the kernel took only part of is finished within
+// PublishWait or the connection is dropped (a partial message would
+// corrupt the stream).
+func (c *Client) Publish(subject string, data []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cn := c.cn
+	if cn == nil {
+		return ErrNotConnected
+	}
+	if len(data) > cn.maxPayload {
+		return fmt.Errorf("natsync: %d-byte message above the server's max_payload %d", len(data), cn.maxPayload)
+	}
+	out := append(cn.out[:0], "PUB "...)
+	out = append(out, subject...)
+	out = append(out, ' ')
+	out = strconv.AppendInt(out, int64(len(data)), 10)
+	out = append(out, "\r\n"...)
+	out = append(out, data...)
+	out = append(out, "\r\n"...)
+	cn.out = out
+	n, err := cn.send(out)
+	switch {
+	case err != nil:
+		c.dropLocked(err)
+		return err
+	case n == 0:
+		c.dropped.Add(1)
+		return ErrWouldBlock
+	case n < len(out):
+		if err := cn.write(out[n:], time.Now().Add(c.opts.PublishWait)); err != nil {
+			c.dropLocked(fmt.Errorf("finishing a message the socket took in part: %w", err))
+			return err
+		}
+	}
+	return nil
+}
+
+// Dropped counts messages Publish dropped because the send buffer was full.
+func (c *Client) Dropped() uint64 { return c.dropped.Load() }
 
 func (c *Client) dropLocked(err error) {
 	if c.cn == nil {
@@ -379,6 +500,23 @@ func (c *Client) loop() {
 				continue
 			}
 		}
+		if c.opts.OnMsg != nil {
+			// Subscribed: wait on the socket itself, briefly, so
+			// messages are taken in as they arrive; channels are checked
+			// between waits.
+			c.readOnce(readWait)
+			c.deliver()
+			select {
+			case <-c.done:
+				return
+			case <-c.kick:
+			case <-tick.C:
+				c.keepalive()
+				c.deliver()
+			default:
+			}
+			continue
+		}
 		select {
 		case <-c.done:
 			return
@@ -386,6 +524,74 @@ func (c *Client) loop() {
 		case <-tick.C:
 			c.keepalive()
 		}
+	}
+}
+
+// readWait is how long the client's goroutine waits on the socket before
+// looking at its channels (close, reconnect, keep-alive) again.
+const readWait = 100 * time.Millisecond
+
+// readOnce waits up to d for the connection to be readable, without the
+// lock (a request or Publish never waits for it), then takes in what
+// arrived. The socket may be closed and its descriptor number reused while
+// we wait: the connection is checked again under the lock before any read,
+// so at worst a wait ends early.
+func (c *Client) readOnce(d time.Duration) {
+	c.mu.Lock()
+	cn := c.cn
+	fd := -1
+	if cn != nil {
+		fd = cn.fd
+	}
+	c.mu.Unlock()
+	if cn == nil {
+		select {
+		case <-c.done:
+		case <-c.kick:
+		case <-time.After(d):
+		}
+		return
+	}
+	select {
+	case <-c.wake:
+		return // a request read messages for OnMsg: deliver them first
+	default:
+	}
+	if err := waitFD(fd, unix.POLLIN, time.Now().Add(d)); err != nil {
+		return // timeout, or an error the next read reports
+	}
+	if !c.mu.TryLock() {
+		// A request or Publish holds the connection and reads for
+		// itself; do not spin on the readiness it is about to consume.
+		time.Sleep(time.Millisecond)
+		return
+	}
+	defer c.mu.Unlock()
+	if c.cn != cn {
+		return
+	}
+	if err := c.drainLocked(cn); err != nil {
+		c.dropLocked(err)
+	}
+}
+
+// deliver hands the queued messages to OnMsg, in order, without the lock.
+func (c *Client) deliver() {
+	select {
+	case <-c.wake:
+	default:
+	}
+	c.mu.Lock()
+	in := c.inbound
+	c.inbound = nil
+	c.mu.Unlock()
+	for _, m := range in {
+		select {
+		case <-c.done:
+			return // no callback after Close
+		default:
+		}
+		c.opts.OnMsg(m.subject, m.data)
 	}
 }
 
@@ -528,16 +734,36 @@ func (c *Client) handshake(cn *conn, deadline time.Time) error {
 	out = append(out, js...)
 	out = append(out, "\r\nSUB "...)
 	out = append(out, cn.inbox...)
-	out = append(out, "* 1\r\nPING\r\n"...)
+	out = append(out, "* 1\r\n"...)
+	for i, subj := range c.opts.Subscribe {
+		out = append(out, "SUB "...)
+		out = append(out, subj...)
+		out = append(out, ' ')
+		out = strconv.AppendInt(out, int64(inboxSID+1+i), 10)
+		out = append(out, "\r\n"...)
+	}
+	if c.opts.Announce != "" {
+		out = append(out, "PUB "...)
+		out = append(out, c.opts.Announce...)
+		out = append(out, " 0\r\n\r\n"...)
+	}
+	out = append(out, "PING\r\n"...)
 	if err := cn.write(out, deadline); err != nil {
 		return err
 	}
 	for {
-		ctl, _, err := cn.readFrame(deadline)
+		ctl, payload, err := cn.readFrame(deadline)
 		if err != nil {
 			return fmt.Errorf("waiting for the server to accept CONNECT: %w", err)
 		}
 		switch ctl.op {
+		case opMsg, opHMsg:
+			// A subscription's first message can beat our PONG.
+			if ctl.sid != inboxSID {
+				c.mu.Lock()
+				c.queueLocked(ctl, payload)
+				c.mu.Unlock()
+			}
 		case opPong:
 			return nil
 		case opPing:

@@ -110,6 +110,24 @@ func (c *conn) write(p []byte, deadline time.Time) error {
 	return nil
 }
 
+// send makes one non-blocking attempt to send p: how much the kernel
+// took, 0 when its buffer is full.
+func (c *conn) send(p []byte) (int, error) {
+	for {
+		n, err := unix.SendmsgN(c.fd, p, nil, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		default:
+			return 0, fmt.Errorf("writing to %s: %w", c.url, err)
+		}
+	}
+}
+
 // fill reads what the socket has, waiting for it until deadline.
 func (c *conn) fill(deadline time.Time, need int) error {
 	c.makeRoom(need)

@@ -36,6 +36,15 @@ type Config struct {
 	// natsync), which does each request on slurmctld's calling thread;
 	// false, or TLS, uses nats.go.
 	NATSSync bool
+	// Placement is "local" (the default: decide on slurmctld's thread
+	// from the state the controller pushes, then send the decision to be
+	// recorded; nothing waits for the controller) or "remote" (ask the
+	// controller for every job, within Deadline).
+	Placement string
+	// StateMaxAge: in local placement, a state older than this (the
+	// controller pushes one every few seconds) means no controller: jobs
+	// pass through unchanged.
+	StateMaxAge time.Duration
 	// Deadline bounds each placement request: slurmctld holds its job lock
 	// while job_submit runs, so this is what a slow controller can cost.
 	Deadline time.Duration
@@ -52,12 +61,20 @@ type Config struct {
 	Debug bool
 }
 
+// Placement modes.
+const (
+	PlacementLocal  = "local"
+	PlacementRemote = "remote"
+)
+
 // DefaultConfig is what an empty or missing file means.
 func DefaultConfig() Config {
 	return Config{
 		Enabled:         true,
 		NATSURL:         "nats://127.0.0.1:4222",
 		NATSSync:        true,
+		Placement:       PlacementLocal,
+		StateMaxAge:     30 * time.Second,
 		Deadline:        50 * time.Millisecond,
 		BreakerFailures: 3,
 		BreakerCooldown: 10 * time.Second,
@@ -83,6 +100,8 @@ func LoadConfig(path string) (Config, error) {
 	v.String("nats_nkey_seed_file", &c.NATSNkeySeedFile)
 	v.String("nats_tls_ca", &c.NATSTLSCA)
 	v.Bool("nats_sync", &c.NATSSync)
+	v.String("placement", &c.Placement)
+	v.Duration("state_max_age", &c.StateMaxAge, time.Second, time.Hour)
 	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
 	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
 	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)
@@ -103,6 +122,10 @@ func LoadConfig(path string) (Config, error) {
 	if err := v.Err(); err != nil {
 		c.Enabled = false
 		return c, err
+	}
+	if c.Placement != PlacementLocal && c.Placement != PlacementRemote {
+		c.Enabled = false
+		return c, fmt.Errorf("%s: placement = %q: want %s or %s", path, c.Placement, PlacementLocal, PlacementRemote)
 	}
 	n := 0
 	for _, set := range []bool{c.NATSNkeySeedFile != "", c.NATSCredsFile != "", c.NATSUser != ""} {

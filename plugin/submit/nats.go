@@ -45,6 +45,53 @@ type NATSAsker struct {
 	serverErr func(error)
 	deadline  time.Duration
 	Breaker   *breaker.Breaker
+	// local places jobs from the pushed state (placement = local); nil
+	// for placement = remote.
+	local *Local
+	// onEvent hears what is worth a log line; lastStateErr dedups the
+	// state messages the plugin cannot use (one line per kind, not one
+	// every few seconds).
+	onEvent      func(warn bool, msg string)
+	lastStateErr atomic.Pointer[string]
+	lastSendErr  atomic.Int64 // unix ns of the last lost record logged
+}
+
+// Placer is what the Handler should ask: the local placer, or the
+// controller itself (placement = remote).
+func (a *NATSAsker) Placer() Asker {
+	if a.local != nil {
+		return a.local
+	}
+	return a
+}
+
+// sendError logs a decision record lost after its job was placed, at
+// most once every sendErrorEvery (a connection that drops mid-burst
+// loses a queue's worth).
+func (a *NATSAsker) sendError(err error) {
+	now := time.Now().UnixNano()
+	last := a.lastSendErr.Load()
+	if now-last < int64(sendErrorEvery) || !a.lastSendErr.CompareAndSwap(last, now) || a.onEvent == nil {
+		return
+	}
+	a.onEvent(true, err.Error())
+}
+
+const sendErrorEvery = 10 * time.Second
+
+// feed takes a state message in.
+func (a *NATSAsker) feed(data []byte) {
+	err := a.local.Feed(data)
+	if err == nil {
+		if a.lastStateErr.Swap(nil) != nil && a.onEvent != nil {
+			a.onEvent(false, "the controller's placement state is usable again")
+		}
+		return
+	}
+	msg := err.Error()
+	if old := a.lastStateErr.Swap(&msg); (old == nil || *old != msg) && a.onEvent != nil {
+		a.onEvent(true, fmt.Sprintf("cannot use the controller's placement state (%v); jobs pass through unchanged once the last good one is state_max_age old", err))
+	}
 }
 
 // DialNATS connects in the background: it returns at once even when the
@@ -55,6 +102,8 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	if useSync(c) {
 		return dialSync(c, onEvent)
 	}
+	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown), onEvent: onEvent}
+	local := c.Placement == PlacementLocal
 	// The breaker is made after the connection; the reconnect handler
 	// reads it through this pointer, so no ordering is assumed.
 	var br atomic.Pointer[breaker.Breaker]
@@ -78,6 +127,9 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 			}
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			if local {
+				_ = nc.Publish(wire.SubjectPlaceSync, nil) // the state now, not at the next heartbeat
+			}
 			if onEvent != nil {
 				onEvent(false, "connected to the controller's NATS at "+nc.ConnectedUrlRedacted())
 			}
@@ -91,6 +143,9 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 			// breaker_failures deadlines).
 			if b := br.Load(); b != nil {
 				b.Success()
+			}
+			if local {
+				_ = nc.Publish(wire.SubjectPlaceSync, nil)
 			}
 			if onEvent != nil {
 				onEvent(false, "reconnected to the controller's NATS at "+nc.ConnectedUrlRedacted())
@@ -148,8 +203,28 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", c.NATSURL, err)
 	}
-	a := &NATSAsker{nc: nc, deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}
+	a.nc = nc
 	br.Store(a.Breaker)
+	if local {
+		// nats.go buffers the publish and its flusher goroutine writes it:
+		// nothing here waits for the network.
+		a.local = NewLocal(c.StateMaxAge, func(b []byte) error {
+			return nc.Publish(wire.SubjectPlaceDecision, b)
+		})
+		a.local.Ready = func() error {
+			if !nc.IsConnected() {
+				return ErrNotConnected // logged once, when the connection dropped
+			}
+			return nil
+		}
+		a.local.OnSendError = a.sendError
+		if _, err := nc.Subscribe(wire.SubjectPlaceState, func(m *nats.Msg) { a.feed(m.Data) }); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("subscribing to the placement state: %w", err)
+		}
+		// The connect handler's request may have beaten the subscription.
+		_ = nc.Publish(wire.SubjectPlaceSync, nil)
+	}
 	return a, nil
 }
 
@@ -169,7 +244,7 @@ func useSync(c Config) bool {
 // dialSync is DialNATS with natsync: same credentials, same inbox, same
 // events for the log.
 func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
-	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown)}
+	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown), onEvent: onEvent}
 	o := natsync.Options{Name: "rota-job_submit"}
 	for _, u := range strings.Split(c.NATSURL, ",") {
 		if u = strings.TrimSpace(u); u != "" {
@@ -252,11 +327,35 @@ func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 		}
 	}
 	a.serverErr = o.OnError
+	if c.Placement == PlacementLocal {
+		// natsync's goroutine takes the states in as they arrive, off
+		// slurmctld's threads; a submission then only reads the latest
+		// (an atomic load) and hands its decision to the kernel in one
+		// non-blocking send.
+		o.Subscribe = []string{wire.SubjectPlaceState}
+		o.OnMsg = func(_ string, data []byte) { a.feed(data) }
+		o.Announce = wire.SubjectPlaceSync
+		// Made before the client, whose goroutine may feed it at once;
+		// Publish is set below, before any job can call Place.
+		a.local = NewLocal(c.StateMaxAge, nil)
+	}
 	sc, err := natsync.New(o)
 	if err != nil {
 		return nil, err
 	}
 	a.sc = sc
+	if a.local != nil {
+		a.local.Publish = func(b []byte) error {
+			return sc.Publish(wire.SubjectPlaceDecision, b)
+		}
+		a.local.Ready = func() error {
+			if !sc.Connected() {
+				return ErrNotConnected // logged once, when the connection dropped
+			}
+			return nil
+		}
+		a.local.OnSendError = a.sendError
+	}
 	return a, nil
 }
 
@@ -340,6 +439,9 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 
 // Close drops the connection; pending requests fail at once.
 func (a *NATSAsker) Close() {
+	if a.local != nil {
+		a.local.Close()
+	}
 	if a.sc != nil {
 		a.sc.Close()
 		return

@@ -19,6 +19,9 @@ func testConfig(url string) Config {
 	c := DefaultConfig()
 	c.NATSSync = true
 	c.NATSURL = url
+	// These tests ask the controller for each job; local placement has
+	// its own (local_test.go).
+	c.Placement = PlacementRemote
 	c.Deadline = 30 * time.Millisecond
 	c.BreakerFailures = 2
 	c.BreakerCooldown = 300 * time.Millisecond

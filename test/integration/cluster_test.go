@@ -248,3 +248,47 @@ func signalController(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("kill -%v controller: %v", sig, err)
 	}
 }
+
+// setPlacement switches the plugin to placement = mode (local or remote)
+// and reloads it, and returns the function that switches it back.
+// slurmctld reloads job_submit plugins only when JobSubmitPlugins changes,
+// so the plugin is taken out and put back.
+func setPlacement(t *testing.T, mode string) (restore func()) {
+	t.Helper()
+	conf := filepath.Join(devDir, "job_submit_rota.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^placement = (\w+)$`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s has no placement line", conf)
+	}
+	old := string(m[1])
+	set := func(mode string) {
+		if err := os.WriteFile(conf, re.ReplaceAll(b, []byte("placement = "+mode)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		slurmConf := filepath.Join(devDir, "slurm.conf")
+		sc, err := os.ReadFile(slurmConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
+		for _, c := range [][]byte{without, sc} {
+			if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := run("scontrol", "reconfigure"); err != nil {
+				t.Fatalf("scontrol reconfigure: %v %s", err, out)
+			}
+			time.Sleep(time.Second)
+		}
+		if err := waitPlaced(); err != nil {
+			t.Fatalf("placement = %s: %v", mode, err)
+		}
+	}
+	set(mode)
+	return func() { set(old) }
+}

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -260,15 +262,27 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	before = status(t).Rounds
 	pid := controllerPid(t)
-	// A third job submitted the instant before the kill: its decision was
-	// handed to the plugin but (very likely) not yet in JetStream; the
-	// controller journaled it before answering, so it survives.
+	// A third job submitted the instant before the kill: its decision
+	// (very likely) reached the controller's journal but not yet
+	// JetStream; the journal survives kill -9. With local placement the
+	// plugin sends the record as the job is created; the kill waits until
+	// the journal has it (a record still in flight when a controller dies
+	// is lost: docs/architecture.md).
 	out, err = run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1", "--wrap", "sleep 1")
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	late := strings.TrimSpace(out)
 	t.Cleanup(func() { run("scancel", late) })
+	lateID, _ := strconv.ParseUint(late, 10, 32)
+	did := wire.DecisionIDFromComment(show(t, uint32(lateID)).AdminComment)
+	if did == "" {
+		t.Fatalf("job %s was not placed", late)
+	}
+	waitFor(t, 5*time.Second, "decision "+did+" in the controller's journal", func() bool {
+		b, _ := os.ReadFile(filepath.Join(devDir, "controller", decisions.JournalFile))
+		return bytes.Contains(b, []byte(did))
+	})
 	if out, err := run("kill", "-9", strconv.Itoa(pid)); err != nil {
 		t.Fatalf("kill -9: %v %s", err, out)
 	}

@@ -181,18 +181,39 @@ func TestFailOpenControllerStopped(t *testing.T) {
 }
 
 // Fail open, controller frozen (SIGSTOP: connections open, nobody
-// answers): the plugin's deadline and breaker let every submission through
-// unchanged.
+// answers). Remote placement: the plugin's deadline and breaker let every
+// submission through unchanged. Local placement: nothing waits for the
+// controller; jobs are placed from its last state until the plugin sees
+// it is gone (missed keep-alive PINGs, or a state older than
+// state_max_age), then pass through unchanged.
 func TestFailOpenControllerFrozen(t *testing.T) {
-	signalController(t, syscall.SIGSTOP)
-	defer signalController(t, syscall.SIGCONT)
-	assertUnchanged(t)
-	// Each submission took at most the deadline; most took nothing
-	// because the breaker opened. slurmctld's own count says how long.
-	out, _ := run("sdiag")
-	if m := regexp.MustCompile(`REQUEST_SUBMIT_BATCH_JOB\s+\( *\d+\) count:\d+\s+ave_time:(\d+)`).FindStringSubmatch(out); m != nil {
-		t.Logf("sdiag mean REQUEST_SUBMIT_BATCH_JOB time so far: %s us", m[1])
-	}
+	t.Run("remote", func(t *testing.T) {
+		defer setPlacement(t, "remote")()
+		signalController(t, syscall.SIGSTOP)
+		defer signalController(t, syscall.SIGCONT)
+		assertUnchanged(t)
+		// Each submission took at most the deadline; most took nothing
+		// because the breaker opened. slurmctld's own count says how long.
+		out, _ := run("sdiag")
+		if m := regexp.MustCompile(`REQUEST_SUBMIT_BATCH_JOB\s+\( *\d+\) count:\d+\s+ave_time:(\d+)`).FindStringSubmatch(out); m != nil {
+			t.Logf("sdiag mean REQUEST_SUBMIT_BATCH_JOB time so far: %s us", m[1])
+		}
+	})
+	t.Run("local", func(t *testing.T) {
+		signalController(t, syscall.SIGSTOP)
+		defer func() {
+			signalController(t, syscall.SIGCONT)
+			if err := waitPlaced(); err != nil {
+				t.Errorf("after SIGCONT: %v", err)
+			}
+		}()
+		start := time.Now()
+		waitFor(t, 45*time.Second, "jobs passing through unchanged while the controller is frozen", func() bool {
+			return show(t, sbatch(t, "--gres=gpu:1")).AdminComment == ""
+		})
+		t.Logf("the plugin stopped placing %v after the freeze", time.Since(start).Round(time.Second))
+		assertUnchanged(t)
+	})
 }
 
 func assertUnchanged(t *testing.T) {

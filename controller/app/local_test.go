@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/internal/natstest"
+	"github.com/rota-hpc/rota/plugin/submit"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// TestLocalPlacementRecorded runs the whole local path against a real
+// controller: the plugin gets the pushed state, places a burst itself
+// (spread over the types as the controller would), sends each decision,
+// and the controller records it (explain by the annotation's id) and
+// counts its GPUs in the state a second plugin then receives.
+func TestLocalPlacementRecorded(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		name := map[bool]string{true: "natsync", false: "nats.go"}[sync]
+		t.Run(name, func(t *testing.T) {
+			fs := &fakeSlurm{comments: map[uint32]string{}}
+			url, stop := start(t, t.TempDir(), fs)
+			defer stop()
+			dial := func() *submit.Handler {
+				c := submit.DefaultConfig()
+				c.NATSURL, c.NATSSync = url, sync
+				a, err := submit.DialNATS(c, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(a.Close)
+				return &submit.Handler{Config: c, Asker: a.Placer()}
+			}
+			job := func(i int) *submit.Job {
+				return &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
+			}
+			h := dial()
+			// The plugin asks for the state when it connects.
+			natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
+				_, o, _ := h.Handle(context.Background(), job(0))
+				return o != submit.FailOpen
+			})
+			// (that probe placed one job too: v100 has 4 x 3 = 12.)
+			types := map[string]int{}
+			var first submit.Change
+			for i := range 5 {
+				ch, o, err := h.Handle(context.Background(), job(i))
+				if err != nil || o != submit.Rewritten {
+					t.Fatalf("job %d: %v %v", i, o, err)
+				}
+				if i == 0 {
+					first = ch
+				}
+				types[gpuType(ch)]++
+			}
+			// Counting its own GPUs, the plugin spread the burst: 3 more
+			// v100 (free 3, 2, 1 x 3 = 9, 6, 3 against k80's 4), then k80.
+			if types["v100"] != 3 || types["k80"] != 2 {
+				t.Fatalf("burst spread %v", types)
+			}
+			id := wire.DecisionIDFromComment(first.AdminComment)
+			fs.mu.Lock()
+			fs.comments[42] = first.AdminComment
+			fs.mu.Unlock()
+			var ex wire.ExplainReply
+			natstest.WaitFor(t, 5*time.Second, "the decision recorded", func() bool {
+				ex = wire.ExplainReply{}
+				request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 42}, &ex)
+				return ex.Decision != nil
+			})
+			d := ex.Decision
+			if d.ID != id || d.JobID != 42 || d.Given.GPUType != "v100" || d.Origin == "" || d.Reserve == nil ||
+				!strings.Contains(d.Given.Reason, "v100 has the most free GPUs") || d.Numbers["speed.v100"] != 3 {
+				t.Fatalf("explain %+v", d)
+			}
+			var st wire.StatusReply
+			request(t, url, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &st)
+			if st.Decisions != 6 {
+				t.Fatalf("controller recorded %d decisions, want 6", st.Decisions)
+			}
+			// A second plugin (slurmctld's backup) starts from the
+			// controller's state, which counts the first one's 6 GPUs:
+			// v100 0 free, k80 2 free.
+			h2 := dial()
+			natstest.WaitFor(t, 5*time.Second, "the second plugin's state with the first one's GPUs", func() bool {
+				ch, o, _ := h2.Handle(context.Background(), job(0))
+				return o == submit.Rewritten && gpuType(ch) == "k80"
+			})
+		})
+	}
+}
+
+// gpuType is the type a Change wrote into the job's gres ("" none).
+func gpuType(ch submit.Change) string {
+	if ch.TresPerNode == nil {
+		return ""
+	}
+	parts := strings.Split(*ch.TresPerNode, ":")
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[1]
+}

@@ -1,0 +1,74 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// stateMinGap spaces state publications: a burst of placements becomes
+// one message per gap instead of one per job. Plugins count their own
+// placements until a state includes them, so a late state costs nothing
+// but a less even spread across plugins (slurmctld and its backup).
+const stateMinGap = 20 * time.Millisecond
+
+// kickState asks the publisher for a state message soon.
+func (c *Controller) kickState() {
+	select {
+	case c.stateKick <- struct{}{}:
+	default:
+	}
+}
+
+// publishStates pushes the placement state to the plugins while this
+// controller leads: when it changes, when a plugin asks (it just
+// connected), and every StateInterval regardless, which is the plugins'
+// sign that a controller is alive (they fail open after state_max_age
+// without one).
+func (c *Controller) publishStates(ctx context.Context) {
+	sh, ok := c.placer.(placement.Shared)
+	if !ok {
+		return
+	}
+	every := c.cfg.StateInterval
+	if every <= 0 {
+		every = DefaultConfig().StateInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	c.publishState(sh)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.stateKick:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(stateMinGap):
+			}
+		}
+		c.publishState(sh)
+	}
+}
+
+func (c *Controller) publishState(sh placement.Shared) {
+	s := sh.State(time.Now())
+	b, err := json.Marshal(s)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot encode the placement state")
+		return
+	}
+	if len(b) > wire.MaxMessageBytes {
+		// Plugins refuse it and fail open once theirs is too old: say why.
+		c.log.Error().Int("bytes", len(b)).Msg("placement state exceeds the message size limit; plugins placing locally will fail open")
+		return
+	}
+	if err := c.nc.Publish(wire.SubjectPlaceState, b); err != nil {
+		c.log.Debug().Err(err).Msg("cannot publish the placement state")
+	}
+}

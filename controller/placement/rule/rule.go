@@ -1,0 +1,392 @@
+// Package rule is Rota's submit-time placement rule as a pure function of a
+// wire.PlaceState and a request. The controller (controller/placement) and
+// the job_submit plugin (plugin/submit, placement = local) run this same
+// code, so a plugin deciding on slurmctld's thread from the state the
+// controller pushed decides what the controller would have. It imports
+// nothing but wire and small helpers: it is linked into the plugin's .so.
+package rule
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Result is a placement with the numbers behind it, for `rota explain`.
+type Result struct {
+	GPUType      string // "" keeps the request's type
+	TimeLimitMin uint32 // 0 keeps the request's time limit
+	Reason       string
+	Numbers      map[string]float64
+	// ByFeature: express GPUType as a node constraint (see
+	// cluster.Snapshot.ByFeature).
+	ByFeature bool
+	// Reserve is what the caller must add to its state (Apply): the GPUs
+	// this placement took, and the slots it booked. nil: no type chosen.
+	Reserve *wire.Reservation
+}
+
+// Demand is how many GPUs a request needs in all and on its busiest node.
+func Demand(a wire.GPUAsk) (total, perNode int) {
+	nodes := int(max(a.Nodes, 1))
+	tasks := int(max(a.Tasks, 1))
+	perNode = int(max(a.PerNode, a.PerSocket, a.PerTask))
+	total = max(int(a.PerJob), int(a.PerNode)*nodes, int(a.PerSocket)*nodes, int(a.PerTask)*tasks)
+	if a.Nodes == 1 {
+		// Everything lands on the one node.
+		perNode = max(perNode, total)
+	}
+	if total > 0 {
+		perNode = max(perNode, 1)
+	}
+	return total, perNode
+}
+
+// Speed is type t's relative speed in r; a missing or non-positive entry
+// counts as 1.
+func Speed(r *wire.PlaceRule, t string) float64 {
+	if s, ok := r.Speed[t]; ok && s > 0 {
+		return s
+	}
+	return 1
+}
+
+// Apply adds a placement's reservation to s, which the caller owns:
+// its GPUs to Reserved and, for a booking, its slots. Slot lists are
+// replaced, never changed in place, so copies of s handed out earlier
+// (maps.Clone) stay as they were.
+func Apply(s *wire.PlaceState, r wire.Reservation) {
+	if r.GPUs <= 0 || r.Type == "" {
+		return
+	}
+	if s.Reserved == nil {
+		s.Reserved = map[string]int{}
+	}
+	s.Reserved[r.Type] += r.GPUs
+	if r.FinishS > 0 && len(s.Slots[r.Type]) > 0 {
+		s.Slots[r.Type] = book(s.Slots[r.Type], r.GPUs, r.FinishS)
+	}
+}
+
+// book returns a copy of the sorted slots sl with the n earliest held
+// until finish: the job runs on them from the n-th earliest on. Slots
+// whose end is unknown are not in sl and stay unknown.
+func book(sl []float64, n int, finish float64) []float64 {
+	out := slices.Clone(sl)
+	for i := 0; i < n && i < len(out); i++ {
+		out[i] = max(out[i], finish)
+	}
+	sort.Float64s(out)
+	return out
+}
+
+// view is s as seen by one placement: s plus the caller's own
+// reservations that s does not count yet.
+type view struct {
+	s        *wire.PlaceState
+	reserved map[string]int       // extra GPUs per type
+	slots    map[string][]float64 // types whose slots extra bookings changed
+}
+
+func newView(s *wire.PlaceState, extra []wire.Reservation) *view {
+	v := &view{s: s}
+	for _, r := range extra {
+		if r.GPUs <= 0 {
+			continue
+		}
+		if v.reserved == nil {
+			v.reserved = map[string]int{}
+		}
+		v.reserved[r.Type] += r.GPUs
+		if r.FinishS > 0 && len(v.slotsOf(r.Type)) > 0 {
+			if v.slots == nil {
+				v.slots = map[string][]float64{}
+			}
+			v.slots[r.Type] = book(v.slotsOf(r.Type), r.GPUs, r.FinishS)
+		}
+	}
+	return v
+}
+
+func (v *view) slotsOf(t string) []float64 {
+	if sl, ok := v.slots[t]; ok {
+		return sl
+	}
+	return v.s.Slots[t]
+}
+
+func (v *view) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
+
+// Place decides one request from state s, counting extra (the caller's
+// own placements that s does not count yet; may be nil) as taken too. It
+// changes neither: the caller applies Result.Reserve.
+//
+// The rule: a request that names a type (or several, or a constraint
+// naming one) keeps it unless the admin allows retyping. Otherwise, of the
+// GPU types that can hold the job (in its partition, enough GPUs on one
+// node and in all): a job whose work is known (steps and a rate hint) goes
+// where it would finish first, counting the wait for a GPU there (list
+// scheduling over free GPUs, the round loop's estimates of when busy ones
+// free, and earlier bookings); any other job goes to the type with the
+// most free GPUs weighted by its speed there, or, when none has room now,
+// the most capacity weighted by speed (it queues where it runs fastest on
+// average). The walltime comes from the hints (walltime).
+func Place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
+	return place(s, extra, req, true)
+}
+
+// Decide is Place without the reason and the numbers: the same type,
+// walltime and reservation, for the plugin's submit path, where every
+// microsecond is slurmctld's. Place with the same arguments explains it.
+func Decide(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
+	return place(s, extra, req, false)
+}
+
+// notes collects the numbers behind a placement when explaining; when
+// not, every set is a no-op and no key is built.
+type notes map[string]float64
+
+func (n notes) set(k string, v float64) {
+	if n != nil {
+		n[k] = v
+	}
+}
+
+func (n notes) set2(prefix, t string, v float64) {
+	if n != nil {
+		n[prefix+t] = v
+	}
+}
+
+func place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest, explain bool) Result {
+	var num notes
+	if explain {
+		num = notes{}
+	}
+	if s == nil || s.Cluster == nil {
+		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
+	}
+	cv, r := s.Cluster, &s.Rule
+	v := newView(s, extra)
+	total, perNode := Demand(req.GPU)
+	num.set("need.total", float64(total))
+	num.set("need.per_node", float64(perNode))
+	part := req.Partition
+	if part == "" {
+		part = cv.DefaultPartition
+	}
+	if i := strings.IndexByte(part, ','); i >= 0 {
+		part = part[:i] // several partitions: judge by the first
+	}
+
+	var res Result
+	switch {
+	case len(req.GPU.Types) > 1:
+		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
+		res.TimeLimitMin = walltime(s, req, "", part, num)
+		return withNumbers(res, num)
+	case req.GPU.Type == "" && constraintType(req.Features, cv) != "":
+		t := constraintType(req.Features, cv)
+		res.Reason = "user's constraint names type " + t + "; type kept"
+		res.TimeLimitMin = walltime(s, req, t, part, num)
+		return withNumbers(res, num)
+	case req.GPU.Type != "" && !r.RetypeTyped:
+		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
+		if _, known := cv.Types[req.GPU.Type]; !known {
+			res.Reason = "user named type " + req.GPU.Type + ", which no usable node has; request kept"
+		}
+		res.TimeLimitMin = walltime(s, req, req.GPU.Type, part, num)
+		return withNumbers(res, num)
+	}
+
+	var fits []cand
+	for _, t := range typeNames(cv) {
+		tc := cv.Types[t]
+		if part != "" && !slices.Contains(tc.Partitions, part) {
+			continue
+		}
+		if tc.MaxPerNode < perNode || tc.Total < total {
+			continue
+		}
+		free := max(tc.Free()-v.taken(t), 0)
+		sp := jobSpeed(r, req, t)
+		num.set2("free.", t, float64(free))
+		num.set2("speed.", t, Speed(r, t))
+		if len(req.Hints.Throughput) > 0 {
+			num.set2("job_speed.", t, sp)
+		}
+		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
+	}
+	if len(fits) == 0 {
+		res.Reason = "no GPU type can hold the job; request kept for Slurm to judge"
+		if explain {
+			res.Reason = fmt.Sprintf("no GPU type in partition %q can hold %d GPUs (%d per node); request kept for Slurm to judge", part, total, perNode)
+		}
+		return withNumbers(res, num)
+	}
+	if r, ok := earliestFinish(v, req, fits, total, part, num); ok {
+		return r
+	}
+	best, room := fits[0], false
+	for _, c := range fits {
+		if c.free >= total && (!room || c.score > best.score) {
+			best, room = c, true
+		}
+	}
+	switch {
+	case !explain:
+		if !room {
+			best = mostCapacity(cv, r, req, fits, best)
+		}
+	case room:
+		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.3g = %.3g (of %d types that fit)",
+			best.t, best.free, jobSpeed(r, req, best.t), best.score, len(fits))
+	default:
+		best = mostCapacity(cv, r, req, fits, best)
+		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.3g)",
+			total, best.t, cv.Types[best.t].Total, jobSpeed(r, req, best.t))
+	}
+	res.Reserve = &wire.Reservation{Type: best.t, GPUs: total}
+	num.set("chosen.score", best.score)
+	if best.t != req.GPU.Type {
+		res.GPUType = best.t
+		res.ByFeature = cv.ByFeature
+	}
+	res.TimeLimitMin = walltime(s, req, best.t, part, num)
+	return withNumbers(res, num)
+}
+
+// mostCapacity is the type with the most GPUs in all weighted by the
+// job's speed there: where a job that cannot start now queues.
+func mostCapacity(cv *wire.ClusterView, r *wire.PlaceRule, req *wire.PlaceRequest, fits []cand, best cand) cand {
+	for _, c := range fits {
+		capScore := float64(cv.Types[c.t].Total) * jobSpeed(r, req, c.t)
+		if capScore > float64(cv.Types[best.t].Total)*jobSpeed(r, req, best.t) {
+			best = c
+		}
+	}
+	return best
+}
+
+// cand is a GPU type that can hold the job.
+type cand struct {
+	t     string
+	free  int
+	score float64
+}
+
+// earliestFinish places a job whose work is known on the type where it
+// would finish first, counting the wait for a GPU there. The slots are
+// sorted, so the total-th earliest is when the job could start; a type
+// with fewer known slots than the job needs is left out. ok is false when
+// the job's work is unknown or no type has enough known slots.
+func earliestFinish(v *view, req *wire.PlaceRequest, fits []cand, total int, part string, num notes) (Result, bool) {
+	if req.Hints.Steps == 0 || len(req.Hints.Throughput) == 0 || total <= 0 {
+		return Result{}, false
+	}
+	r := &v.s.Rule
+	best, bestFinish, bestStart := "", math.Inf(1), 0.0
+	for _, c := range fits {
+		sl := v.slotsOf(c.t)
+		rate := jobSpeed(r, req, c.t)
+		if len(sl) < total || rate <= 0 {
+			continue
+		}
+		start := sl[total-1]
+		run := float64(req.Hints.Steps) / rate
+		num.set2("start_s.", c.t, start)
+		num.set2("run_s.", c.t, run)
+		if f := start + run; f < bestFinish {
+			best, bestFinish, bestStart = c.t, f, start
+		}
+	}
+	if best == "" {
+		return Result{}, false
+	}
+	var res Result
+	if num != nil {
+		res.Reason = fmt.Sprintf("%s finishes it soonest: a GPU there in %.0f s, then %.0f s of work (of %d types that fit)",
+			best, bestStart, bestFinish-bestStart, len(fits))
+	}
+	res.Reserve = &wire.Reservation{Type: best, GPUs: total, FinishS: bestFinish}
+	if best != req.GPU.Type {
+		res.GPUType = best
+		res.ByFeature = v.s.Cluster.ByFeature
+	}
+	res.TimeLimitMin = walltime(v.s, req, best, part, num)
+	return withNumbers(res, num), true
+}
+
+// jobSpeed is how fast this job runs on type t relative to the others:
+// the user's hinted steps/s for t, or a hinted type's scaled by the speed
+// table; without hints the speed table itself. Only the ratios between
+// types matter to the rule.
+func jobSpeed(r *wire.PlaceRule, req *wire.PlaceRequest, t string) float64 {
+	if v := req.Hints.Throughput[t]; v > 0 {
+		return v
+	}
+	hinted := make([]string, 0, len(req.Hints.Throughput))
+	for h, v := range req.Hints.Throughput {
+		if v > 0 {
+			hinted = append(hinted, h)
+		}
+	}
+	if len(hinted) == 0 {
+		return Speed(r, t)
+	}
+	sort.Strings(hinted)
+	h := hinted[0]
+	return req.Hints.Throughput[h] * Speed(r, t) / Speed(r, h)
+}
+
+func typeNames(cv *wire.ClusterView) []string {
+	names := make([]string, 0, len(cv.Types))
+	for t := range cv.Types {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// constraintType is the GPU type a job's constraint names, if any.
+func constraintType(features string, cv *wire.ClusterView) string {
+	return gpureq.FeatureType(features, func(f string) bool { _, ok := cv.Types[f]; return ok })
+}
+
+func withNumbers(r Result, num notes) Result {
+	r.Numbers = num
+	return r
+}
+
+// walltime estimates the run time on type t from the user's hints: total
+// steps over steps/s on t (given for t, or scaled from another type by the
+// speed table), times the margin, plus overhead; capped by the user's limit
+// and the partition's MaxTime. 0 means "no estimate: keep".
+func walltime(s *wire.PlaceState, req *wire.PlaceRequest, t, part string, num notes) uint32 {
+	r := &s.Rule
+	steps := req.Hints.Steps
+	if steps == 0 || len(req.Hints.Throughput) == 0 || t == "" {
+		return 0
+	}
+	rate := jobSpeed(r, req, t)
+	if !(rate > 0) {
+		return 0
+	}
+	est := float64(steps)/rate*r.WalltimeMargin/60 + float64(r.WalltimeOverheadMin)
+	num.set("est.steps_per_s", rate)
+	num.set("est.minutes_uncapped", est)
+	m := uint32(math.Min(math.Ceil(est), float64(slurmtime.Unlimited-1)))
+	if pt, ok := s.Cluster.Partitions[part]; ok && pt.MaxTimeMin > 0 && m > pt.MaxTimeMin {
+		m = pt.MaxTimeMin
+	}
+	if req.TimeLimitMin > 0 && m > req.TimeLimitMin {
+		m = req.TimeLimitMin
+	}
+	return m
+}

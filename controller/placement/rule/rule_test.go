@@ -1,0 +1,73 @@
+package rule
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+func state() *wire.PlaceState {
+	return &wire.PlaceState{V: wire.Version, Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 5, "k80": 1}, WalltimeMargin: 1.5, WalltimeOverheadMin: 5},
+		Cluster: &wire.ClusterView{
+			Types: map[string]wire.TypeView{
+				"v100": {Nodes: 1, Total: 4, Used: 2, MaxPerNode: 4, Partitions: []string{"gpu"}},
+				"k80":  {Nodes: 2, Total: 8, Used: 0, MaxPerNode: 4, Partitions: []string{"gpu"}},
+			},
+			Partitions: map[string]wire.PartitionView{"gpu": {MaxTimeMin: 120}}, DefaultPartition: "gpu"},
+		Reserved: map[string]int{}}
+}
+
+func TestPlace(t *testing.T) {
+	one := wire.GPUAsk{PerNode: 1}
+	for _, tc := range []struct {
+		name     string
+		mod      func(*wire.PlaceState)
+		extra    []wire.Reservation
+		req      wire.PlaceRequest
+		wantType string
+		wantTime uint32
+		reserve  *wire.Reservation
+	}{
+		// v100: 2 free x 5 = 10 beats k80: 8 x 1.
+		{"fastest free wins", nil, nil, wire.PlaceRequest{GPU: one}, "v100", 0, &wire.Reservation{Type: "v100", GPUs: 1}},
+		{"state reservations count", func(s *wire.PlaceState) { s.Reserved["v100"] = 1 }, nil, wire.PlaceRequest{GPU: one}, "k80", 0, &wire.Reservation{Type: "k80", GPUs: 1}},
+		{"caller's own reservations count", nil, []wire.Reservation{{Type: "v100", GPUs: 1}}, wire.PlaceRequest{GPU: one}, "k80", 0, &wire.Reservation{Type: "k80", GPUs: 1}},
+		{"no room: most capacity by speed", nil, []wire.Reservation{{Type: "v100", GPUs: 2}, {Type: "k80", GPUs: 8}}, wire.PlaceRequest{GPU: one}, "v100", 0, &wire.Reservation{Type: "v100", GPUs: 1}},
+		{"no view keeps", func(s *wire.PlaceState) { s.Cluster = nil }, nil, wire.PlaceRequest{GPU: one}, "", 0, nil},
+		{"typed kept", nil, nil, wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1, Type: "k80"}}, "", 0, nil},
+		{"walltime from hints, capped by partition", nil, nil,
+			wire.PlaceRequest{GPU: one, Hints: wire.Hints{Steps: 36000, Throughput: map[string]float64{"v100": 1}}}, "v100", 120, &wire.Reservation{Type: "v100", GPUs: 1}},
+		{"walltime scaled by speed", nil, nil,
+			wire.PlaceRequest{GPU: one, Hints: wire.Hints{Steps: 3600, Throughput: map[string]float64{"k80": 1}}}, "v100", 23, &wire.Reservation{Type: "v100", GPUs: 1}},
+		{"too big for any type", nil, nil, wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 5}}, "", 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state()
+			if tc.mod != nil {
+				tc.mod(s)
+			}
+			before, _ := json.Marshal(s)
+			extraBefore := slices.Clone(tc.extra)
+			res := Place(s, tc.extra, &tc.req)
+			if res.GPUType != tc.wantType || res.TimeLimitMin != tc.wantTime || !reflect.DeepEqual(res.Reserve, tc.reserve) {
+				t.Fatalf("got type %q time %d reserve %+v (%s), want %q %d %+v", res.GPUType, res.TimeLimitMin, res.Reserve, res.Reason, tc.wantType, tc.wantTime, tc.reserve)
+			}
+			// Decide, the plugin's fast path, decides the same.
+			if d := Decide(s, tc.extra, &tc.req); d.GPUType != res.GPUType || d.TimeLimitMin != res.TimeLimitMin ||
+				d.ByFeature != res.ByFeature || !reflect.DeepEqual(d.Reserve, res.Reserve) || d.Numbers != nil {
+				t.Fatalf("Decide gave %+v, Place %+v", d, res)
+			}
+			// Pure: neither the state nor the caller's reservations change.
+			after, _ := json.Marshal(s)
+			if string(before) != string(after) {
+				t.Fatalf("Place changed the state:\n%s\n%s", before, after)
+			}
+			if len(tc.extra) > 0 && !reflect.DeepEqual(extraBefore, tc.extra) {
+				t.Fatalf("Place changed extra: %v", tc.extra)
+			}
+		})
+	}
+}

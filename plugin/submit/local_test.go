@@ -1,0 +1,168 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+func placeState(absorbed uint64, origin string) []byte {
+	s := wire.PlaceState{V: wire.Version, Controller: "c", Gen: 1, Policy: "las",
+		Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 3}, WalltimeMargin: 1.5},
+		Cluster: &wire.ClusterView{DefaultPartition: "gpu", Types: map[string]wire.TypeView{
+			"v100": {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}},
+			"k80":  {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}}}},
+		Absorbed: map[string]uint64{origin: absorbed}}
+	if absorbed > 0 {
+		s.Reserved = map[string]int{"v100": int(absorbed)} // the controller counted them
+	}
+	b, _ := json.Marshal(&s)
+	return b
+}
+
+func gpuJob() *Job {
+	return &Job{UID: 1000, TresPerNode: "gres/gpu:1", TimeLimit: NoVal, MinNodes: NoVal, NumTasks: NoVal}
+}
+
+// TestLocalHandler: the Handler with a Local placer decides from a fed
+// state; without one, with a stale one, or when the decision cannot be
+// sent, the job passes through unchanged.
+func TestLocalHandler(t *testing.T) {
+	type step struct {
+		feed     []byte        // fed before the job, if set
+		age      time.Duration // clock moved on after feeding
+		pubErr   error
+		want     Outcome
+		wantType string
+		wantErr  error
+	}
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"absent", []step{{want: FailOpen, wantErr: ErrNoState}}},
+		{"fresh", []step{{feed: placeState(0, "me"), want: Rewritten, wantType: "gres/gpu:v100:1"}}},
+		{"stale", []step{{feed: placeState(0, "me"), age: 31 * time.Second, want: FailOpen, wantErr: ErrStaleState}}},
+		{"just fresh enough", []step{{feed: placeState(0, "me"), age: 29 * time.Second, want: Rewritten, wantType: "gres/gpu:v100:1"}}},
+		{"malformed state keeps the last good one", []step{
+			{feed: placeState(0, "me"), want: Rewritten, wantType: "gres/gpu:v100:1"},
+			{feed: []byte(`{"v":1,"rule":{"walltime_margin":0}}`), want: Rewritten, wantType: "gres/gpu:v100:1"}}},
+		{"decision cannot be sent: unchanged and GPUs given back", []step{
+			{feed: placeState(0, "me"), pubErr: ErrNotConnected, want: FailOpen, wantErr: ErrNotConnected},
+			// v100 4 free x 3 = 12, k80 4: still v100, 3 times.
+			{want: Rewritten, wantType: "gres/gpu:v100:1"}, {want: Rewritten, wantType: "gres/gpu:v100:1"},
+			{want: Rewritten, wantType: "gres/gpu:v100:1"},
+			// v100 1 free x 3 = 3 < k80 4.
+			{want: Rewritten, wantType: "gres/gpu:k80:1"}}},
+		{"own reservations until the state counts them", []step{
+			{feed: placeState(0, "me"), want: Rewritten, wantType: "gres/gpu:v100:1"},
+			{want: Rewritten, wantType: "gres/gpu:v100:1"}, {want: Rewritten, wantType: "gres/gpu:v100:1"},
+			{want: Rewritten, wantType: "gres/gpu:k80:1"},
+			// The controller absorbed the first two (2 v100 reserved
+			// there); ours still count the third v100 and the k80:
+			// v100 1 free x 3 = 3 ties k80 3 free x 1, and a tie keeps
+			// the first type in name order.
+			{feed: placeState(2, "me"), want: Rewritten, wantType: "gres/gpu:k80:1"}}},
+		{"another plugin's absorbed count is not ours", []step{
+			{feed: placeState(0, "me"), want: Rewritten, wantType: "gres/gpu:v100:1"},
+			// The state reserves 3 v100 for "other"; ours still counts 1:
+			// v100 0 free.
+			{feed: placeState(3, "other"), want: Rewritten, wantType: "gres/gpu:k80:1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := now
+			var sent [][]byte // appended on l's goroutine, read after Flush
+			var pubErr error
+			l := NewLocal(30*time.Second, func(b []byte) error {
+				sent = append(sent, b)
+				return nil
+			})
+			defer l.Close()
+			l.Ready = func() error { return pubErr }
+			l.Origin = "me"
+			l.now = func() time.Time { return clock }
+			h := &Handler{Config: DefaultConfig(), Asker: l}
+			for i, s := range tc.steps {
+				if s.feed != nil {
+					_ = l.Feed(s.feed)
+				}
+				clock = clock.Add(s.age)
+				pubErr = s.pubErr
+				l.Flush()
+				n := len(sent)
+				ch, o, err := h.Handle(context.Background(), gpuJob())
+				l.Flush()
+				if o != s.want || !errors.Is(err, s.wantErr) {
+					t.Fatalf("step %d: %v %v, want %v %v", i, o, err, s.want, s.wantErr)
+				}
+				if o != Rewritten {
+					if len(sent) != n || ch.AdminComment != "" {
+						t.Fatalf("step %d: a job passed through but a decision was sent or annotated", i)
+					}
+					continue
+				}
+				if ch.TresPerNode == nil || *ch.TresPerNode != s.wantType {
+					t.Fatalf("step %d: gres %v, want %s", i, ch.TresPerNode, s.wantType)
+				}
+				var d wire.Decision
+				if len(sent) != n+1 || wire.Decode(sent[n], &d) != nil {
+					t.Fatalf("step %d: decision not sent", i)
+				}
+				if d.ID != wire.DecisionIDFromComment(ch.AdminComment) || d.Origin != "me" || d.Given.Policy != "las" || d.Given.Reason == "" || len(d.Numbers) == 0 ||
+					d.Reserve == nil || d.Reserve.GPUs != 1 || d.StateGen != 1 || d.Asked.GPU.PerNode != 1 {
+					t.Fatalf("step %d: decision %+v for annotation %q", i, d, ch.AdminComment)
+				}
+			}
+		})
+	}
+}
+
+// A decision record that cannot be sent after its job was placed (the
+// connection dropped in between) is reported, and a full queue fails jobs
+// open instead of blocking slurmctld.
+func TestLocalSendErrorsAndFullQueue(t *testing.T) {
+	block := make(chan struct{})
+	errs := make(chan error, 1)
+	entered := make(chan struct{}, 1)
+	l := NewLocal(30*time.Second, func([]byte) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-block
+		return ErrNotConnected
+	})
+	defer l.Close()
+	l.OnSendError = func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	if err := l.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Config: DefaultConfig(), Asker: l}
+	// One decision is taken by the blocked sender; queueLen more fill the
+	// queue; the next fails open.
+	for i := 0; i < queueLen+1; i++ {
+		if _, o, err := h.Handle(context.Background(), gpuJob()); o == FailOpen {
+			t.Fatalf("job %d failed open before the queue was full: %v", i, err)
+		}
+		if i == 0 {
+			<-entered // the sender holds the first
+		}
+	}
+	if _, o, err := h.Handle(context.Background(), gpuJob()); o != FailOpen || !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("full queue: %v %v, want fail open with ErrQueueFull", o, err)
+	}
+	close(block)
+	if err := <-errs; !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("send error reported as %v", err)
+	}
+}

@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Subjects of local placement: the controller pushes what its placement
+// rule needs to every plugin, each plugin decides on slurmctld's thread with
+// the same code, and sends the decision back to be recorded. Nothing on the
+// submit path waits for the controller.
+const (
+	// SubjectPlaceState is publish, controller -> plugins: the placement
+	// state (PlaceState), whenever it changes and at least every few
+	// seconds while a controller leads.
+	SubjectPlaceState = "rota.v1.place.state"
+	// SubjectPlaceDecision is publish, plugin -> controller: one Decision
+	// the plugin made from a PlaceState, for the controller to record.
+	SubjectPlaceDecision = "rota.v1.place.decision"
+	// SubjectPlaceSync is publish, plugin -> controller, empty body: "I
+	// just (re)connected, publish the state now" instead of at the next
+	// heartbeat.
+	SubjectPlaceSync = "rota.v1.place.sync"
+)
+
+// PlaceState is everything the placement rule needs, so that a plugin can
+// place a job exactly as the controller would. The controller builds one
+// from its cluster snapshot, its rule's settings and its reservations.
+type PlaceState struct {
+	V int `json:"v"`
+	// Controller identifies the publishing controller process; Gen counts
+	// its states (a larger Gen from the same controller is newer).
+	Controller string    `json:"controller"`
+	Gen        uint64    `json:"gen"`
+	At         time.Time `json:"at"`
+	// Policy is the name written into annotations.
+	Policy string    `json:"policy"`
+	Rule   PlaceRule `json:"rule"`
+	// Cluster is nil until the controller's first Slurm refresh: then the
+	// rule keeps every request.
+	Cluster *ClusterView `json:"cluster,omitempty"`
+	// Reserved counts, per GPU type, the GPUs placements gave out since
+	// the cluster view was taken (a burst spreads over the types).
+	Reserved map[string]int `json:"reserved,omitempty"`
+	// Slots holds, per GPU type, when each of its GPUs is free, in
+	// seconds from the cluster view (sorted): 0 for a GPU free now, the
+	// round loop's estimate of the remaining run time of the job on a busy
+	// one, and later placements' bookings. GPUs whose end is unknown are
+	// left out (JSON has no infinity).
+	Slots map[string][]float64 `json:"slots,omitempty"`
+	// Absorbed is, per plugin instance (Decision.Origin), the highest
+	// Decision.Seq whose GPUs Reserved already counts (or the cluster view
+	// already saw): the plugin stops counting its own reservations up to it.
+	Absorbed map[string]uint64 `json:"absorbed,omitempty"`
+}
+
+// PlaceRule is the placement rule's settings (see controller/placement).
+type PlaceRule struct {
+	// Speed is each GPU type's relative speed; a missing type counts as 1.
+	Speed               map[string]float64 `json:"speed,omitempty"`
+	RetypeTyped         bool               `json:"retype_typed,omitempty"`
+	WalltimeMargin      float64            `json:"walltime_margin"`
+	WalltimeOverheadMin uint32             `json:"walltime_overhead_min,omitempty"`
+}
+
+// ClusterView is the cluster's GPU capacity and partitions at one moment.
+type ClusterView struct {
+	At               time.Time                `json:"at"`
+	Types            map[string]TypeView      `json:"types"`
+	Partitions       map[string]PartitionView `json:"partitions,omitempty"`
+	DefaultPartition string                   `json:"default_partition,omitempty"`
+	// ByFeature: GPU types can be chosen by node constraint (see
+	// controller/cluster.Snapshot.ByFeature).
+	ByFeature bool `json:"by_feature,omitempty"`
+}
+
+// TypeView is one GPU type's capacity on the usable nodes.
+type TypeView struct {
+	Nodes      int      `json:"nodes"`
+	Total      int      `json:"total"`
+	Used       int      `json:"used"`
+	MaxPerNode int      `json:"max_per_node"`
+	Partitions []string `json:"partitions,omitempty"`
+}
+
+// Free is Total - Used, never negative.
+func (t TypeView) Free() int { return max(t.Total-t.Used, 0) }
+
+// PartitionView is what placement needs of a partition.
+type PartitionView struct {
+	MaxTimeMin     uint32 `json:"max_time_min,omitempty"`
+	DefaultTimeMin uint32 `json:"default_time_min,omitempty"`
+}
+
+// Reservation is what one placement took from the view: GPUs of one
+// type, and, for a job placed where it finishes first, the slots it
+// booked: its GPUs are taken until FinishS (seconds from the view, as
+// Slots).
+type Reservation struct {
+	Type    string  `json:"type"`
+	GPUs    int     `json:"gpus"`
+	FinishS float64 `json:"finish_s,omitempty"`
+}
+
+// maxSeconds bounds slot times: a century.
+const maxSeconds = 100 * 365 * 24 * 3600
+
+// Check rejects a reservation no placement makes.
+func (r *Reservation) Check() error {
+	if r.GPUs < 0 || r.GPUs > maxCount {
+		return fmt.Errorf("%w: reservation of %d GPUs", errBadState, r.GPUs)
+	}
+	if r.FinishS < 0 || r.FinishS > maxSeconds || r.FinishS != r.FinishS {
+		return fmt.Errorf("%w: reservation until %v s", errBadState, r.FinishS)
+	}
+	return nil
+}
+
+// maxCount bounds every count in a PlaceState or Reservation: far above any
+// cluster, and small enough that sums cannot overflow.
+const maxCount = 1 << 24
+
+// errBadState marks a PlaceState or Decision that decodes but makes no sense.
+var errBadState = errors.New("wire: implausible placement state")
+
+// Check rejects counts no cluster has, so a corrupt or hostile state cannot
+// make the rule misbehave.
+func (s *PlaceState) Check() error {
+	if s.Rule.WalltimeMargin < 1 || s.Rule.WalltimeMargin > 100 {
+		return fmt.Errorf("%w: walltime_margin %v", errBadState, s.Rule.WalltimeMargin)
+	}
+	for t, v := range s.Rule.Speed {
+		if !(v > 0) || v > 1e6 {
+			return fmt.Errorf("%w: speed of %q is %v", errBadState, t, v)
+		}
+	}
+	for t, n := range s.Reserved {
+		if n < 0 || n > maxCount {
+			return fmt.Errorf("%w: %d GPUs of %q reserved", errBadState, n, t)
+		}
+	}
+	for t, sl := range s.Slots {
+		if len(sl) > maxCount {
+			return fmt.Errorf("%w: %d slots of %q", errBadState, len(sl), t)
+		}
+		for i, v := range sl {
+			if !(v >= 0 && v <= maxSeconds) || i > 0 && v < sl[i-1] {
+				return fmt.Errorf("%w: slots of %q not sorted seconds (%v at %d)", errBadState, t, v, i)
+			}
+		}
+	}
+	if s.Cluster == nil {
+		return nil
+	}
+	for t, tv := range s.Cluster.Types {
+		for _, n := range []int{tv.Nodes, tv.Total, tv.Used, tv.MaxPerNode} {
+			if n < 0 || n > maxCount {
+				return fmt.Errorf("%w: type %q count %d", errBadState, t, n)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *PlaceState) version() int { return m.V }
+func (m *Decision) version() int   { return m.V }
