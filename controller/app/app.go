@@ -333,6 +333,15 @@ func (c *Controller) connect() error {
 		c.log.Warn().Str("listen", c.cfg.Listen).Msg("NATS authentication is off (no creds_dir): any local user can talk to the controller and act as any agent; set creds_dir for production")
 		c.auth = "none (loopback only)"
 	}
+	// The server, with its log off, would only time out below on a port
+	// already taken: say so at once. (-1 is "any free port", for tests.)
+	if port > 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(port)))
+		if err != nil {
+			return fmt.Errorf("embedded NATS server cannot listen on %s (another process has the port? set listen): %w", c.cfg.Listen, err)
+		}
+		l.Close()
+	}
 	sopts := &server.Options{
 		ServerName: "rota-controller",
 		Host:       host,

@@ -200,6 +200,14 @@ func TestControllerRefusesToStart(t *testing.T) {
 		}, "is not the controller key"},
 		{"open server beyond loopback", func(t *testing.T, cfg *Config) { cfg.Listen = "0.0.0.0:-1" }, "without creds_dir"},
 		{"tls cert without key", func(t *testing.T, cfg *Config) { cfg.TLSCert = "/nonexistent.pem" }, "tls_cert and tls_key"},
+		{"port taken", func(t *testing.T, cfg *Config) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			cfg.Listen = l.Addr().String()
+		}, "another process has the port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t.TempDir())

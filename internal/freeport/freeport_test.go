@@ -28,3 +28,18 @@ func TestConsecutive(t *testing.T) {
 		t.Fatalf("port %d is taken but reported free", base)
 	}
 }
+
+// Runs start below the ephemeral range, so no outgoing connection can be
+// given one of their ports before the daemon listens.
+func TestConsecutiveBelowEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	for range 50 {
+		base, err := Consecutive(6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base+6 > low && low > 21000 {
+			t.Fatalf("run %d..%d reaches the ephemeral range starting at %d", base, base+5, low)
+		}
+	}
+}
