@@ -70,15 +70,8 @@ func DefaultConfig() Config {
 
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
-	sp := make(map[string]float64, len(c.Speed))
-	for t, v := range c.Speed {
-		sp[t] = v
-	}
-	return wire.PlaceRule{Speed: sp, RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin}
+	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin}
 }
-
-// Demand is how many GPUs a request needs in all and on its busiest node.
-func Demand(a wire.GPUAsk) (total, perNode int) { return rule.Demand(a) }
 
 // View turns a cluster snapshot into the wire form the rule reads.
 func View(s *cluster.Snapshot) *wire.ClusterView {

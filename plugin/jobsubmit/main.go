@@ -40,10 +40,14 @@ import (
 )
 
 var (
-	// noController is set while NATS reports nobody serving placements.
-	noController atomic.Bool
-	// noState is set while local placement has no usable state.
-	noState atomic.Bool
+	// Conditions that would otherwise log a line per job: each is logged
+	// when it starts and when it ends.
+	noController = outage{start: "no controller answers placements; jobs pass through unchanged until one does",
+		end: "a controller answers placements again"}
+	noState = outage{start: "jobs pass through unchanged until the controller's placement state arrives",
+		end: "the controller's placement state is here; GPU jobs are placed by Rota"}
+	queueFull = outage{start: "decision records are not being sent; jobs pass through unchanged until they are",
+		end: "decision records are being sent again; GPU jobs are placed by Rota"}
 	// Time spent in rota_go_job since init, logged at fini: what the
 	// plugin cost slurmctld (scripts/bench-submit reads it).
 	calls, totalNs, maxNs atomic.Int64
@@ -147,25 +151,21 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 		// the breaker opened: one line per job would flood the log.
 		ev = log.Debug().Err(err)
 	case errors.Is(err, submit.ErrNoController):
-		// Logged once per outage for the same reason.
-		if noController.CompareAndSwap(false, true) {
-			log.Warn().Err(err).Msg("no controller answers placements; jobs pass through unchanged until one does")
-		}
+		noController.begin(err)
 		ev = log.Debug().Err(err)
 	case errors.Is(err, submit.ErrNoState), errors.Is(err, submit.ErrStaleState):
-		// Local placement without a live controller: once per outage.
-		if noState.CompareAndSwap(false, true) {
-			log.Warn().Err(err).Msg("jobs pass through unchanged until the controller's placement state arrives")
-		}
+		noState.begin(err) // local placement without a live controller
+		ev = log.Debug().Err(err)
+	case errors.Is(err, submit.ErrQueueFull):
+		queueFull.begin(err)
 		ev = log.Debug().Err(err)
 	case err != nil:
 		ev = log.Warn().Err(err)
 	}
-	if (outcome == submit.Rewritten || outcome == submit.Kept) && noController.CompareAndSwap(true, false) {
-		log.Info().Msg("a controller answers placements again")
-	}
-	if (outcome == submit.Rewritten || outcome == submit.Kept) && noState.CompareAndSwap(true, false) {
-		log.Info().Msg("the controller's placement state is here; GPU jobs are placed by Rota")
+	if outcome == submit.Rewritten || outcome == submit.Kept {
+		noController.over()
+		noState.over()
+		queueFull.over()
 	}
 	ev.Str("outcome", string(outcome)).Stringer("took", took).Bool("modify", job.Modify).Uint32("uid", job.UID).
 		Str("name", job.Name).Msg(outcomeMessage(outcome))
@@ -183,6 +183,25 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 	}
 	if ch.AdminComment != "" {
 		out.admin_comment = C.CString(ch.AdminComment)
+	}
+}
+
+// outage is a condition that fails jobs open: logged once as it starts
+// and once as it ends, where one line per job would flood slurmctld's log.
+type outage struct {
+	on         atomic.Bool
+	start, end string
+}
+
+func (o *outage) begin(err error) {
+	if o.on.CompareAndSwap(false, true) {
+		log.Warn().Err(err).Msg(o.start)
+	}
+}
+
+func (o *outage) over() {
+	if o.on.Load() && o.on.CompareAndSwap(true, false) {
+		log.Info().Msg(o.end)
 	}
 }
 

@@ -236,15 +236,7 @@ func (c *Client) Request(subject string, data []byte, timeout time.Duration) ([]
 	}
 	c.seq++
 	reply := cn.inbox + strconv.FormatUint(c.seq, 10)
-	out := append(cn.out[:0], "PUB "...)
-	out = append(out, subject...)
-	out = append(out, ' ')
-	out = append(out, reply...)
-	out = append(out, ' ')
-	out = strconv.AppendInt(out, int64(len(data)), 10)
-	out = append(out, "\r\n"...)
-	out = append(out, data...)
-	out = append(out, "\r\n"...)
+	out := appendPub(cn.out[:0], subject, reply, data)
 	cn.out = out
 	if err := cn.write(out, deadline); err != nil {
 		// A partial PUB leaves the stream unusable.
@@ -388,13 +380,7 @@ func (c *Client) Publish(subject string, data []byte) error {
 	if len(data) > cn.maxPayload {
 		return fmt.Errorf("natsync: %d-byte message above the server's max_payload %d", len(data), cn.maxPayload)
 	}
-	out := append(cn.out[:0], "PUB "...)
-	out = append(out, subject...)
-	out = append(out, ' ')
-	out = strconv.AppendInt(out, int64(len(data)), 10)
-	out = append(out, "\r\n"...)
-	out = append(out, data...)
-	out = append(out, "\r\n"...)
+	out := appendPub(cn.out[:0], subject, "", data)
 	cn.out = out
 	n, err := cn.send(out)
 	switch {
@@ -411,6 +397,22 @@ func (c *Client) Publish(subject string, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// appendPub appends the protocol line and payload of a PUB to subject,
+// with reply as its reply subject unless "".
+func appendPub(out []byte, subject, reply string, data []byte) []byte {
+	out = append(out, "PUB "...)
+	out = append(out, subject...)
+	out = append(out, ' ')
+	if reply != "" {
+		out = append(out, reply...)
+		out = append(out, ' ')
+	}
+	out = strconv.AppendInt(out, int64(len(data)), 10)
+	out = append(out, "\r\n"...)
+	out = append(out, data...)
+	return append(out, "\r\n"...)
 }
 
 // Dropped counts messages Publish dropped because the send buffer was full.
@@ -743,9 +745,7 @@ func (c *Client) handshake(cn *conn, deadline time.Time) error {
 		out = append(out, "\r\n"...)
 	}
 	if c.opts.Announce != "" {
-		out = append(out, "PUB "...)
-		out = append(out, c.opts.Announce...)
-		out = append(out, " 0\r\n\r\n"...)
+		out = appendPub(out, c.opts.Announce, "", nil)
 	}
 	out = append(out, "PING\r\n"...)
 	if err := cn.write(out, deadline); err != nil {

@@ -8,6 +8,7 @@ package rule
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -206,7 +207,7 @@ func place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest,
 	}
 
 	var fits []cand
-	for _, t := range typeNames(cv) {
+	for _, t := range slices.Sorted(maps.Keys(cv.Types)) {
 		tc := cv.Types[t]
 		if part != "" && !slices.Contains(tc.Partitions, part) {
 			continue
@@ -343,15 +344,6 @@ func jobSpeed(r *wire.PlaceRule, req *wire.PlaceRequest, t string) float64 {
 	sort.Strings(hinted)
 	h := hinted[0]
 	return req.Hints.Throughput[h] * Speed(r, t) / Speed(r, h)
-}
-
-func typeNames(cv *wire.ClusterView) []string {
-	names := make([]string, 0, len(cv.Types))
-	for t := range cv.Types {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // constraintType is the GPU type a job's constraint names, if any.
