@@ -365,7 +365,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 	if !unknown {
 		return nil
 	}
-	ids, err := l.sched.DecisionIDs(ctx)
+	ids, err := l.decisionIDs(ctx, jobs)
 	if err != nil {
 		return err
 	}
@@ -399,6 +399,22 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 		l.mu.Unlock()
 	}
 	return nil
+}
+
+// decisionIDs maps the queue's jobs to their decision ids: from the
+// queue read itself when it carried AdminComment, else from one
+// Scheduler.DecisionIDs call.
+func (l *Loop) decisionIDs(ctx context.Context, jobs []slurm.Job) (map[uint32]string, error) {
+	ids := make(map[uint32]string, len(jobs))
+	for _, j := range jobs {
+		if !j.DecisionRead {
+			return l.sched.DecisionIDs(ctx)
+		}
+		if j.Decision != "" {
+			ids[j.ID] = j.Decision
+		}
+	}
+	return ids, nil
 }
 
 // views builds the planner's picture of the managed jobs.

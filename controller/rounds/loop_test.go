@@ -25,6 +25,10 @@ type fakeSched struct {
 	failJobs  bool
 	failOn    map[uint32]bool
 	requeued  []uint32
+	// commentRead makes Jobs carry the decision ids, as squeue does when
+	// it has an AdminComment field; idReads counts DecisionIDs calls.
+	commentRead bool
+	idReads     int
 }
 
 func newFake() *fakeSched {
@@ -55,7 +59,11 @@ func (f *fakeSched) Jobs(context.Context) ([]slurm.Job, error) {
 	var out []slurm.Job
 	for id := uint32(1); id < 1000; id++ {
 		if j, ok := f.jobs[id]; ok {
-			out = append(out, *j)
+			c := *j
+			if f.commentRead {
+				c.Decision, c.DecisionRead = f.decisions[id], true
+			}
+			out = append(out, c)
 		}
 	}
 	return out, nil
@@ -64,6 +72,7 @@ func (f *fakeSched) Jobs(context.Context) ([]slurm.Job, error) {
 func (f *fakeSched) DecisionIDs(context.Context) (map[uint32]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.idReads++
 	out := map[uint32]string{}
 	for k, v := range f.decisions {
 		out[k] = v
@@ -224,6 +233,34 @@ func TestPendingJobsRetypedAndOrdered(t *testing.T) {
 	}
 	if s := l.Stats(); s.Rounds != 1 || s.Retyped == 0 || s.Reprioritised == 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// New jobs are bound to their decisions from the queue read when it
+// carries AdminComment, with no second read of Slurm; from
+// DecisionIDs when it does not. Jobs without a decision stay unmanaged.
+func TestBindReadsDecisionsOnce(t *testing.T) {
+	for _, commentRead := range []bool{true, false} {
+		t.Run(fmt.Sprint("comment_read=", commentRead), func(t *testing.T) {
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.commentRead = commentRead
+			f.add(1, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+			f.add(2, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+			delete(f.decisions, 2) // submitted while no controller answered
+			l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, nil)
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if l.known[1] == nil || l.known[1].decision.ID != "d1" {
+				t.Errorf("job 1 not bound to d1: %+v", l.known[1])
+			}
+			if tr, ok := l.known[2]; !ok || tr != nil {
+				t.Errorf("job 2 without a decision: known %v %+v, want known and unmanaged", ok, tr)
+			}
+			if want := map[bool]int{true: 0, false: 1}[commentRead]; f.idReads != want {
+				t.Errorf("%d DecisionIDs reads, want %d", f.idReads, want)
+			}
+		})
 	}
 }
 

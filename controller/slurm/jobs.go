@@ -34,6 +34,12 @@ type Job struct {
 	Priority                                            uint32
 	Restarts                                            int
 	NumTasks                                            int
+	// Decision is the Rota decision id in the job's AdminComment ("" when
+	// it has none). DecisionRead says the queue read carried the
+	// AdminComment at all (squeue's admin_comment field); when it could
+	// not, Scheduler.DecisionIDs supplies the ids.
+	Decision     string
+	DecisionRead bool
 }
 
 // Pending is true while Slurm has not started the job.
@@ -96,53 +102,91 @@ var squeueFields = []string{"JobID", "State", "Reason", "UserName", "Account", "
 	"SubmitTime", "StartTime", "TimeLimit", "TimeUsed", "NodeList", "NumNodes", "tres-per-job",
 	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks"}
 
+// commentFields are the names squeue -O may know a job's AdminComment
+// by, tried in order (22.05 knows "admin_comment"). For a name it does
+// not know squeue prints an error but still exits 0, with the field
+// empty, so the error text is what tells.
+var commentFields = []string{"admin_comment", "AdminComment"}
+
 // SqueueFormat is the -O argument: every field unpadded (":0") and
-// followed by the separator.
-func SqueueFormat() string {
-	parts := make([]string, len(squeueFields))
-	for i, f := range squeueFields {
-		parts[i] = f + ":0" + sep
+// followed by the separator, then the AdminComment under the name
+// comment when comment is not "". The comment comes last so that a
+// separator inside it (an admin may write anything there) only lengthens
+// the comment.
+func SqueueFormat(comment string) string {
+	parts := make([]string, 0, len(squeueFields)+1)
+	for _, f := range squeueFields {
+		parts = append(parts, f+":0"+sep)
+	}
+	if comment != "" {
+		parts = append(parts, comment+":0"+sep)
 	}
 	return strings.Join(parts, ",")
 }
 
+// squeue runs squeue -h with args and the queue format, and parses its
+// output. It reads AdminComment in the same call when this squeue has a
+// field for it: the round loop then needs no second, heavier read
+// (`scontrol show job -o`, every job in slurmctld's memory with all its
+// details) to find which jobs Rota placed. Each such read holds
+// slurmctld's job lock, and submissions wait for it.
+func (c *CLI) squeue(ctx context.Context, args ...string) ([]Job, error) {
+	for {
+		k := int(c.commentField.Load())
+		field := ""
+		if k < len(commentFields) {
+			field = commentFields[k]
+		}
+		out, stderr, err := c.runOut(ctx, "squeue", append(append([]string{"-h"}, args...), "-O", SqueueFormat(field))...)
+		if err != nil {
+			return nil, err
+		}
+		if field != "" && strings.Contains(stderr, "Invalid job format specification") {
+			c.commentField.CompareAndSwap(int32(k), int32(k+1))
+			continue
+		}
+		return ParseSqueue(string(out), time.Local, field != "")
+	}
+}
+
 // Jobs implements Scheduler.
 func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
-	out, err := c.run(ctx, "squeue", "-h", "-t", "PENDING,RUNNING,CONFIGURING", "-O", SqueueFormat())
-	if err != nil {
-		return nil, err
-	}
-	return ParseSqueue(string(out), time.Local)
+	return c.squeue(ctx, "-t", "PENDING,RUNNING,CONFIGURING")
 }
 
 // Job implements Scheduler: one job's queue entry (ok false when it
 // is not pending or running).
 func (c *CLI) Job(ctx context.Context, id uint32) (Job, bool, error) {
-	out, err := c.run(ctx, "squeue", "-h", "-j", strconv.FormatUint(uint64(id), 10), "-t", "PENDING,RUNNING,CONFIGURING", "-O", SqueueFormat())
+	jobs, err := c.squeue(ctx, "-j", strconv.FormatUint(uint64(id), 10), "-t", "PENDING,RUNNING,CONFIGURING")
 	if err != nil {
 		if strings.Contains(err.Error(), "Invalid job id") {
 			return Job{}, false, nil
 		}
 		return Job{}, false, err
 	}
-	jobs, err := ParseSqueue(string(out), time.Local)
-	if err != nil || len(jobs) == 0 {
-		return Job{}, false, err
+	if len(jobs) == 0 {
+		return Job{}, false, nil
 	}
 	return jobs[0], true, nil
 }
 
-// ParseSqueue reads the output of `squeue -h -O SqueueFormat()`. Times are
-// in the local zone Slurm prints them in.
-func ParseSqueue(out string, loc *time.Location) ([]Job, error) {
+// ParseSqueue reads the output of `squeue -h -O SqueueFormat(c)`, with
+// withComment when c was not "". Times are in the local zone Slurm
+// prints them in.
+func ParseSqueue(out string, loc *time.Location, withComment bool) ([]Job, error) {
 	var jobs []Job
 	for i, line := range strings.Split(out, "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
 		f := strings.Split(strings.TrimSuffix(line, sep), sep)
-		if len(f) != len(squeueFields) {
+		if len(f) < len(squeueFields) || (!withComment && len(f) > len(squeueFields)) {
 			return nil, fmt.Errorf("squeue line %d: want %d fields, got %d: %q", i+1, len(squeueFields), len(f), line)
+		}
+		comment := ""
+		if withComment {
+			comment = strings.Join(f[len(squeueFields):], sep)
+			f = f[:len(squeueFields)]
 		}
 		for k := range f {
 			f[k] = strings.TrimSpace(f[k])
@@ -150,6 +194,9 @@ func ParseSqueue(out string, loc *time.Location) ([]Job, error) {
 		j, err := parseJob(f, loc)
 		if err != nil {
 			return nil, fmt.Errorf("squeue line %d: %w", i+1, err)
+		}
+		if withComment {
+			j.Decision, j.DecisionRead = DecisionInComment(comment), true
 		}
 		jobs = append(jobs, j)
 	}
@@ -297,9 +344,19 @@ func (c *CLI) DecisionIDs(ctx context.Context) (map[uint32]string, error) {
 }
 
 var (
-	jobIDRe    = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
-	decisionRe = regexp.MustCompile(`AdminComment=rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
+	jobIDRe        = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
+	decisionRe     = regexp.MustCompile(`AdminComment=(rota: .*?\[d=[A-Za-z0-9_-]+\])`)
+	commentDecided = regexp.MustCompile(`^rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
 )
+
+// DecisionInComment is the decision id in an AdminComment the plugin or
+// the controller wrote ("rota: ... [d=ID]"), or "".
+func DecisionInComment(comment string) string {
+	if m := commentDecided.FindStringSubmatch(comment); m != nil {
+		return m[1]
+	}
+	return ""
+}
 
 // ParseDecisionIDs reads `scontrol show job -o`, one job per line.
 func ParseDecisionIDs(out string) map[uint32]string {
@@ -317,7 +374,9 @@ func ParseDecisionIDs(out string) map[uint32]string {
 		if err != nil {
 			continue
 		}
-		ids[uint32(id)] = d[1]
+		if did := DecisionInComment(d[1]); did != "" {
+			ids[uint32(id)] = did
+		}
 	}
 	return ids
 }

@@ -1,6 +1,9 @@
 package slurm
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -8,7 +11,7 @@ import (
 )
 
 // Captured from the dev cluster (Slurm 22.05.8) with
-// `squeue -h -O SqueueFormat()`: a running job retyped by constraint, a
+// `squeue -h -O SqueueFormat("")`: a running job retyped by constraint, a
 // pending job asking --gpus=p100:1 with an admin priority, a pending job
 // Slurm cannot run (priority 0).
 const squeueCaptured = "11\x1fRUNNING\x1fNone\x1froot\x1f(null)\x1ft1\x1fgpu\x1f2026-11-22T05:24:35\x1f2026-11-22T05:24:52\x1f2-00:00:00\x1f2:08\x1fnode-p100\x1f1\x1fN/A\x1fgres:gpu:1\x1fN/A\x1fN/A\x1fp100\x1f4294901749\x1f0\x1f1\x1f\n" +
@@ -17,7 +20,7 @@ const squeueCaptured = "11\x1fRUNNING\x1fNone\x1froot\x1f(null)\x1ft1\x1fgpu\x1f
 
 func TestParseSqueue(t *testing.T) {
 	loc := time.UTC
-	jobs, err := ParseSqueue(squeueCaptured, loc)
+	jobs, err := ParseSqueue(squeueCaptured, loc, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +51,7 @@ func TestParseSqueue(t *testing.T) {
 		strings.Replace(squeueCaptured, "2:08", "2:xx", 1),    // elapsed
 		strings.Replace(squeueCaptured, "node-p100", "n[", 1), // host list
 	} {
-		if _, err := ParseSqueue(bad, loc); err == nil {
+		if _, err := ParseSqueue(bad, loc, false); err == nil {
 			t.Errorf("ParseSqueue(%q): no error", bad)
 		}
 	}
@@ -105,8 +108,127 @@ func FuzzExpandHostlist(f *testing.F) {
 func FuzzParseSqueue(f *testing.F) {
 	f.Add(squeueCaptured)
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = ParseSqueue(s, time.UTC) // must not panic
+		_, _ = ParseSqueue(s, time.UTC, false) // must not panic
+		_, _ = ParseSqueue(s, time.UTC, true)
 	})
+}
+
+// With squeue's admin_comment field last (captured from Slurm 22.05.8,
+// `squeue -h -O SqueueFormat("admin_comment")`, then two hand-made
+// lines: no comment, and an admin's note carrying the separator).
+func TestParseSqueueWithComment(t *testing.T) {
+	lines := strings.SplitAfter(squeueCaptured, "\n")
+	out := strings.TrimSuffix(lines[0], "\n") + "rota: gpu any->v100, time none->none (las) [d=VXrK0amBKn6tiYRri0WVF3]\x1f\n" +
+		strings.TrimSuffix(lines[1], "\n") + "(null)\x1f\n" +
+		strings.TrimSuffix(lines[2], "\n") + "moved by hand\x1fsee ticket [d=zz]\x1f\n"
+	jobs, err := ParseSqueue(out, time.UTC, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := ParseSqueue(squeueCaptured, time.UTC, false)
+	for i, want := range []string{"VXrK0amBKn6tiYRri0WVF3", "", ""} {
+		if jobs[i].Decision != want || !jobs[i].DecisionRead {
+			t.Errorf("job %d: decision %q read %v, want %q read", jobs[i].ID, jobs[i].Decision, jobs[i].DecisionRead, want)
+		}
+		jobs[i].Decision, jobs[i].DecisionRead = "", false
+		if !reflect.DeepEqual(jobs[i], plain[i]) {
+			t.Errorf("job %d: %+v, want %+v with the comment", jobs[i].ID, jobs[i], plain[i])
+		}
+	}
+	// Without the comment field, an extra field is an error, not a comment.
+	if _, err := ParseSqueue(out, time.UTC, false); err == nil {
+		t.Error("comment lines read as plain: no error")
+	}
+	if _, err := ParseSqueue("1\x1fRUNNING\x1fNone\x1f", time.UTC, true); err == nil {
+		t.Error("short line with comment: no error")
+	}
+}
+
+func TestDecisionInComment(t *testing.T) {
+	for in, want := range map[string]string{
+		"rota: gpu any->v100, time none->06:00:00 (las) [d=Ab12_x-9]":         "Ab12_x-9",
+		"rota: gpu any->v100, time none->06:00:00 (las) [d=Ab12] (moved) [x]": "Ab12",
+		"rota: gpu any->v100 (las)":                                           "",
+		"note rota: x [d=zz]":                                                 "", // not Rota's
+		"":                                                                    "",
+		"(null)":                                                              "",
+	} {
+		if got := DecisionInComment(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// fakeSqueue puts an executable squeue first in PATH that answers
+// `-O` with the three captured jobs, knowing AdminComment by the name
+// known ("" none): like squeue, an unknown -O name prints an error and
+// an empty field, and exits 0. Each call appends its -O argument to the
+// returned log.
+func fakeSqueue(t *testing.T, known string) string {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	data := filepath.Join(dir, "jobs")
+	if err := os.WriteFile(data, []byte(squeueCaptured), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+fmt=""
+while [ $# -gt 0 ]; do [ "$1" = -O ] && fmt=$2; shift; done
+echo "$fmt" >>` + log + `
+comment=""
+case $fmt in
+*admin_comment*|*AdminComment*)
+  if [ -n "` + known + `" ] && echo "$fmt" | grep -q "` + known + `:"; then comment="rota: gpu any->p100 (las) [d=D11]"
+  else echo "squeue: error: Invalid job format specification: $(echo "$fmt" | grep -o '[A-Za-z_]*omment')" >&2; fi
+  while IFS= read -r line; do printf '%s%s\037\n' "$line" "$comment"; comment="(null)"; done <` + data + `
+  ;;
+*) cat ` + data + ` ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "squeue"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return log
+}
+
+// The CLI reads decision ids in the queue read when squeue has a name
+// for AdminComment, finds that name once, and says when it has none.
+func TestJobsReadsDecision(t *testing.T) {
+	for _, c := range []struct {
+		known     string
+		wantRead  bool
+		wantCalls int // squeue runs for two Jobs calls
+	}{
+		{"admin_comment", true, 2},
+		{"AdminComment", true, 3}, // one refused name, then remembered
+		{"", false, 4},            // both names refused once, then none asked
+	} {
+		t.Run("known="+c.known, func(t *testing.T) {
+			log := fakeSqueue(t, c.known)
+			cli := &CLI{}
+			for range 2 {
+				jobs, err := cli.Jobs(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(jobs) != 3 {
+					t.Fatalf("%d jobs", len(jobs))
+				}
+				want := ""
+				if c.wantRead {
+					want = "D11"
+				}
+				if jobs[0].DecisionRead != c.wantRead || jobs[0].Decision != want || jobs[1].Decision != "" {
+					t.Errorf("job %d: decision %q read %v; want %q read %v", jobs[0].ID, jobs[0].Decision, jobs[0].DecisionRead, want, c.wantRead)
+				}
+			}
+			calls, _ := os.ReadFile(log)
+			if n := strings.Count(string(calls), "\n"); n != c.wantCalls {
+				t.Errorf("%d squeue runs, want %d:\n%s", n, c.wantCalls, calls)
+			}
+		})
+	}
 }
 
 func TestParseDecisionIDs(t *testing.T) {

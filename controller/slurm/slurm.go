@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -71,7 +72,8 @@ type Scheduler interface {
 	// running.
 	Job(ctx context.Context, id uint32) (j Job, ok bool, err error)
 	// DecisionIDs maps job ids to the Rota decision id in their
-	// AdminComment, for the jobs that have one.
+	// AdminComment, for the jobs that have one. Only needed when Jobs
+	// cannot read AdminComment (Job.DecisionRead false).
 	DecisionIDs(ctx context.Context) (map[uint32]string, error)
 	// Update changes a job; only the set fields of u are sent.
 	Update(ctx context.Context, jobID uint32, u JobUpdate) error
@@ -86,6 +88,10 @@ type CLI struct {
 	Env []string
 	// Timeout bounds each command.
 	Timeout time.Duration
+
+	// commentField indexes commentFields: the name this squeue knows
+	// AdminComment by, found on first use (len: none).
+	commentField atomic.Int32
 }
 
 // timeout bounds one Slurm command: Timeout, or 10 s.
@@ -97,6 +103,13 @@ func (c *CLI) timeout() time.Duration {
 }
 
 func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	out, _, err := c.runOut(ctx, name, args...)
+	return out, err
+}
+
+// runOut is run with the command's stderr too: some Slurm commands
+// report a problem there and still exit 0.
+func (c *CLI) runOut(ctx context.Context, name string, args ...string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -104,9 +117,9 @@ func (c *CLI) run(ctx context.Context, name string, args ...string) ([]byte, err
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+		return nil, "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), errb.String(), nil
 }
 
 // Nodes lists nodes with their GPUs and current GPU use.

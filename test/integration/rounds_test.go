@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -49,6 +51,42 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 	prio, _ := run("squeue", "-h", "-j", id, "-o", "%Q")
 	if p, _ := strconv.Atoi(strings.TrimSpace(prio)); p < 1_000_000 || p > 1_200_000 {
 		t.Errorf("priority %q: want Rota's band (1,000,000 + rank)", prio)
+	}
+}
+
+// The controller's queue read (squeue with its admin_comment field) finds
+// the decision id the plugin wrote, the one `scontrol show job -o` shows:
+// the round loop binds new jobs without a second read of every job.
+func TestQueueReadCarriesDecision(t *testing.T) {
+	id := sbatch(t, "--gres=gpu:1")
+	j := show(t, id)
+	want := slurm.DecisionInComment(j.AdminComment)
+	if want == "" {
+		t.Fatalf("job %d: no decision id in AdminComment %q", id, j.AdminComment)
+	}
+	cli := &slurm.CLI{Env: []string{"SLURM_CONF=" + filepath.Join(devDir, "slurm.conf")}}
+	jobs, err := cli.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, q := range jobs {
+		if q.ID == id {
+			found = true
+			if !q.DecisionRead || q.Decision != want {
+				t.Errorf("queue read: decision %q (read %v), want %q", q.Decision, q.DecisionRead, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("job %d not in the queue read", id)
+	}
+	out, err := run("scontrol", "show", "job", "-o")
+	if err != nil {
+		t.Fatalf("scontrol show job -o: %v %s", err, out)
+	}
+	if got := slurm.ParseDecisionIDs(out)[id]; got != want {
+		t.Errorf("scontrol show job -o: decision %q, want %q", got, want)
 	}
 }
 
