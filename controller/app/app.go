@@ -78,6 +78,9 @@ type Controller struct {
 	writes  chan struct{}
 	// stateKick asks publishStates for a placement state now.
 	stateKick chan struct{}
+	// stateAbsorbed: plugins' decisions were absorbed since the last
+	// state (published within absorbGap).
+	stateAbsorbed atomic.Bool
 }
 
 // maxDurableWrites bounds the decisions being stored at once.

@@ -150,7 +150,7 @@ func (c *Controller) onDecision(m *nats.Msg) {
 	}
 	if sh, ok := c.placer.(placement.Shared); ok {
 		sh.Absorb(&d)
-		c.kickState()
+		c.absorbedState()
 	}
 	c.store.Record(&d)
 	c.logPlaced(&d.Given)

@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/plugin/submit"
@@ -89,6 +93,66 @@ func TestLocalPlacementRecorded(t *testing.T) {
 				return o == submit.Rewritten && gpuType(ch) == "k80"
 			})
 		})
+	}
+}
+
+// Decisions a plugin placed itself reach the plugins again in a state
+// within absorbGap, not in a state each: the plugin counts its own
+// placements until then, and every state costs slurmctld's process a
+// decoding. A paced burst of 40 placements (one per 10 ms, where
+// stateMinGap alone would let through one state each) yields a handful
+// of states, the last of which counts them all.
+func TestAbsorbedDecisionsBatchStates(t *testing.T) {
+	fs := &fakeSlurm{comments: map[uint32]string{}}
+	url, stop := start(t, t.TempDir(), fs)
+	defer stop()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var states, absorbed atomic.Int64
+	sub, err := nc.Subscribe(wire.SubjectPlaceState, func(m *nats.Msg) {
+		var st wire.PlaceState
+		if json.Unmarshal(m.Data, &st) != nil {
+			return
+		}
+		states.Add(1)
+		for _, n := range st.Absorbed {
+			absorbed.Store(int64(n))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c := submit.DefaultConfig()
+	c.NATSURL, c.NATSSync = url, true
+	a, err := submit.DialNATS(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := &submit.Handler{Config: c, Asker: a.Placer()}
+	job := &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
+	natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
+		_, o, _ := h.Handle(context.Background(), job)
+		return o != submit.FailOpen
+	})
+	natstest.WaitFor(t, 5*time.Second, "the probe's decision in a state", func() bool { return absorbed.Load() >= 1 })
+	base, placed := states.Load(), absorbed.Load()
+	for range 40 {
+		if _, o, err := h.Handle(context.Background(), job); o == submit.FailOpen {
+			t.Fatalf("placement failed open: %v", err)
+		}
+		placed++
+		time.Sleep(10 * time.Millisecond)
+	}
+	natstest.WaitFor(t, 5*time.Second, "a state counting the whole burst", func() bool { return absorbed.Load() == placed })
+	// 400 ms of burst and up to absorbGap after it: one or two absorb
+	// ticks and at most one periodic state (state_interval 2 s).
+	if n := states.Load() - base; n > 5 {
+		t.Errorf("%d states for 40 placed decisions, want at most 5", n)
 	}
 }
 

@@ -15,6 +15,15 @@ import (
 // but a less even spread across plugins (slurmctld and its backup).
 const stateMinGap = 20 * time.Millisecond
 
+// absorbGap spaces the states whose only news is decisions plugins placed
+// themselves (placement = local): the plugin that placed them counts them
+// already, so telling it back is not urgent, while each state costs the
+// controller an encoding and slurmctld's process a decoding, both on the
+// CPUs that take the submissions. Changes of the cluster, the round
+// loop's plan, and reservations made here (placement = remote) still go
+// out after stateMinGap.
+const absorbGap = time.Second
+
 // kickState asks the publisher for a state message soon.
 func (c *Controller) kickState() {
 	select {
@@ -22,6 +31,10 @@ func (c *Controller) kickState() {
 	default:
 	}
 }
+
+// absorbedState notes that a state message is due for decisions plugins
+// placed: sent within absorbGap, or with the next state for other news.
+func (c *Controller) absorbedState() { c.stateAbsorbed.Store(true) }
 
 // publishStates pushes the placement state to the plugins while this
 // controller leads: when it changes, when a plugin asks (it just
@@ -39,12 +52,18 @@ func (c *Controller) publishStates(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	absorbed := time.NewTicker(min(absorbGap, every))
+	defer absorbed.Stop()
 	c.publishState(sh)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-absorbed.C:
+			if !c.stateAbsorbed.Load() {
+				continue
+			}
 		case <-c.stateKick:
 			select {
 			case <-ctx.Done():
@@ -57,6 +76,7 @@ func (c *Controller) publishStates(ctx context.Context) {
 }
 
 func (c *Controller) publishState(sh placement.Shared) {
+	c.stateAbsorbed.Store(false) // this state counts them
 	s := sh.State(time.Now())
 	b, err := json.Marshal(s)
 	if err != nil {
