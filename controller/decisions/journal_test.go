@@ -196,3 +196,13 @@ func FuzzReadJournal(f *testing.F) {
 		}
 	})
 }
+
+// Only ids Slurm assigned get a job index key: a submission's decision has
+// none yet (0; NO_VAL from older plugins).
+func TestHasJobID(t *testing.T) {
+	for id, want := range map[uint32]bool{0: false, 1: true, 4242: true, 0xfffffffd: true, 0xfffffffe: false, 0xffffffff: false} {
+		if got := hasJobID(&wire.Decision{JobID: id}); got != want {
+			t.Errorf("job id %d: %v, want %v", id, got, want)
+		}
+	}
+}

@@ -184,13 +184,18 @@ func (s *Store) writeEncoded(ctx context.Context, d *wire.Decision, b []byte) er
 	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
 		return fmt.Errorf("storing decision %s: %w", d.ID, err)
 	}
-	if d.JobID != 0 {
+	if hasJobID(d) {
 		if _, err := s.kv.Put(ctx, jobKey(d.JobID), []byte(d.ID)); err != nil {
 			return fmt.Errorf("storing the job index of job %d: %w", d.JobID, err)
 		}
 	}
 	return nil
 }
+
+// hasJobID: the decision names its job. At submission Slurm has not
+// assigned the id yet (job_submit runs first): 0, or NO_VAL from older
+// plugins, for which every decision rewrote one "job.4294967294" key.
+func hasJobID(d *wire.Decision) bool { return d.JobID != 0 && d.JobID < 0xfffffffe }
 
 func jobKey(id uint32) string { return "job." + strconv.FormatUint(uint64(id), 10) }
 

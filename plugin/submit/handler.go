@@ -105,7 +105,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	preq := &wire.PlaceRequest{
 		V:          wire.Version,
 		Modify:     job.Modify,
-		JobID:      job.JobID,
+		JobID:      unset(job.JobID), // NO_VAL until Slurm assigns it, after job_submit
 		UID:        job.UID,
 		Account:    job.Account,
 		Partition:  job.Partition,

@@ -247,7 +247,7 @@ func TestHandleRewriteRules(t *testing.T) {
 func TestHandleSendsHintsAndCounts(t *testing.T) {
 	a := &scripted{reply: &wire.PlaceReply{V: 1}}
 	h := &Handler{Config: DefaultConfig(), Asker: a}
-	job := &Job{
+	job := &Job{JobID: NoVal, // not assigned yet at submission
 		TresPerTask: "gres:gpu:1", NumTasks: 4, MinNodes: NoVal, TimeLimit: 120, Account: "ml", Partition: "gpu", Name: "train",
 		SpankEnv: []string{"OTHER=1", "_SLURM_SPANK_OPTION_rota_rota_steps=5000", "_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5",
 			"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=SIGUSR2"},
@@ -258,7 +258,8 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	r := a.got[0]
 	if r.V != wire.Version || r.GPU.PerTask != 1 || r.GPU.Tasks != 4 || r.GPU.Nodes != 0 || r.TimeLimitMin != 120 ||
 		r.Account != "ml" || r.Partition != "gpu" || r.Name != "train" || r.Hints.Steps != 5000 ||
-		r.Hints.Throughput["v100"] != 10 || r.Hints.Throughput["k80"] != 2.5 || r.Hints.CheckpointSignal != "USR2" {
+		r.Hints.Throughput["v100"] != 10 || r.Hints.Throughput["k80"] != 2.5 || r.Hints.CheckpointSignal != "USR2" ||
+		r.JobID != 0 {
 		t.Fatalf("request %+v", r)
 	}
 }
