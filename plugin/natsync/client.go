@@ -371,16 +371,29 @@ func (c *Client) queueLocked(ctl control, payload []byte) {
 // PublishWait or the connection is dropped (a partial message would
 // corrupt the stream).
 func (c *Client) Publish(subject string, data []byte) error {
+	return c.PublishMany(subject, [][]byte{data})
+}
+
+// PublishMany is Publish for several messages to one subject, handed to
+// the kernel together in one send: all of them are sent or, when the send
+// buffer is full, all dropped (each counted).
+func (c *Client) PublishMany(subject string, msgs [][]byte) error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cn := c.cn
 	if cn == nil {
 		return ErrNotConnected
 	}
-	if len(data) > cn.maxPayload {
-		return fmt.Errorf("natsync: %d-byte message above the server's max_payload %d", len(data), cn.maxPayload)
+	out := cn.out[:0]
+	for _, data := range msgs {
+		if len(data) > cn.maxPayload {
+			return fmt.Errorf("natsync: %d-byte message above the server's max_payload %d", len(data), cn.maxPayload)
+		}
+		out = appendPub(out, subject, "", data)
 	}
-	out := appendPub(cn.out[:0], subject, "", data)
 	cn.out = out
 	n, err := cn.send(out)
 	switch {
@@ -388,7 +401,7 @@ func (c *Client) Publish(subject string, data []byte) error {
 		c.dropLocked(err)
 		return err
 	case n == 0:
-		c.dropped.Add(1)
+		c.dropped.Add(uint64(len(msgs)))
 		return ErrWouldBlock
 	case n < len(out):
 		if err := cn.write(out[n:], time.Now().Add(c.opts.PublishWait)); err != nil {

@@ -61,6 +61,20 @@ func TestSubscribeAnnouncePublish(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("Publish did not arrive")
 	}
+	// Several in one send arrive as as many messages, in order.
+	if err := c.PublishMany("t.decision", [][]byte{[]byte("d2"), []byte("d3 with spaces"), {}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"d2", "d3 with spaces", ""} {
+		select {
+		case m := <-decisions:
+			if string(m.Data) != want {
+				t.Fatalf("PublishMany: got %q, want %q", m.Data, want)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("PublishMany: %q did not arrive", want)
+		}
+	}
 	// A restarted server gets the subscription and announcement again.
 	s.Restart()
 	natstest.WaitFor(t, 10*time.Second, "reconnected", c.Connected)

@@ -43,9 +43,9 @@ type Local struct {
 	// job is placed only when it can: the controller must learn every id
 	// written into a job.
 	Ready func() error
-	// Publish hands an encoded wire.Decision to the connection without
-	// waiting; it runs on Local's goroutine.
-	Publish func(data []byte) error
+	// Publish hands encoded wire.Decisions to the connection without
+	// waiting, in one send where it can; it runs on Local's goroutine.
+	Publish func(batch [][]byte) error
 	// OnSendError hears a record that could not be sent after its job
 	// was placed (the connection dropped in between; a full queue).
 	OnSendError func(err error)
@@ -77,6 +77,16 @@ type outgoing struct {
 // far faster than slurmctld takes them. A full queue fails jobs open.
 const queueLen = 4096
 
+// sendLinger is how long the sender gathers decisions after the first
+// before sending them together, and maxBatch how many at most: in a burst,
+// one wake of the sending goroutine and one write for several jobs
+// instead of one each, in slurmctld's process and on its CPUs. A record
+// reaches the controller at most sendLinger later; nothing waits for it.
+const (
+	sendLinger = 20 * time.Millisecond
+	maxBatch   = 64
+)
+
 // ErrQueueFull: the decision records are not being sent (the sending
 // goroutine is stuck); jobs pass through unchanged.
 var ErrQueueFull = errors.New("decision records are not being sent fast enough; not placing")
@@ -94,7 +104,7 @@ type pendingRes struct {
 
 // NewLocal returns a Local with no state yet: it fails open until Feed.
 // Its goroutine runs until Close.
-func NewLocal(maxAge time.Duration, publish func([]byte) error) *Local {
+func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 	l := &Local{MaxAge: maxAge, Origin: nuid.Next(), Publish: publish, now: time.Now,
 		out: make(chan outgoing, queueLen), stop: make(chan struct{})}
 	go l.send()
@@ -119,17 +129,50 @@ func (l *Local) Flush() {
 	}
 }
 
-// send explains, encodes and publishes queued decisions.
+// send explains, encodes and publishes queued decisions, gathered for
+// up to sendLinger after the first of a batch.
 func (l *Local) send() {
+	batch := make([]outgoing, 0, maxBatch)
+	linger := time.NewTimer(sendLinger)
+	linger.Stop()
 	for {
-		var o outgoing
+		batch = batch[:0]
 		select {
 		case <-l.stop:
 			return
-		case o = <-l.out:
+		case o := <-l.out:
+			batch = append(batch, o)
 		}
+		if batch[0].flush == nil {
+			linger.Reset(sendLinger)
+		gather:
+			for len(batch) < maxBatch {
+				select {
+				case <-l.stop:
+					return
+				case o := <-l.out:
+					batch = append(batch, o)
+					if o.flush != nil {
+						break gather // a flush waits for what came before it
+					}
+				case <-linger.C:
+					break gather
+				}
+			}
+			linger.Stop()
+		}
+		l.sendBatch(batch)
+	}
+}
+
+// sendBatch publishes the decisions in batch, then releases its flush
+// markers (only ever last).
+func (l *Local) sendBatch(batch []outgoing) {
+	msgs := make([][]byte, 0, len(batch))
+	var ids []string
+	for i := range batch {
+		o := &batch[i]
 		if o.flush != nil {
-			close(o.flush)
 			continue
 		}
 		res := rule.Place(o.s, o.extra, &o.req) // the same decision, explained
@@ -137,12 +180,29 @@ func (l *Local) send() {
 		d := wire.Decision{V: wire.Version, ID: o.reply.DecisionID, At: o.at.UTC(), JobID: o.req.JobID, Asked: o.req, Given: o.reply,
 			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve}
 		b, err := json.Marshal(&d)
-		if err == nil {
-			err = l.Publish(b)
+		if err != nil {
+			l.sendError(fmt.Errorf("decision %s (job placed, record not encoded; rota explain will not find it): %w", d.ID, err))
+			continue
 		}
-		if err != nil && l.OnSendError != nil {
-			l.OnSendError(fmt.Errorf("decision %s (job placed, record not sent; rota explain will not find it): %w", d.ID, err))
+		msgs = append(msgs, b)
+		ids = append(ids, d.ID)
+	}
+	if len(msgs) > 0 {
+		if err := l.Publish(msgs); err != nil {
+			l.sendError(fmt.Errorf("%d decisions, %s to %s (jobs placed, records not sent; rota explain will not find them): %w",
+				len(ids), ids[0], ids[len(ids)-1], err))
 		}
+	}
+	for _, o := range batch {
+		if o.flush != nil {
+			close(o.flush)
+		}
+	}
+}
+
+func (l *Local) sendError(err error) {
+	if l.OnSendError != nil {
+		l.OnSendError(err)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 func BenchmarkLocalHandle(b *testing.B) {
 	runtime.LockOSThread() // as slurmctld's calling thread is
 	defer runtime.UnlockOSThread()
-	l := NewLocal(DefaultConfig().StateMaxAge, func([]byte) error { return nil })
+	l := NewLocal(DefaultConfig().StateMaxAge, func([][]byte) error { return nil })
 	defer l.Close()
 	if err := l.Feed(placeState(0, "other")); err != nil {
 		b.Fatal(err)
@@ -48,7 +48,7 @@ func BenchmarkLocalHandle(b *testing.B) {
 func BenchmarkLocalHandlePaced(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	l := NewLocal(DefaultConfig().StateMaxAge, func([]byte) error { return nil })
+	l := NewLocal(DefaultConfig().StateMaxAge, func([][]byte) error { return nil })
 	defer l.Close()
 	if err := l.Feed(placeState(0, "other")); err != nil {
 		b.Fatal(err)

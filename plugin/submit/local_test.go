@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,8 +80,8 @@ func TestLocalHandler(t *testing.T) {
 			clock := now
 			var sent [][]byte // appended on l's goroutine, read after Flush
 			var pubErr error
-			l := NewLocal(30*time.Second, func(b []byte) error {
-				sent = append(sent, b)
+			l := NewLocal(30*time.Second, func(batch [][]byte) error {
+				sent = append(sent, batch...)
 				return nil
 			})
 			defer l.Close()
@@ -122,6 +124,57 @@ func TestLocalHandler(t *testing.T) {
 	}
 }
 
+// Decisions placed in a burst are sent together: one Publish for up to
+// maxBatch records gathered within sendLinger, in order, each once.
+func TestLocalSendsBatches(t *testing.T) {
+	var mu sync.Mutex
+	var batches [][][]byte
+	l := NewLocal(30*time.Second, func(batch [][]byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		batches = append(batches, batch)
+		return nil
+	})
+	defer l.Close()
+	if err := l.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Config: DefaultConfig(), Asker: l}
+	const jobs = 3*maxBatch + 5
+	var ids []string
+	for range jobs {
+		ch, o, err := h.Handle(context.Background(), gpuJob())
+		if o != Rewritten {
+			t.Fatalf("%v %v", o, err)
+		}
+		ids = append(ids, wire.DecisionIDFromComment(ch.AdminComment))
+	}
+	l.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for _, b := range batches {
+		if len(b) > maxBatch {
+			t.Errorf("batch of %d records, want at most %d", len(b), maxBatch)
+		}
+		for _, m := range b {
+			var d wire.Decision
+			if err := wire.Decode(m, &d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.ID)
+		}
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("sent %d records %v..., want the %d placed, in order", len(got), got[:min(3, len(got))], len(ids))
+	}
+	// Placed back to back, far faster than sendLinger: a handful of
+	// batches, not one per job.
+	if len(batches) > jobs/maxBatch+3 {
+		t.Errorf("%d batches for %d jobs placed back to back", len(batches), jobs)
+	}
+}
+
 // A decision record that cannot be sent after its job was placed (the
 // connection dropped in between) is reported, and a full queue fails jobs
 // open instead of blocking slurmctld.
@@ -129,7 +182,7 @@ func TestLocalSendErrorsAndFullQueue(t *testing.T) {
 	block := make(chan struct{})
 	errs := make(chan error, 1)
 	entered := make(chan struct{}, 1)
-	l := NewLocal(30*time.Second, func([]byte) error {
+	l := NewLocal(30*time.Second, func([][]byte) error {
 		select {
 		case entered <- struct{}{}:
 		default:
@@ -148,14 +201,16 @@ func TestLocalSendErrorsAndFullQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &Handler{Config: DefaultConfig(), Asker: l}
-	// One decision is taken by the blocked sender; queueLen more fill the
-	// queue; the next fails open.
-	for i := 0; i < queueLen+1; i++ {
+	// The first decision goes out alone (after sendLinger) and the
+	// sender blocks on it; queueLen more fill the queue; the next fails
+	// open.
+	if _, o, err := h.Handle(context.Background(), gpuJob()); o == FailOpen {
+		t.Fatalf("first job failed open: %v", err)
+	}
+	<-entered
+	for i := range queueLen {
 		if _, o, err := h.Handle(context.Background(), gpuJob()); o == FailOpen {
-			t.Fatalf("job %d failed open before the queue was full: %v", i, err)
-		}
-		if i == 0 {
-			<-entered // the sender holds the first
+			t.Fatalf("job %d failed open before the queue was full: %v", i+1, err)
 		}
 	}
 	if _, o, err := h.Handle(context.Background(), gpuJob()); o != FailOpen || !errors.Is(err, ErrQueueFull) {

@@ -208,8 +208,13 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	if local {
 		// nats.go buffers the publish and its flusher goroutine writes it:
 		// nothing here waits for the network.
-		a.local = NewLocal(c.StateMaxAge, func(b []byte) error {
-			return nc.Publish(wire.SubjectPlaceDecision, b)
+		a.local = NewLocal(c.StateMaxAge, func(batch [][]byte) error {
+			for _, b := range batch {
+				if err := nc.Publish(wire.SubjectPlaceDecision, b); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		a.local.Ready = func() error {
 			if !nc.IsConnected() {
@@ -345,8 +350,8 @@ func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	}
 	a.sc = sc
 	if a.local != nil {
-		a.local.Publish = func(b []byte) error {
-			return sc.Publish(wire.SubjectPlaceDecision, b)
+		a.local.Publish = func(batch [][]byte) error {
+			return sc.PublishMany(wire.SubjectPlaceDecision, batch)
 		}
 		a.local.Ready = func() error {
 			if !sc.Connected() {
