@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
@@ -344,18 +345,17 @@ func (c *CLI) DecisionIDs(ctx context.Context) (map[uint32]string, error) {
 }
 
 var (
-	jobIDRe        = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
-	decisionRe     = regexp.MustCompile(`AdminComment=(rota: .*?\[d=[A-Za-z0-9_-]+\])`)
-	commentDecided = regexp.MustCompile(`^rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
+	jobIDRe    = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
+	decisionRe = regexp.MustCompile(`AdminComment=rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
 )
 
-// DecisionInComment is the decision id in an AdminComment the plugin or
-// the controller wrote ("rota: ... [d=ID]"), or "".
+// DecisionInComment is the decision id in an AdminComment Rota wrote
+// (wire.Annotation: "rota: ... [d=ID]"), or "" for anyone else's note.
 func DecisionInComment(comment string) string {
-	if m := commentDecided.FindStringSubmatch(comment); m != nil {
-		return m[1]
+	if !strings.HasPrefix(comment, "rota: ") {
+		return ""
 	}
-	return ""
+	return wire.DecisionIDFromComment(comment)
 }
 
 // ParseDecisionIDs reads `scontrol show job -o`, one job per line.
@@ -374,9 +374,7 @@ func ParseDecisionIDs(out string) map[uint32]string {
 		if err != nil {
 			continue
 		}
-		if did := DecisionInComment(d[1]); did != "" {
-			ids[uint32(id)] = did
-		}
+		ids[uint32(id)] = d[1]
 	}
 	return ids
 }
