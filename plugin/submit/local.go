@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,9 +54,17 @@ type Local struct {
 
 	state atomic.Pointer[heldState]
 
-	mu      sync.Mutex
-	seq     uint64
-	pending []pendingRes // own placements the latest state does not count yet
+	mu  sync.Mutex
+	seq uint64
+	// pending are our placements' reservations that the latest state
+	// does not count yet, in seq order. Only ever trimmed at the front or
+	// appended to (or replaced whole), never changed in place: decisions
+	// queued for the sender hold sub-slices of it as their extra.
+	pending []pendingRes
+	// view is the state our decisions were last made in, plus pending:
+	// kept up to date with each placement rather than summed again for
+	// every job. Rebuilt when a new state arrives.
+	view *rule.View
 
 	out      chan outgoing
 	stop     chan struct{}
@@ -65,7 +74,7 @@ type Local struct {
 // outgoing is one decision to explain, encode and send, or a flush marker.
 type outgoing struct {
 	s     *wire.PlaceState
-	extra []wire.Reservation
+	extra []pendingRes // ours that s does not count, before this decision
 	req   wire.PlaceRequest
 	reply wire.PlaceReply
 	at    time.Time
@@ -129,38 +138,47 @@ func (l *Local) Flush() {
 	}
 }
 
-// send explains, encodes and publishes queued decisions, gathered for
-// up to sendLinger after the first of a batch.
+// send explains, encodes and publishes queued decisions, in batches. It
+// never listens to the queue while decisions keep coming: a goroutine
+// waiting on the channel is woken by the next job's send, a futex call on
+// slurmctld's submit thread (about 6 % of the plugin's time there, perf).
+// Instead, once a decision has come, it sleeps sendLinger and takes what
+// gathered meanwhile, and goes on so until a sleep gathered nothing; only
+// then does it wait on the queue again. After a full batch it does not
+// sleep: a burst is sent as fast as it is encoded.
 func (l *Local) send() {
 	batch := make([]outgoing, 0, maxBatch)
 	linger := time.NewTimer(sendLinger)
 	linger.Stop()
+	idle, full := true, false
 	for {
 		batch = batch[:0]
-		select {
-		case <-l.stop:
-			return
-		case o := <-l.out:
-			batch = append(batch, o)
-		}
-		if batch[0].flush == nil {
-			linger.Reset(sendLinger)
-		gather:
-			for len(batch) < maxBatch {
-				select {
-				case <-l.stop:
-					return
-				case o := <-l.out:
-					batch = append(batch, o)
-					if o.flush != nil {
-						break gather // a flush waits for what came before it
-					}
-				case <-linger.C:
-					break gather
-				}
+		if idle {
+			select {
+			case <-l.stop:
+				return
+			case o := <-l.out:
+				batch = append(batch, o)
 			}
-			linger.Stop()
 		}
+		if !full && (len(batch) == 0 || batch[0].flush == nil) {
+			linger.Reset(sendLinger)
+			select {
+			case <-l.stop:
+				return
+			case <-linger.C:
+			}
+		}
+	gather:
+		for (len(batch) == 0 || batch[len(batch)-1].flush == nil) && len(batch) < maxBatch {
+			select {
+			case o := <-l.out:
+				batch = append(batch, o) // a flush waits for what came before it
+			default:
+				break gather
+			}
+		}
+		idle, full = len(batch) == 0, len(batch) == maxBatch
 		l.sendBatch(batch)
 	}
 }
@@ -175,7 +193,7 @@ func (l *Local) sendBatch(batch []outgoing) {
 		if o.flush != nil {
 			continue
 		}
-		res := rule.Place(o.s, o.extra, &o.req) // the same decision, explained
+		res := rule.Place(o.s, reservations(o.extra), &o.req) // the same decision, explained
 		o.reply.Reason = res.Reason
 		d := wire.Decision{V: wire.Version, ID: o.reply.DecisionID, At: o.at.UTC(), JobID: o.req.JobID, Asked: o.req, Given: o.reply,
 			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve}
@@ -221,22 +239,29 @@ func (l *Local) Feed(data []byte) error {
 	return nil
 }
 
-// extraLocked lists our reservations that s does not count yet,
-// forgetting the ones it does.
-func (l *Local) extraLocked(s *wire.PlaceState) []wire.Reservation {
-	absorbed := s.Absorbed[l.Origin]
-	keep := l.pending[:0]
-	var extra []wire.Reservation
-	for _, p := range l.pending {
-		if p.seq <= absorbed {
-			continue
-		}
-		keep = append(keep, p)
-		extra = append(extra, p.res)
+// viewLocked is the view for state s: the one held when it is for s,
+// else a new one with our reservations that s does not count yet (which
+// also forgets the ones it does).
+func (l *Local) viewLocked(s *wire.PlaceState) *rule.View {
+	if l.view != nil && l.view.State() == s {
+		return l.view
 	}
-	clear(l.pending[len(keep):])
-	l.pending = keep
-	return extra
+	absorbed := s.Absorbed[l.Origin]
+	i := 0
+	for i < len(l.pending) && l.pending[i].seq <= absorbed {
+		i++
+	}
+	l.pending = l.pending[i:]
+	l.view = rule.NewView(s, reservations(l.pending))
+	return l.view
+}
+
+func reservations(ps []pendingRes) []wire.Reservation {
+	rs := make([]wire.Reservation, len(ps))
+	for i, p := range ps {
+		rs[i] = p.res
+	}
+	return rs
 }
 
 // maxPending bounds our unconfirmed reservations: with a controller that
@@ -263,12 +288,14 @@ func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceRep
 	}
 	s := h.s
 	l.mu.Lock()
-	extra := l.extraLocked(s)
-	res := rule.Decide(s, extra, req)
+	v := l.viewLocked(s)
+	extra := l.pending // a snapshot: see pending
+	res := v.Decide(req)
 	l.seq++
 	seq := l.seq
 	if r := res.Reserve; r != nil && len(l.pending) < maxPending {
 		l.pending = append(l.pending, pendingRes{seq: seq, res: *r})
+		v.Add(*r)
 	}
 	l.mu.Unlock()
 
@@ -283,12 +310,16 @@ func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceRep
 	return &reply, nil
 }
 
+// unreserve takes back placement seq, which was not made after all.
+// Decisions queued before it may hold pending's array, so it gets a new
+// one; the view is rebuilt without seq on the next placement.
 func (l *Local) unreserve(seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, p := range l.pending {
 		if p.seq == seq {
-			l.pending = append(l.pending[:i], l.pending[i+1:]...)
+			l.pending = slices.Delete(slices.Clone(l.pending), i, i+1)
+			l.view = nil
 			return
 		}
 	}

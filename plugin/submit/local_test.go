@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -219,5 +220,128 @@ func TestLocalSendErrorsAndFullQueue(t *testing.T) {
 	close(block)
 	if err := <-errs; !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("send error reported as %v", err)
+	}
+}
+
+// Local counts its own placements that the controller's state does not
+// count yet, and forgets each once a state counts it: its decisions over
+// several states match rule.Decide from each state with exactly those
+// reservations added (the reference kept here by sequence number).
+func TestLocalCountsOwnPlacementsAcrossStates(t *testing.T) {
+	l := NewLocal(30*time.Second, func([][]byte) error { return nil })
+	defer l.Close()
+	type placed struct {
+		seq uint64
+		res wire.Reservation
+	}
+	var ref []placed
+	var n uint64 // placements so far: Local's sequence numbers
+	reqs := []wire.PlaceRequest{{GPU: wire.GPUAsk{PerNode: 1}}, {GPU: wire.GPUAsk{PerNode: 2}}}
+	seen := map[string]bool{}
+	for round, absorbed := range []uint64{0, 0, 3, 5, 5, 11, 12} {
+		data := placeState(absorbed, l.Origin)
+		if err := l.Feed(data); err != nil {
+			t.Fatal(err)
+		}
+		var s wire.PlaceState
+		if err := wire.Decode(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 3 {
+			req := reqs[(round+j)%len(reqs)]
+			var extra []wire.Reservation
+			for _, p := range ref {
+				if p.seq > absorbed {
+					extra = append(extra, p.res)
+				}
+			}
+			want := rule.Decide(&s, extra, &req)
+			reply, err := l.Place(context.Background(), &req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reply.GPUType != want.GPUType {
+				t.Fatalf("round %d job %d: placed on %q, want %q (%d of ours not yet counted)", round, j, reply.GPUType, want.GPUType, len(extra))
+			}
+			seen[reply.GPUType] = true
+			n++
+			if want.Reserve != nil {
+				ref = append(ref, placed{n, *want.Reserve})
+			}
+		}
+	}
+	if len(seen) < 2 {
+		t.Fatalf("every job went to %v: the test no longer exercises the counting", seen)
+	}
+}
+
+// Jobs placed at sbatch's pace (a few ms apart) are sent in batches, and
+// each record still leaves within a few sendLinger of its placement: the
+// sender polls while decisions keep coming instead of waiting on the
+// queue, and goes back to waiting once they stop.
+func TestLocalSendsPacedRecordsPromptly(t *testing.T) {
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	batches := 0
+	l := NewLocal(30*time.Second, func(batch [][]byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		batches++
+		for _, m := range batch {
+			var d wire.Decision
+			if err := wire.Decode(m, &d); err != nil {
+				return err
+			}
+			sent[d.ID] = time.Now()
+		}
+		return nil
+	})
+	defer l.Close()
+	if err := l.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	placedAt := map[string]time.Time{}
+	for burst := range 2 { // the second after the sender went back to waiting
+		for range 30 {
+			reply, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			placedAt[reply.DecisionID] = time.Now()
+			time.Sleep(3 * time.Millisecond)
+		}
+		if burst == 0 {
+			time.Sleep(5 * sendLinger)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(sent)
+		mu.Unlock()
+		if n == len(placedAt) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var late []time.Duration
+	for id, at := range placedAt {
+		s, ok := sent[id]
+		if !ok {
+			t.Fatalf("record %s never sent", id)
+		}
+		// Generous for a loaded test machine: the design bound is
+		// 2 x sendLinger.
+		if d := s.Sub(at); d > 10*sendLinger {
+			late = append(late, d)
+		}
+	}
+	if len(late) > 0 {
+		t.Errorf("%d of %d records left more than %v after their placement: %v", len(late), len(placedAt), 10*sendLinger, late)
+	}
+	if batches > len(placedAt)/3 {
+		t.Errorf("%d batches for %d jobs placed 3 ms apart: not batching", batches, len(placedAt))
 	}
 }

@@ -87,42 +87,65 @@ func book(sl []float64, n int, finish float64) []float64 {
 	return out
 }
 
-// view is s as seen by one placement: s plus the caller's own
-// reservations that s does not count yet.
-type view struct {
+// View is a state as one placer sees it: the state plus the placer's own
+// reservations that the state does not count yet. Place and Decide build
+// one from a list for each call; the plugin keeps one per state and adds
+// each of its placements to it (Add), so a decision on slurmctld's thread
+// costs the same however many placements wait for the controller to count
+// them (a burst's worth: the controller confirms them about once a
+// second). Not safe for concurrent use.
+type View struct {
 	s        *wire.PlaceState
 	reserved map[string]int       // extra GPUs per type
 	slots    map[string][]float64 // types whose slots extra bookings changed
+	types    []string             // the cluster's GPU types, sorted: the order candidates are judged in
 }
 
-func newView(s *wire.PlaceState, extra []wire.Reservation) *view {
-	v := &view{s: s}
+// NewView is s with extra (in the order they were placed) counted too.
+// Neither is changed.
+func NewView(s *wire.PlaceState, extra []wire.Reservation) *View {
+	v := &View{s: s}
+	if s != nil && s.Cluster != nil {
+		v.types = slices.Sorted(maps.Keys(s.Cluster.Types))
+	}
 	for _, r := range extra {
-		if r.GPUs <= 0 {
-			continue
-		}
-		if v.reserved == nil {
-			v.reserved = map[string]int{}
-		}
-		v.reserved[r.Type] += r.GPUs
-		if r.FinishS > 0 && len(v.slotsOf(r.Type)) > 0 {
-			if v.slots == nil {
-				v.slots = map[string][]float64{}
-			}
-			v.slots[r.Type] = book(v.slotsOf(r.Type), r.GPUs, r.FinishS)
-		}
+		v.Add(r)
 	}
 	return v
 }
 
-func (v *view) slotsOf(t string) []float64 {
+// State is the state v adds to.
+func (v *View) State() *wire.PlaceState { return v.s }
+
+// Add counts one more of the placer's reservations (Result.Reserve of a
+// decision made in v). The state is not changed: booked slots are copied.
+func (v *View) Add(r wire.Reservation) {
+	if r.GPUs <= 0 {
+		return
+	}
+	if v.reserved == nil {
+		v.reserved = map[string]int{}
+	}
+	v.reserved[r.Type] += r.GPUs
+	if r.FinishS > 0 && len(v.slotsOf(r.Type)) > 0 {
+		if v.slots == nil {
+			v.slots = map[string][]float64{}
+		}
+		v.slots[r.Type] = book(v.slotsOf(r.Type), r.GPUs, r.FinishS)
+	}
+}
+
+// Decide is the package's Decide in v.
+func (v *View) Decide(req *wire.PlaceRequest) Result { return place(v, req, false) }
+
+func (v *View) slotsOf(t string) []float64 {
 	if sl, ok := v.slots[t]; ok {
 		return sl
 	}
 	return v.s.Slots[t]
 }
 
-func (v *view) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
+func (v *View) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
 
 // Place decides one request from state s, counting extra (the caller's
 // own placements that s does not count yet; may be nil) as taken too. It
@@ -139,14 +162,14 @@ func (v *view) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
 // the most capacity weighted by speed (it queues where it runs fastest on
 // average). The walltime comes from the hints (walltime).
 func Place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
-	return place(s, extra, req, true)
+	return place(NewView(s, extra), req, true)
 }
 
 // Decide is Place without the reason and the numbers: the same type,
 // walltime and reservation, for the plugin's submit path, where every
 // microsecond is slurmctld's. Place with the same arguments explains it.
 func Decide(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
-	return place(s, extra, req, false)
+	return place(NewView(s, extra), req, false)
 }
 
 // notes collects the numbers behind a placement when explaining; when
@@ -165,16 +188,16 @@ func (n notes) set2(prefix, t string, v float64) {
 	}
 }
 
-func place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest, explain bool) Result {
+func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	var num notes
 	if explain {
 		num = notes{}
 	}
+	s := v.s
 	if s == nil || s.Cluster == nil {
 		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
 	}
 	cv, r := s.Cluster, &s.Rule
-	v := newView(s, extra)
 	total, perNode := Demand(req.GPU)
 	num.set("need.total", float64(total))
 	num.set("need.per_node", float64(perNode))
@@ -206,8 +229,9 @@ func place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest,
 		return withNumbers(res, num)
 	}
 
-	var fits []cand
-	for _, t := range slices.Sorted(maps.Keys(cv.Types)) {
+	var fitsBuf [8]cand // no allocation for the usual handful of types
+	fits := fitsBuf[:0]
+	for _, t := range v.types {
 		tc := cv.Types[t]
 		if part != "" && !slices.Contains(tc.Partitions, part) {
 			continue
@@ -287,7 +311,7 @@ type cand struct {
 // sorted, so the total-th earliest is when the job could start; a type
 // with fewer known slots than the job needs is left out. ok is false when
 // the job's work is unknown or no type has enough known slots.
-func earliestFinish(v *view, req *wire.PlaceRequest, fits []cand, total int, part string, num notes) (Result, bool) {
+func earliestFinish(v *View, req *wire.PlaceRequest, fits []cand, total int, part string, num notes) (Result, bool) {
 	if req.Hints.Steps == 0 || len(req.Hints.Throughput) == 0 || total <= 0 {
 		return Result{}, false
 	}

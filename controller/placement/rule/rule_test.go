@@ -93,3 +93,50 @@ func TestDemand(t *testing.T) {
 		}
 	}
 }
+
+// A View kept up to date with Add decides as Decide does from the whole
+// list of reservations, and as a state with the reservations applied
+// (Apply: what the controller's next state will hold), booked slots
+// included; and leaves the state as it was. The plugin relies on all three
+// being the same decision.
+func TestViewAddMatchesList(t *testing.T) {
+	s := state()
+	s.Cluster.Types["v100"] = wire.TypeView{Nodes: 2, Total: 8, Used: 1, MaxPerNode: 4, Partitions: []string{"gpu"}}
+	s.Slots = map[string][]float64{"v100": {0, 0, 0, 0, 0, 0, 0, 600}, "k80": {0, 0, 0, 0, 0, 0, 0, 0}}
+	before, _ := json.Marshal(s)
+	reqs := []wire.PlaceRequest{
+		{GPU: wire.GPUAsk{PerNode: 1}},
+		{GPU: wire.GPUAsk{PerNode: 2}},
+		{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 6000, Throughput: map[string]float64{"k80": 2}}},
+		{GPU: wire.GPUAsk{PerJob: 3}, Hints: wire.Hints{Steps: 90000, Throughput: map[string]float64{"v100": 20}}},
+	}
+	v := NewView(s, nil)
+	var applied wire.PlaceState
+	if err := json.Unmarshal(before, &applied); err != nil {
+		t.Fatal(err)
+	}
+	var list []wire.Reservation
+	types := map[string]int{}
+	for i := range 40 {
+		req := &reqs[i%len(reqs)]
+		want := Decide(&applied, nil, req)
+		got, fromList := v.Decide(req), Decide(s, list, req)
+		for _, g := range []Result{got, fromList} {
+			if g.GPUType != want.GPUType || g.TimeLimitMin != want.TimeLimitMin || !reflect.DeepEqual(g.Reserve, want.Reserve) {
+				t.Fatalf("placement %d: view decided %+v, the list %+v, the applied state %+v", i, got, fromList, want)
+			}
+		}
+		if got.Reserve != nil {
+			v.Add(*got.Reserve)
+			Apply(&applied, *got.Reserve)
+			list = append(list, *got.Reserve)
+			types[got.Reserve.Type]++
+		}
+	}
+	if len(types) < 2 {
+		t.Fatalf("every placement went to %v: the test no longer exercises the counting", types)
+	}
+	if after, _ := json.Marshal(s); string(after) != string(before) {
+		t.Fatalf("Add changed the state:\n%s\n%s", before, after)
+	}
+}
