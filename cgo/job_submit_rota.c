@@ -112,6 +112,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	job.spank_env_size = job_desc->spank_job_env_size;
 	job.features = job_desc->features;
 	job.script = modify ? NULL : job_desc->script;
+	job.script_len = job.script ? strlen(job.script) : 0;
 
 	/* Go recovers its own panics and answers "no change" on any error. */
 	rota_go_job(&job, &change);

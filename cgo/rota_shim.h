@@ -31,6 +31,7 @@ typedef struct {
 	uint32_t spank_env_size;
 	const char *features;     /* the job's constraint; NULL when unset */
 	const char *script;       /* batch script (job_submit only), for its hash */
+	uint64_t script_len;      /* strlen(script), measured in C: from Go it is a cgo call */
 } rota_job_t;
 
 /* Every pointer is NULL for "leave as is", else malloc()ed by Go: the shim

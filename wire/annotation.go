@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -13,7 +12,8 @@ import (
 // The plugin runs before Slurm assigns the job id, so the decision id in
 // brackets is how the controller later ties a job to its decision.
 func Annotation(asked, given, timeAsked, timeGiven, policy, decisionID string) string {
-	return fmt.Sprintf("rota: gpu %s->%s, time %s->%s (%s) [d=%s]", asked, given, timeAsked, timeGiven, policy, decisionID)
+	// Concatenated, not Sprintf: this runs on slurmctld's submit thread.
+	return "rota: gpu " + asked + "->" + given + ", time " + timeAsked + "->" + timeGiven + " (" + policy + ") [d=" + decisionID + "]"
 }
 
 // DecisionIDFromComment finds the decision id of an Annotation inside an

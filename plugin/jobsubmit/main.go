@@ -231,7 +231,7 @@ func toJob(j *C.rota_job_t) submit.Job {
 	}
 	if j.script != nil {
 		// Hashed in place: scripts can be large, and only the hash leaves.
-		job.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(j.script)), C.strlen(j.script)))
+		job.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(j.script)), int(j.script_len)))
 	}
 	if n := int(j.spank_env_size); n > 0 && n < 1<<16 && j.spank_env != nil {
 		env := unsafe.Slice(j.spank_env, n)

@@ -34,6 +34,13 @@ func BenchmarkLocalHandle(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		if i%1024 == 0 {
+			// The sender explains and encodes each record (several times
+			// Handle's work, on its own goroutine); back to back, with no
+			// pause as sbatch leaves, it would fall behind and fill the
+			// queue, which fails jobs open.
+			l.Flush()
+		}
 		j := gpuJob()
 		if _, o, err := h.Handle(context.Background(), j); err != nil || o != Rewritten {
 			b.Fatal(o, err)
