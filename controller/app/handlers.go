@@ -144,6 +144,7 @@ func (c *Controller) onDecision(m *nats.Msg) {
 		c.log.Warn().Err(err).Msg("malformed decision record from a plugin dropped")
 		return
 	}
+	noTime := d.At.IsZero()
 	if err := checkDecision(&d); err != nil {
 		c.log.Warn().Err(err).Str("decision", d.ID).Msg("decision record from a plugin refused")
 		return
@@ -152,7 +153,11 @@ func (c *Controller) onDecision(m *nats.Msg) {
 		sh.Absorb(&d)
 		c.absorbedState()
 	}
-	c.store.Record(&d)
+	if noTime { // checkDecision gave it a time: m.Data lacks it
+		c.store.Record(&d)
+	} else {
+		c.store.RecordEncoded(&d, m.Data) // as the plugin encoded it: not encoded again
+	}
 	c.logPlaced(&d.Given)
 }
 

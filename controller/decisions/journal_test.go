@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -204,5 +205,72 @@ func TestHasJobID(t *testing.T) {
 		if got := hasJobID(&wire.Decision{JobID: id}); got != want {
 			t.Errorf("job id %d: %v, want %v", id, got, want)
 		}
+	}
+}
+
+// A burst recorded faster than JetStream acknowledges goes out in
+// batches: every decision and job index lands in the bucket, a record
+// that arrived encoded is stored byte for byte as it came (fields this
+// build does not know included), and the journal learns that all were
+// stored (its cut .old file is deleted).
+func TestRunStoresABurst(t *testing.T) {
+	srv := natstest.StartJetStream(t)
+	dir := t.TempDir()
+	s := openStore(t, srv.URL())
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	j.maxBytes = 20 << 10 // cut once, a few dozen decisions in
+	s.UseJournal(j)
+	const n = 300
+	raw := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("b%d", i)
+		d := decision(id, 0)
+		switch i % 3 {
+		case 0:
+			d.JobID = uint32(1000 + i) // bound already: its job index goes too
+			s.Record(d)
+		case 1:
+			b, _ := json.Marshal(d)
+			b = append(b[:len(b)-1], `,"x_future":1}`...) // a newer plugin's record
+			raw[id] = string(b)
+			s.RecordEncoded(d, b)
+		default:
+			b, _ := json.MarshalIndent(d, "", " ") // line breaks: encoded again for the journal
+			s.RecordEncoded(d, b)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	natstest.WaitFor(t, 20*time.Second, "every decision stored", func() bool {
+		return inKV(t, s, fmt.Sprintf("b%d", n-1)) != nil
+	})
+	for i := range n {
+		id := fmt.Sprintf("b%d", i)
+		e, err := s.kv.Get(context.Background(), "d."+id)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if want, ok := raw[id]; ok && string(e.Value()) != want {
+			t.Fatalf("%s stored as %s, want the record as received %s", id, e.Value(), want)
+		}
+		if i%3 == 0 {
+			if d, err := s.ByJob(context.Background(), uint32(1000+i)); err != nil || d.ID != id {
+				t.Fatalf("job %d: %v %v", 1000+i, d, err)
+			}
+		}
+	}
+	natstest.WaitFor(t, 5*time.Second, "the cut journal deleted once all in it were stored", func() bool {
+		_, err := os.Stat(filepath.Join(dir, JournalFile+".old"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	ds, bad, err := readJournal(filepath.Join(dir, JournalFile))
+	if err != nil || bad != 0 || len(ds) == 0 {
+		t.Fatalf("current journal: %d decisions, %d unreadable, %v", len(ds), bad, err)
 	}
 }

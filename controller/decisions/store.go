@@ -4,6 +4,7 @@
 package decisions
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ var ErrNotFound = errors.New("no decision recorded")
 // alternative: it returns once JetStream has the decision.
 type Store struct {
 	kv  jetstream.KeyValue
+	js  jetstream.JetStream // Run's batched puts into kv
 	log zerolog.Logger
 
 	mu     sync.RWMutex
@@ -71,6 +73,7 @@ func Open(ctx context.Context, js jetstream.JetStream, keep time.Duration, repli
 	}
 	return &Store{
 		kv:     kv,
+		js:     js,
 		log:    log,
 		recent: map[string]*wire.Decision{},
 		limit:  100_000,
@@ -86,14 +89,31 @@ func (s *Store) UseJournal(j *Journal) { s.journal = j }
 // Record keeps d: in the journal when there is one (synchronously: a
 // write(2), no fsync), then in memory, and in JetStream from Run.
 func (s *Store) Record(d *wire.Decision) {
-	s.count.Add(1)
 	b, err := json.Marshal(d)
 	if err != nil {
+		s.count.Add(1)
 		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot encode the decision; kept in memory only")
 		s.remember(d)
 		return
 	}
-	var seq uint64
+	s.RecordEncoded(d, b)
+}
+
+// RecordEncoded is Record for a decision that arrived encoded: b is d's
+// JSON encoding (a plugin's record as received), kept as it is for the
+// journal and the bucket instead of encoding d again. b must stay
+// unchanged; one with a line break is encoded again (the journal is one
+// decision per line).
+func (s *Store) RecordEncoded(d *wire.Decision, b []byte) {
+	if bytes.IndexByte(b, '\n') >= 0 {
+		s.Record(d)
+		return
+	}
+	s.count.Add(1)
+	var (
+		seq uint64
+		err error
+	)
 	if s.journal != nil {
 		if seq, err = s.journal.Append(d.ID, b); err != nil {
 			s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot journal the decision; it is stored shortly but a controller killed before then loses it")
@@ -137,12 +157,20 @@ func (s *Store) remember(d *wire.Decision) {
 // Count is the number of decisions recorded since start.
 func (s *Store) Count() uint64 { return s.count.Load() }
 
+// maxPutBatch bounds the decisions Run has in flight to JetStream at once.
+const maxPutBatch = 64
+
 // Run writes queued decisions until ctx ends, then flushes what is left.
+// What queued up meanwhile goes out together (PublishAsync, then the
+// acknowledgements): in a burst of submissions, one write to the server and
+// one wait for several decisions instead of a round trip each.
 func (s *Store) Run(ctx context.Context) {
+	batch := make([]queued, 0, maxPutBatch)
 	for {
+		batch = batch[:0]
 		select {
 		case q := <-s.queue:
-			s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
+			batch = append(batch, q)
 		case <-ctx.Done():
 			for {
 				select {
@@ -153,6 +181,51 @@ func (s *Store) Run(ctx context.Context) {
 				}
 			}
 		}
+	gather:
+		for len(batch) < maxPutBatch {
+			select {
+			case q := <-s.queue:
+				batch = append(batch, q)
+			default:
+				break gather
+			}
+		}
+		s.putBatch(batch)
+	}
+}
+
+// putBatch stores the batch's decisions, and says to the journal which
+// it could, in order.
+func (s *Store) putBatch(batch []queued) {
+	if len(batch) == 1 {
+		q := batch[0]
+		s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
+		return
+	}
+	acks := make([]jetstream.PubAckFuture, len(batch))
+	errs := make([]error, len(batch))
+	for i, q := range batch {
+		// The subject kv.Put("d.<id>") publishes to.
+		acks[i], errs[i] = s.js.PublishAsync("$KV."+Bucket+".d."+q.d.ID, q.b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, q := range batch {
+		if errs[i] == nil {
+			select {
+			case <-acks[i].Ok():
+			case errs[i] = <-acks[i].Err():
+			case <-ctx.Done():
+				errs[i] = errors.New("no acknowledgement from JetStream within 5s")
+			}
+		}
+		if errs[i] == nil && hasJobID(q.d) { // rare: decisions at submission have no job id yet
+			errs[i] = s.putIndex(ctx, q.d)
+		}
+		if errs[i] != nil {
+			s.log.Warn().Err(errs[i]).Str("decision", q.d.ID).Msg("cannot store decision in JetStream; kept in memory (and the journal, if on) only")
+		}
+		s.journal.stored(q.seq, errs[i] == nil)
 	}
 }
 
@@ -185,9 +258,15 @@ func (s *Store) writeEncoded(ctx context.Context, d *wire.Decision, b []byte) er
 		return fmt.Errorf("storing decision %s: %w", d.ID, err)
 	}
 	if hasJobID(d) {
-		if _, err := s.kv.Put(ctx, jobKey(d.JobID), []byte(d.ID)); err != nil {
-			return fmt.Errorf("storing the job index of job %d: %w", d.JobID, err)
-		}
+		return s.putIndex(ctx, d)
+	}
+	return nil
+}
+
+// putIndex stores the job index of a decision that names its job.
+func (s *Store) putIndex(ctx context.Context, d *wire.Decision) error {
+	if _, err := s.kv.Put(ctx, jobKey(d.JobID), []byte(d.ID)); err != nil {
+		return fmt.Errorf("storing the job index of job %d: %w", d.JobID, err)
 	}
 	return nil
 }
