@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 		"", "gres:gpu:1", "gres:gpu", "gres:gpu:v100:2", "gres/gpu:3", "gres/gpu=2",
 		"gpu:2", "gres:gpu:1,gres:nvme:1", "cpu=4,gres/gpu:a100:1", "gres:gpu:k80:1,gres:gpu:p100:2",
 		",", "gres:gpu::", "gres:gpu:v100:1:2", "gres:gpu:99999999999999999999999", "gres:gpu=x",
+		"gpu:00", "gres/gpu=01", "gres:gpu:k80:007", // counts with leading zeros print back as written
 	} {
 		f.Add(s, "v100")
 	}

@@ -42,9 +42,11 @@ type Entry struct {
 	Type string
 	// Count is the number of GPUs; 1 when the entry gave none.
 	Count uint64
-	// countGiven records whether the count was written and eq whether it
-	// was written "gpu=N", so String gives back exactly what was parsed.
+	// countGiven records whether the count was written, countText how
+	// (leading zeros and all: "gpu:02"), and eq whether it was written
+	// "gpu=N", so String gives back exactly what was parsed.
 	countGiven bool
+	countText  string
 	eq         bool
 	// raw is the verbatim text of an entry that is not a GPU.
 	raw string
@@ -63,9 +65,12 @@ func Parse(s string) (Spec, error) {
 	if s == "" {
 		return Spec{}, nil
 	}
-	parts := strings.Split(s, ",")
-	spec := Spec{Entries: make([]Entry, 0, len(parts))}
-	for _, p := range parts {
+	// One allocation for the entries and none for the pieces: this runs
+	// on slurmctld's submit thread.
+	spec := Spec{Entries: make([]Entry, 0, strings.Count(s, ",")+1)}
+	for rest, more := s, true; more; {
+		var p string
+		p, rest, more = strings.Cut(rest, ",")
 		e, err := parseEntry(p)
 		if err != nil {
 			return Spec{}, err
@@ -112,7 +117,7 @@ func parseEntry(p string) (Entry, error) {
 		if err != nil {
 			return Entry{}, err
 		}
-		e.Count, e.countGiven, e.eq = n, true, true
+		e.Count, e.countGiven, e.countText, e.eq = n, true, tail, true
 		return e, nil
 	}
 	// gpu:COUNT, gpu:TYPE or gpu:TYPE:COUNT.
@@ -126,13 +131,13 @@ func parseEntry(p string) (Entry, error) {
 		if err != nil {
 			return Entry{}, err
 		}
-		e.Type, e.Count, e.countGiven = a, n, true
+		e.Type, e.Count, e.countGiven, e.countText = a, n, true, b
 	case isDigits(a):
 		n, err := parseCount(a, p)
 		if err != nil {
 			return Entry{}, err
 		}
-		e.Count, e.countGiven = n, true
+		e.Count, e.countGiven, e.countText = n, true, a
 	default:
 		if err := checkType(a, p); err != nil {
 			return Entry{}, err
@@ -215,7 +220,7 @@ func (s Spec) String() string {
 			} else {
 				b.WriteByte(':')
 			}
-			b.WriteString(strconv.FormatUint(e.Count, 10))
+			b.WriteString(e.countText)
 		}
 	}
 	return b.String()
