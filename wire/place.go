@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -112,10 +114,17 @@ type Decision struct {
 // value is left out of the encoding: absent reads as "no such figure".
 type Numbers map[string]float64
 
-// MarshalJSON encodes the finite values.
+// MarshalJSON encodes the finite values, keys sorted, as encoding/json
+// would. Rota's own keys ("free.v100": a prefix and a GPU type name) are
+// written directly: the plugin encodes a decision record per job in
+// slurmctld's process, and reflecting over the map was most of that work.
+// A key that would need escaping sends the map through encoding/json.
 func (n Numbers) MarshalJSON() ([]byte, error) {
 	if n == nil {
 		return []byte("null"), nil
+	}
+	if b, ok := n.appendPlain(make([]byte, 0, 24*len(n)+2)); ok {
+		return b, nil
 	}
 	allFinite := true
 	for _, v := range n {
@@ -131,6 +140,62 @@ func (n Numbers) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(finite)
+}
+
+// appendPlain appends n's JSON encoding to b, or says it cannot because a
+// key needs escaping.
+func (n Numbers) appendPlain(b []byte) ([]byte, bool) {
+	var buf [32]string // no allocation for the usual couple of dozen keys
+	keys := buf[:0]
+	for k, v := range n {
+		if !plainKey(k) {
+			return nil, false
+		}
+		if !nonFinite(v) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, '"', ':')
+		b = appendFloat(b, n[k])
+	}
+	return append(b, '}'), true
+}
+
+// plainKey: k encodes as itself between quotes (printable ASCII other
+// than the characters encoding/json escapes).
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// appendFloat writes f as encoding/json writes a float64: shortest
+// round-trip digits, exponent form outside [1e-6, 1e21), "e-07" as "e-7".
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // checkSize refuses a message over MaxMessageBytes before any decoding.

@@ -94,3 +94,53 @@ func TestDecisionWithNonFiniteNumbersEncodes(t *testing.T) {
 		t.Fatalf("empty numbers: %s %v", b, err)
 	}
 }
+
+// numbersReference is what encoding/json writes for the finite values.
+func numbersReference(n Numbers) string {
+	finite := map[string]float64{}
+	for k, v := range n {
+		if !nonFinite(v) {
+			finite[k] = v
+		}
+	}
+	b, _ := json.Marshal(finite)
+	return string(b)
+}
+
+// Numbers encodes byte for byte as encoding/json encodes the same map
+// (less non-finite values), whether written directly or, for a key that
+// needs escaping, through encoding/json.
+func TestNumbersEncodeAsEncodingJSON(t *testing.T) {
+	for _, n := range []Numbers{
+		{},
+		{"need.total": 1, "need.per_node": 1, "free.v100": 3, "free.k80": 0, "speed.v100": 3.5, "chosen.score": 10.5},
+		{"tiny": 1e-7, "small": 0.000001, "big": 1e21, "bigger": 1.5e300, "neg": -2.25e-9, "zero": 0, "negzero": math.Copysign(0, -1)},
+		{"start_s.k80": math.Inf(1), "run_s.k80": math.NaN(), "run_s.v100": 123.456},
+		{"free.a<b": 1, "x": 2},         // escaped by encoding/json
+		{"quote\"d": 1, "tab\t": 2},     // escaped
+		{"utf8.é": 1, "ok.type-1_a": 2}, // non-ASCII: through encoding/json
+	} {
+		b, err := n.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := numbersReference(n); string(b) != want {
+			t.Errorf("Numbers %v encoded as\n%s\nwant\n%s", n, b, want)
+		}
+	}
+}
+
+func FuzzNumbersEncode(f *testing.F) {
+	f.Add("free.v100", 3.0, "speed.k80", 1e-7)
+	f.Add("a&b", 1e21, "", -0.0)
+	f.Fuzz(func(t *testing.T, k1 string, v1 float64, k2 string, v2 float64) {
+		n := Numbers{k1: v1, k2: v2}
+		b, err := n.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := numbersReference(n); string(b) != want {
+			t.Fatalf("%v: %s, encoding/json %s", n, b, want)
+		}
+	})
+}
