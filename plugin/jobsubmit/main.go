@@ -107,15 +107,21 @@ func rota_go_init(path *C.char) {
 	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).Dur("deadline", cfg.Deadline).Msg("loaded")
 }
 
+// rota_go_fini gets the shim's own count of calls and their time (the
+// whole call, entering Go included).
+//
 //export rota_go_fini
-func rota_go_fini() {
+func rota_go_fini(shimCalls, shimNs, shimMaxNs C.uint64_t) {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
 	if n := calls.Swap(0); n > 0 {
 		total, longest := totalNs.Swap(0), maxNs.Swap(0)
-		log.Info().Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000).
-			Msg("time spent in the plugin since it was loaded")
+		ev := log.Info().Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000)
+		if shimCalls > 0 {
+			ev = ev.Uint64("call_mean_us", uint64(shimNs/shimCalls/1000)).Uint64("call_max_us", uint64(shimMaxNs/1000))
+		}
+		ev.Msg("time spent in the plugin since it was loaded (mean/max in Go; call_*: the whole call from slurmctld's thread, entering Go included)")
 	}
 	if asker != nil {
 		asker.Close()
