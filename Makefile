@@ -12,7 +12,7 @@ SLURM_INCLUDE ?= /usr/include/slurm
 
 GO_BINARIES := rota-controller rota rota-agent rota-synthtrain rota-estimator-speedtable
 
-.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-policy
+.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-cgo-entry bench-policy
 
 all: build
 
@@ -98,6 +98,9 @@ demo-down:
 
 bench-submit: build
 	scripts/bench-submit
+
+bench-cgo-entry:
+	scripts/bench-cgo-entry
 
 # Does Rota pay? The same 24 synthetic training jobs on the dev cluster with
 # Rota and as plain Slurm; last line jct_ratio=... migrations=...

@@ -108,13 +108,17 @@ func rota_go_init(path *C.char) {
 }
 
 // rota_go_fini gets the shim's own count of calls and their time (the
-// whole call, entering Go included).
+// whole call, entering Go included), and of the jobs it passed without
+// calling Go (no "gpu" in their request).
 //
 //export rota_go_fini
-func rota_go_fini(shimCalls, shimNs, shimMaxNs C.uint64_t) {
+func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped C.uint64_t) {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
+	if shimSkipped > 0 {
+		log.Info().Uint64("jobs", uint64(shimSkipped)).Msg("jobs without GPUs passed through since the plugin was loaded")
+	}
 	if n := calls.Swap(0); n > 0 {
 		total, longest := totalNs.Swap(0), maxNs.Swap(0)
 		ev := log.Info().Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000)
