@@ -142,6 +142,9 @@ func (v *View) slotsOf(t string) []float64 {
 	if sl, ok := v.slots[t]; ok {
 		return sl
 	}
+	if v.s == nil { // no state yet: place keeps every request
+		return nil
+	}
 	return v.s.Slots[t]
 }
 

@@ -140,3 +140,15 @@ func TestViewAddMatchesList(t *testing.T) {
 		t.Fatalf("Add changed the state:\n%s\n%s", before, after)
 	}
 }
+
+// Before the first state there is nothing to decide from: the request is
+// kept, whatever the caller's own reservations.
+func TestNoStateKeeps(t *testing.T) {
+	extra := []wire.Reservation{{Type: "v100", GPUs: 1, FinishS: 60}}
+	for _, res := range []Result{Place(nil, extra, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}),
+		NewView(nil, extra).Decide(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})} {
+		if res.GPUType != "" || res.Reserve != nil {
+			t.Fatalf("decided %+v without a state", res)
+		}
+	}
+}
