@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,35 @@ func openStore(t *testing.T, url string) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// journaled is a store on a fresh JetStream server that journals to a new
+// directory (returned), cut past maxBytes.
+func journaled(t *testing.T, maxBytes int64) (*Store, string) {
+	t.Helper()
+	srv := natstest.StartJetStream(t)
+	dir := t.TempDir()
+	s := openStore(t, srv.URL())
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	j.maxBytes = maxBytes
+	s.UseJournal(j)
+	return s, dir
+}
+
+// runStore runs s's writer until stop (or the test's end); stop returns
+// once Run has flushed and returned.
+func runStore(t *testing.T, s *Store) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func decision(id string, job uint32) *wire.Decision {
@@ -140,16 +170,7 @@ func TestJournalReplaySkipsTornLines(t *testing.T) {
 // The journal is cut when large, and the cut-off part is deleted once the
 // writer has stored everything in it; what is still unstored is replayed.
 func TestJournalCutAndCleanup(t *testing.T) {
-	srv := natstest.StartJetStream(t)
-	dir := t.TempDir()
-	s := openStore(t, srv.URL())
-	j, err := OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	j.maxBytes = 1 // cut after every append while no .old waits
-	s.UseJournal(j)
+	s, dir := journaled(t, 1) // cut after every append while no .old waits
 	old := filepath.Join(dir, JournalFile+".old")
 
 	s.Record(decision("d1", 0))
@@ -157,14 +178,11 @@ func TestJournalCutAndCleanup(t *testing.T) {
 		t.Fatalf("journal not cut: %v", err)
 	}
 	s.Record(decision("d2", 0)) // .old waits: d2 stays in the current file
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	stop := runStore(t, s)
 	natstest.WaitFor(t, 10*time.Second, "d1 and d2 stored", func() bool {
 		return inKV(t, s, "d1") != nil && inKV(t, s, "d2") != nil
 	})
-	cancel()
-	<-done
+	stop()
 	natstest.WaitFor(t, 5*time.Second, "the stored .old deleted", func() bool {
 		_, err := os.Stat(old)
 		return errors.Is(err, os.ErrNotExist)
@@ -214,16 +232,7 @@ func TestHasJobID(t *testing.T) {
 // build does not know included), and the journal learns that all were
 // stored (its cut .old file is deleted).
 func TestRunStoresABurst(t *testing.T) {
-	srv := natstest.StartJetStream(t)
-	dir := t.TempDir()
-	s := openStore(t, srv.URL())
-	j, err := OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	j.maxBytes = 20 << 10 // cut once, a few dozen decisions in
-	s.UseJournal(j)
+	s, dir := journaled(t, 20<<10) // cut once, a few dozen decisions in
 	const n = 300
 	raw := map[string]string{}
 	for i := range n {
@@ -243,10 +252,7 @@ func TestRunStoresABurst(t *testing.T) {
 			s.RecordEncoded(d, b)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runStore(t, s)
 	natstest.WaitFor(t, 20*time.Second, "every decision stored", func() bool {
 		return inKV(t, s, fmt.Sprintf("b%d", n-1)) != nil
 	})

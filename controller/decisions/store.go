@@ -167,41 +167,38 @@ const maxPutBatch = 64
 func (s *Store) Run(ctx context.Context) {
 	batch := make([]queued, 0, maxPutBatch)
 	for {
-		batch = batch[:0]
 		select {
 		case q := <-s.queue:
-			batch = append(batch, q)
+			s.putBatch(s.gather(append(batch[:0], q)))
 		case <-ctx.Done():
 			for {
 				select {
 				case q := <-s.queue:
-					s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
+					s.putBatch(s.gather(append(batch[:0], q)))
 				default:
 					return
 				}
 			}
 		}
-	gather:
-		for len(batch) < maxPutBatch {
-			select {
-			case q := <-s.queue:
-				batch = append(batch, q)
-			default:
-				break gather
-			}
-		}
-		s.putBatch(batch)
 	}
+}
+
+// gather adds to batch what else is queued, up to maxPutBatch.
+func (s *Store) gather(batch []queued) []queued {
+	for len(batch) < maxPutBatch {
+		select {
+		case q := <-s.queue:
+			batch = append(batch, q)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // putBatch stores the batch's decisions, and says to the journal which
 // it could, in order.
 func (s *Store) putBatch(batch []queued) {
-	if len(batch) == 1 {
-		q := batch[0]
-		s.journal.stored(q.seq, s.put(context.Background(), q.d, q.b))
-		return
-	}
 	acks := make([]jetstream.PubAckFuture, len(batch))
 	errs := make([]error, len(batch))
 	for i, q := range batch {
@@ -230,11 +227,10 @@ func (s *Store) putBatch(batch []queued) {
 }
 
 // put stores d and says whether it could.
-// b is d encoded, or nil to encode it here.
-func (s *Store) put(ctx context.Context, d *wire.Decision, b []byte) bool {
+func (s *Store) put(ctx context.Context, d *wire.Decision) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.writeEncoded(ctx, d, b); err != nil {
+	if err := s.write(ctx, d); err != nil {
 		s.log.Warn().Err(err).Str("decision", d.ID).Msg("cannot store decision in JetStream; kept in memory (and the journal, if on) only")
 		return false
 	}
@@ -243,16 +239,9 @@ func (s *Store) put(ctx context.Context, d *wire.Decision, b []byte) bool {
 
 // write puts the decision, then its job index when it has a job id.
 func (s *Store) write(ctx context.Context, d *wire.Decision) error {
-	return s.writeEncoded(ctx, d, nil)
-}
-
-// writeEncoded is write with d already encoded as b (nil: encode here).
-func (s *Store) writeEncoded(ctx context.Context, d *wire.Decision, b []byte) error {
-	if b == nil {
-		var err error
-		if b, err = json.Marshal(d); err != nil {
-			return fmt.Errorf("encoding decision %s: %w", d.ID, err)
-		}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encoding decision %s: %w", d.ID, err)
 	}
 	if _, err := s.kv.Put(ctx, "d."+d.ID, b); err != nil {
 		return fmt.Errorf("storing decision %s: %w", d.ID, err)
@@ -325,6 +314,6 @@ func (s *Store) Bind(ctx context.Context, id string, jobID uint32) (*wire.Decisi
 	cp := *d
 	cp.JobID = jobID
 	s.remember(&cp)
-	s.put(ctx, &cp, nil)
+	s.put(ctx, &cp)
 	return &cp, nil
 }

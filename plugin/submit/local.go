@@ -193,7 +193,7 @@ func (l *Local) sendBatch(batch []outgoing) {
 		if o.flush != nil {
 			continue
 		}
-		res := rule.Place(o.s, reservations(o.extra), &o.req) // the same decision, explained
+		res := viewOf(o.s, o.extra).Place(&o.req) // the same decision, explained
 		o.reply.Reason = res.Reason
 		d := wire.Decision{V: wire.Version, ID: o.reply.DecisionID, At: o.at.UTC(), JobID: o.req.JobID, Asked: o.req, Given: o.reply,
 			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve}
@@ -252,16 +252,17 @@ func (l *Local) viewLocked(s *wire.PlaceState) *rule.View {
 		i++
 	}
 	l.pending = l.pending[i:]
-	l.view = rule.NewView(s, reservations(l.pending))
+	l.view = viewOf(s, l.pending)
 	return l.view
 }
 
-func reservations(ps []pendingRes) []wire.Reservation {
-	rs := make([]wire.Reservation, len(ps))
-	for i, p := range ps {
-		rs[i] = p.res
+// viewOf is s with our reservations ps counted too.
+func viewOf(s *wire.PlaceState, ps []pendingRes) *rule.View {
+	v := rule.NewView(s, nil)
+	for _, p := range ps {
+		v.Add(p.res)
 	}
-	return rs
+	return v
 }
 
 // maxPending bounds our unconfirmed reservations: with a controller that

@@ -13,27 +13,12 @@ import (
 //
 //	go test -run XXX -bench LocalHandle -benchmem ./plugin/submit/
 func BenchmarkLocalHandle(b *testing.B) {
-	runtime.LockOSThread() // as slurmctld's calling thread is
-	defer runtime.UnlockOSThread()
-	l := NewLocal(DefaultConfig().StateMaxAge, func([][]byte) error { return nil })
-	defer l.Close()
-	if err := l.Feed(placeState(0, "other")); err != nil {
-		b.Fatal(err)
-	}
-	h := &Handler{Config: DefaultConfig(), Asker: l}
+	l, h := benchLocal(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if i++; i%16 == 0 {
-			// The controller's next state counts what was sent so far,
-			// as it does within a few ms of each decision.
-			l.mu.Lock()
-			seq := l.seq
-			l.mu.Unlock()
-			if err := l.Feed(placeState(seq, l.Origin)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		i++
+		nextState(b, l, i)
 		if i%1024 == 0 {
 			// The sender explains and encodes each record (several times
 			// Handle's work, on its own goroutine); back to back, with no
@@ -41,10 +26,7 @@ func BenchmarkLocalHandle(b *testing.B) {
 			// queue, which fails jobs open.
 			l.Flush()
 		}
-		j := gpuJob()
-		if _, o, err := h.Handle(context.Background(), j); err != nil || o != Rewritten {
-			b.Fatal(o, err)
-		}
+		handleOne(b, h)
 	}
 }
 
@@ -53,32 +35,49 @@ func BenchmarkLocalHandle(b *testing.B) {
 // gone cold by each job, as they have in slurmctld. handle-ns/op is the
 // figure; ns/op includes the pause.
 func BenchmarkLocalHandlePaced(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	l := NewLocal(DefaultConfig().StateMaxAge, func([][]byte) error { return nil })
-	defer l.Close()
-	if err := l.Feed(placeState(0, "other")); err != nil {
-		b.Fatal(err)
-	}
-	h := &Handler{Config: DefaultConfig(), Asker: l}
+	l, h := benchLocal(b)
 	i := 0
 	var in time.Duration
 	for b.Loop() {
 		time.Sleep(5 * time.Millisecond)
-		if i++; i%16 == 0 {
-			l.mu.Lock()
-			seq := l.seq
-			l.mu.Unlock()
-			if err := l.Feed(placeState(seq, l.Origin)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		i++
+		nextState(b, l, i)
 		t0 := time.Now()
-		j := gpuJob()
-		if _, o, err := h.Handle(context.Background(), j); err != nil || o != Rewritten {
-			b.Fatal(o, err)
-		}
+		handleOne(b, h)
 		in += time.Since(t0)
 	}
 	b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "handle-ns/op")
+}
+
+// benchLocal is a Local with a state, publishing to a no-op, and a
+// Handler on it, on a locked thread as slurmctld's calling thread is.
+func benchLocal(b *testing.B) (*Local, *Handler) {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	l := NewLocal(DefaultConfig().StateMaxAge, func([][]byte) error { return nil })
+	b.Cleanup(l.Close)
+	if err := l.Feed(placeState(0, "other")); err != nil {
+		b.Fatal(err)
+	}
+	return l, &Handler{Config: DefaultConfig(), Asker: l}
+}
+
+// nextState feeds job i a new state every 16 jobs that counts what was
+// sent so far, as the controller's does within a second of each decision.
+func nextState(b *testing.B, l *Local, i int) {
+	if i%16 != 0 {
+		return
+	}
+	l.mu.Lock()
+	seq := l.seq
+	l.mu.Unlock()
+	if err := l.Feed(placeState(seq, l.Origin)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func handleOne(b *testing.B, h *Handler) {
+	if _, o, err := h.Handle(context.Background(), gpuJob()); err != nil || o != Rewritten {
+		b.Fatal(o, err)
+	}
 }

@@ -135,6 +135,10 @@ func (v *View) Add(r wire.Reservation) {
 	}
 }
 
+// Place is the package's Place in v: the decision with its reason and
+// numbers.
+func (v *View) Place(req *wire.PlaceRequest) Result { return place(v, req, true) }
+
 // Decide is the package's Decide in v.
 func (v *View) Decide(req *wire.PlaceRequest) Result { return place(v, req, false) }
 
@@ -165,14 +169,14 @@ func (v *View) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
 // the most capacity weighted by speed (it queues where it runs fastest on
 // average). The walltime comes from the hints (walltime).
 func Place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
-	return place(NewView(s, extra), req, true)
+	return NewView(s, extra).Place(req)
 }
 
 // Decide is Place without the reason and the numbers: the same type,
 // walltime and reservation, for the plugin's submit path, where every
 // microsecond is slurmctld's. Place with the same arguments explains it.
 func Decide(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
-	return place(NewView(s, extra), req, false)
+	return NewView(s, extra).Decide(req)
 }
 
 // notes collects the numbers behind a placement when explaining; when
