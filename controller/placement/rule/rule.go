@@ -117,6 +117,14 @@ func NewView(s *wire.PlaceState, extra []wire.Reservation) *View {
 // State is the state v adds to.
 func (v *View) State() *wire.PlaceState { return v.s }
 
+// Clone is a copy of v that Adds to without changing v: for deciding
+// ahead what v would decide for several requests in turn.
+func (v *View) Clone() *View {
+	// Slot lists are replaced by Add, never changed in place, so
+	// sharing them is safe; the maps are not.
+	return &View{s: v.s, reserved: maps.Clone(v.reserved), slots: maps.Clone(v.slots), types: v.types}
+}
+
 // Add counts one more of the placer's reservations (Result.Reserve of a
 // decision made in v). The state is not changed: booked slots are copied.
 func (v *View) Add(r wire.Reservation) {

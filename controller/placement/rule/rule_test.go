@@ -152,3 +152,33 @@ func TestNoStateKeeps(t *testing.T) {
 		}
 	}
 }
+
+// A clone decides as its original would, and Adds to it leave the
+// original as it was: the plugin decides ahead on a clone while the
+// original keeps counting the placements actually made.
+func TestViewClone(t *testing.T) {
+	s := state()
+	s.Slots = map[string][]float64{"v100": {0, 0, 0, 600}, "k80": {0, 0, 0, 0}}
+	req := &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 6000, Throughput: map[string]float64{"k80": 2}}}
+	v := NewView(s, []wire.Reservation{{Type: "v100", GPUs: 1, FinishS: 100}})
+	c := v.Clone()
+	var ahead []Result
+	for range 6 {
+		r := c.Decide(req)
+		if r.Reserve == nil {
+			t.Fatalf("clone placed nothing: %+v", r)
+		}
+		ahead = append(ahead, r)
+		c.Add(*r.Reserve)
+	}
+	for i, want := range ahead {
+		got := v.Decide(req)
+		if !reflect.DeepEqual(got.Reserve, want.Reserve) || got.GPUType != want.GPUType {
+			t.Fatalf("placement %d: original decided %+v after the clone's Adds, clone %+v", i, got, want)
+		}
+		v.Add(*got.Reserve)
+	}
+	if ahead[0].Reserve.Type == ahead[len(ahead)-1].Reserve.Type && ahead[0].Reserve.FinishS == ahead[len(ahead)-1].Reserve.FinishS {
+		t.Fatalf("every decision ahead was the same (%+v): the test no longer exercises the counting", ahead[0])
+	}
+}
