@@ -51,12 +51,15 @@ proto:
 # (slurm/slurm.h), which must be the Slurm that will load them.
 plugins: $(BIN)/job_submit_rota.so $(BIN)/spank_rota.so
 
+# plugin/jobsubmit/shim.c and plugin/shelf/shelf_c.c #include the C in
+# cgo/, which Go's build cache does not hash: the define makes an edit
+# there change the cache key, else the build keeps the old C code. (Setting
+# CGO_CFLAGS drops Go's default -O2 -g, so they are given again.)
+SHIM_CFLAGS = -O2 -g -DROTA_SHIM_SUM=$$(cat cgo/*.c cgo/*.h | sha256sum | cut -c1-16) $$CGO_CFLAGS
+
 $(BIN)/job_submit_rota.so: FORCE
 	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
-	@# plugin/jobsubmit/shim.c #includes cgo/job_submit_rota.c, which Go's
-	@# build cache does not hash: the define below makes an edit to cgo/
-	@# change the cache key, else the .so keeps the old C code.
-	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. -DROTA_SHIM_SUM=$$(cat cgo/*.c cgo/*.h | sha256sum | cut -c1-16) $$CGO_CFLAGS" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
+	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. $(SHIM_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
 	rm -f $(BIN)/job_submit_rota.h
 
 $(BIN)/spank_rota.so: cgo/spank_rota.c
@@ -76,7 +79,7 @@ lint:
 	$(GO) vet -tags install ./test/packages
 
 unit:
-	$(GO) test -count=1 ./...
+	CGO_CFLAGS="$(SHIM_CFLAGS)" $(GO) test -count=1 ./...
 
 # Controller failover on a 3-node NATS cluster (nats-server from apt):
 # kills the leader and a NATS node; last line takeover_s=<x> lost_decisions=<n>.

@@ -47,6 +47,45 @@ typedef struct {
 	char *features;
 } rota_change_t;
 
+/*
+ * The shelf (cgo/rota_shelf.c; plugin/submit/shelf.go says why): decisions
+ * Go made in advance for submissions identical to one it placed. A job
+ * matches the stock's key when every field that Go's decision reads is
+ * equal byte for byte: the four TRES strings, account, partition,
+ * constraint, job_id, time_limit, min_nodes, num_tasks and the SPANK env
+ * entries in order, NULL counting as "". uid, name and script may differ;
+ * the shelf keeps them for the job's record. job_modify never matches.
+ */
+typedef struct {
+	uint64_t gen;         /* the stock the decision came from */
+	uint32_t index;       /* its place in that stock */
+	uint32_t uid;
+	int64_t at_ns;        /* CLOCK_REALTIME when taken */
+	char *name;           /* malloc()ed copies, NULL for none: */
+	char *script;         /* the taker (Go) frees them */
+	uint64_t script_len;
+} rota_used_t;
+
+/* Scripts longer than this are not copied for their hash: such jobs go
+ * to Go, which hashes the script in place. */
+#define ROTA_SHELF_MAX_SCRIPT (64 * 1024)
+/* Records of taken decisions the shelf holds until Go takes them; a full
+ * shelf sends jobs to Go. */
+#define ROTA_SHELF_USED_MAX 512
+
+/* Called from Go: the shelf copies what it keeps. */
+uint64_t rota_shelf_stock(const rota_job_t *key, const rota_change_t *changes, uint32_t n, int64_t valid_ns);
+int rota_shelf_renew(uint64_t gen, int64_t valid_ns);
+uint32_t rota_shelf_take(rota_used_t *dst, uint32_t cap);
+int rota_shelf_clear(void);
+/* Empties the shelf whatever was taken; the count of records dropped. */
+uint32_t rota_shelf_reset(void);
+
+/* Called from slurmctld's thread: if job matches the stock, apply() gets
+ * the next decision (valid only during the call, which runs under the
+ * shelf's lock) and 1 is returned; else 0 and nothing happened. */
+int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg);
+
 /* Implemented in job_submit_rota.c: write one line to slurmctld's log. */
 void rota_log(int error, const char *msg);
 

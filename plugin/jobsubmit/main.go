@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/plugin/shelf"
 	"github.com/rota-hpc/rota/plugin/submit"
 )
 
@@ -79,6 +80,7 @@ func rota_go_init(path *C.char) {
 		asker.Close()
 		asker = nil
 	}
+	resetShelf()
 	h := &submit.Handler{Config: cfg}
 	if cfg.Enabled {
 		a, err := submit.DialNATS(cfg, func(warn bool, msg string) {
@@ -101,18 +103,31 @@ func rota_go_init(path *C.char) {
 			}
 			asker = a
 			h.Asker = a.Placer()
+			if l, ok := h.Asker.(*submit.Local); ok && cfg.DecideAhead {
+				l.SetShelf(shelf.Shelf{})
+			}
 		}
 	}
 	handler = h
-	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).Dur("deadline", cfg.Deadline).Msg("loaded")
+	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).
+		Bool("decide_ahead", cfg.DecideAhead && cfg.Placement == submit.PlacementLocal).Dur("deadline", cfg.Deadline).Msg("loaded")
+}
+
+// resetShelf empties the shim's shelf when the Local that stocked it is
+// gone: no one would take its records.
+func resetShelf() {
+	if n := (shelf.Shelf{}).Reset(); n > 0 {
+		log.Warn().Int("jobs", n).Msg("jobs placed from the shelf as the plugin stopped; their decisions were not recorded (rota explain will not find them)")
+	}
 }
 
 // rota_go_fini gets the shim's own count of calls and their time (the
-// whole call, entering Go included), and of the jobs it passed without
-// calling Go (no "gpu" in their request).
+// whole call, entering Go included), of the jobs it passed without
+// calling Go (no "gpu" in their request), and of those it placed from the
+// shelf without calling Go.
 //
 //export rota_go_fini
-func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped C.uint64_t) {
+func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf C.uint64_t) {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
@@ -125,12 +140,16 @@ func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped C.uint64_t) {
 		if shimCalls > 0 {
 			ev = ev.Uint64("call_mean_us", uint64(shimNs/shimCalls/1000)).Uint64("call_max_us", uint64(shimMaxNs/1000))
 		}
-		ev.Msg("time spent in the plugin since it was loaded (mean/max in Go; call_*: the whole call from slurmctld's thread, entering Go included)")
+		ev.Uint64("from_shelf", uint64(shimShelf)).Msg("time spent in the plugin since it was loaded (jobs, mean/max: in Go; call_*: every GPU job's whole call from slurmctld's thread, entering Go included; from_shelf: GPU jobs placed by a decision made ahead, without entering Go)")
+	} else if shimCalls > 0 {
+		log.Info().Uint64("call_mean_us", uint64(shimNs/shimCalls/1000)).Uint64("call_max_us", uint64(shimMaxNs/1000)).Uint64("from_shelf", uint64(shimShelf)).
+			Msg("time spent in the plugin since it was loaded (no GPU job entered Go; call_*: every GPU job's whole call from slurmctld's thread; from_shelf: placed by a decision made ahead)")
 	}
 	if asker != nil {
 		asker.Close()
 		asker = nil
 	}
+	resetShelf()
 	handler = nil
 }
 

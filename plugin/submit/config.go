@@ -45,6 +45,10 @@ type Config struct {
 	// controller pushes one every few seconds) means no controller: jobs
 	// pass through unchanged.
 	StateMaxAge time.Duration
+	// DecideAhead: in local placement, decide ahead for submissions
+	// identical to the last one placed, and let the C shim give them
+	// those decisions without entering Go (the shelf, shelf.go).
+	DecideAhead bool
 	// Deadline bounds each placement request: slurmctld holds its job lock
 	// while job_submit runs, so this is what a slow controller can cost.
 	Deadline time.Duration
@@ -75,6 +79,7 @@ func DefaultConfig() Config {
 		NATSSync:        true,
 		Placement:       PlacementLocal,
 		StateMaxAge:     30 * time.Second,
+		DecideAhead:     true,
 		Deadline:        50 * time.Millisecond,
 		BreakerFailures: 3,
 		BreakerCooldown: 10 * time.Second,
@@ -102,6 +107,7 @@ func LoadConfig(path string) (Config, error) {
 	v.Bool("nats_sync", &c.NATSSync)
 	v.String("placement", &c.Placement)
 	v.Duration("state_max_age", &c.StateMaxAge, time.Second, time.Hour)
+	v.Bool("decide_ahead", &c.DecideAhead)
 	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
 	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
 	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)

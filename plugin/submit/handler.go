@@ -121,11 +121,34 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	if h.Asker == nil {
 		return Change{}, FailOpen, errors.New("no connection to the controller")
 	}
-	reply, err := h.Asker.Place(ctx, preq)
+	var reply *wire.PlaceReply
+	if jp, ok := h.Asker.(jobPlacer); ok && !job.Modify {
+		reply, err = jp.PlaceJob(ctx, job, preq)
+	} else {
+		reply, err = h.Asker.Place(ctx, preq)
+	}
 	if err != nil {
 		return Change{}, FailOpen, err
 	}
 	return apply(job, &req, preq, reply)
+}
+
+// jobPlacer is an Asker that also wants the submission a request was
+// made from (Local: it stocks the shelf for jobs like it).
+type jobPlacer interface {
+	PlaceJob(ctx context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error)
+}
+
+// changeFor is the Change that reply makes to job, whose request is req:
+// what Handle would return for it (Rewritten or Kept), for a decision made
+// in advance.
+func changeFor(job *Job, req *wire.PlaceRequest, reply *wire.PlaceReply) (Change, error) {
+	gr, err := gpureq.ParseRequest(job.TresPerJob, job.TresPerNode, job.TresPerSocket, job.TresPerTask)
+	if err != nil {
+		return Change{}, err
+	}
+	ch, _, err := apply(job, &gr, req, reply)
+	return ch, err
 }
 
 // apply turns the controller's answer into a Change, re-checking the

@@ -65,6 +65,13 @@ type Local struct {
 	// kept up to date with each placement rather than summed again for
 	// every job. Rebuilt when a new state arrives.
 	view *rule.View
+	// shelf, when set, holds decisions made in advance for jobs like the
+	// last one placed here (shelf.go); stock is what it holds, nil when
+	// it is empty. used is Take's buffer.
+	shelf      Shelf
+	stock      *stock
+	used       []Used
+	shelfTaken int // decisions taken from the shelf since the sender's last tick
 
 	out      chan outgoing
 	stop     chan struct{}
@@ -75,6 +82,7 @@ type Local struct {
 type outgoing struct {
 	s     *wire.PlaceState
 	extra []pendingRes // ours that s does not count, before this decision
+	res   *rule.Result // the decision explained already (from the shelf), or nil
 	req   wire.PlaceRequest
 	reply wire.PlaceReply
 	at    time.Time
@@ -120,12 +128,23 @@ func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 	return l
 }
 
-// Close stops the sending goroutine; decisions still queued are dropped.
-func (l *Local) Close() { l.stopOnce.Do(func() { close(l.stop) }) }
+// Close stops the sending goroutine and empties the shelf; decisions
+// still queued are dropped.
+func (l *Local) Close() {
+	l.stopOnce.Do(func() {
+		l.mu.Lock()
+		l.emptyShelfLocked()
+		l.mu.Unlock()
+		close(l.stop)
+	})
+}
 
-// Flush waits until every decision queued so far has been handed to
-// Publish (or dropped), or Close.
+// Flush waits until every decision made so far, the shelf's included,
+// has been handed to Publish (or dropped), or Close.
 func (l *Local) Flush() {
+	l.mu.Lock()
+	l.takeLocked()
+	l.mu.Unlock()
 	done := make(chan struct{})
 	select {
 	case l.out <- outgoing{flush: done}:
@@ -146,6 +165,10 @@ func (l *Local) Flush() {
 // gathered meanwhile, and goes on so until a sleep gathered nothing; only
 // then does it wait on the queue again. After a full batch it does not
 // sleep: a burst is sent as fast as it is encoded.
+//
+// While it polls it also keeps the shelf (tick): jobs placed from it
+// reach this goroutine only that way, so it goes back to waiting only
+// once the shelf is empty.
 func (l *Local) send() {
 	batch := make([]outgoing, 0, maxBatch)
 	linger := time.NewTimer(sendLinger)
@@ -160,6 +183,7 @@ func (l *Local) send() {
 			case o := <-l.out:
 				batch = append(batch, o)
 			}
+			l.tick() // stock the shelf now, not a poll later
 		}
 		if !full && (len(batch) == 0 || batch[0].flush == nil) {
 			linger.Reset(sendLinger)
@@ -169,6 +193,7 @@ func (l *Local) send() {
 			case <-linger.C:
 			}
 		}
+		busy := l.tick()
 	gather:
 		for (len(batch) == 0 || batch[len(batch)-1].flush == nil) && len(batch) < maxBatch {
 			select {
@@ -178,7 +203,7 @@ func (l *Local) send() {
 				break gather
 			}
 		}
-		idle, full = len(batch) == 0, len(batch) == maxBatch
+		idle, full = len(batch) == 0 && !busy, len(batch) == maxBatch
 		l.sendBatch(batch)
 	}
 }
@@ -193,7 +218,12 @@ func (l *Local) sendBatch(batch []outgoing) {
 		if o.flush != nil {
 			continue
 		}
-		res := viewOf(o.s, o.extra).Place(&o.req) // the same decision, explained
+		var res rule.Result
+		if o.res != nil {
+			res = *o.res
+		} else {
+			res = viewOf(o.s, o.extra).Place(&o.req) // the same decision, explained
+		}
 		o.reply.Reason = res.Reason
 		d := wire.Decision{V: wire.Version, ID: o.reply.DecisionID, At: o.at.UTC(), JobID: o.req.JobID, Asked: o.req, Given: o.reply,
 			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve}
@@ -236,6 +266,11 @@ func (l *Local) Feed(data []byte) error {
 		return err
 	}
 	l.state.Store(&heldState{s: &s, got: l.now()})
+	// What the shelf holds was decided in the last state: the next job
+	// is placed in Go, in this one, and the shelf restocked from it.
+	l.mu.Lock()
+	l.emptyShelfLocked()
+	l.mu.Unlock()
 	return nil
 }
 
@@ -272,6 +307,16 @@ const maxPending = 1 << 14
 // Place implements Asker: decides locally and queues the decision to be
 // recorded.
 func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
+	return l.place(req, nil)
+}
+
+// PlaceJob is Place for a submission, job, that req was made from: with
+// a shelf, jobs like it that follow take decisions made in advance.
+func (l *Local) PlaceJob(_ context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
+	return l.place(req, job)
+}
+
+func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error) {
 	h := l.state.Load()
 	if h == nil {
 		return nil, ErrNoState
@@ -289,6 +334,7 @@ func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceRep
 	}
 	s := h.s
 	l.mu.Lock()
+	l.emptyShelfLocked() // its stock did not count on this decision
 	v := l.viewLocked(s)
 	extra := l.pending // a snapshot: see pending
 	res := v.Decide(req)
@@ -297,6 +343,9 @@ func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceRep
 	if r := res.Reserve; r != nil && len(l.pending) < maxPending {
 		l.pending = append(l.pending, pendingRes{seq: seq, res: *r})
 		v.Add(*r)
+	}
+	if job != nil && l.shelf != nil && !job.Modify {
+		l.stock = &stock{key: *job, req: *req}
 	}
 	l.mu.Unlock()
 
@@ -317,6 +366,7 @@ func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceRep
 func (l *Local) unreserve(seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.emptyShelfLocked() // nor is a stock for jobs like it
 	for i, p := range l.pending {
 		if p.seq == seq {
 			l.pending = slices.Delete(slices.Clone(l.pending), i, i+1)

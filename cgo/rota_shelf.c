@@ -1,0 +1,293 @@
+/*
+ * rota_shelf.c: decisions the plugin's Go half made in advance, served to
+ * matching submissions on slurmctld's thread without entering Go.
+ *
+ * Entering Go from a thread it has not seen (each slurmctld RPC runs on a
+ * new one) costs about 50 us before any of Rota's code runs. In a loop of
+ * sbatch, most submissions ask the same as the one before; for those, Go
+ * (plugin/submit/shelf.go) decides the next few placements ahead, in the
+ * same state and with the same rule, and stocks them here. A submission
+ * whose decision-relevant fields are byte-for-byte those of the stock's
+ * key takes the next one; the shelf records who took it, and Go takes
+ * those records within a poll (20 ms), counts the placements and sends
+ * the decisions to the controller. Nothing here parses a request or
+ * decides anything: anything not identical goes to Go.
+ *
+ * Compiled into job_submit_rota.so through plugin/shelf (which tests it
+ * from Go); job_submit_rota.c calls rota_shelf_serve.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rota_shim.h"
+
+static pthread_mutex_t shelf_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct {
+	uint64_t gen;            /* 0: empty */
+	uint64_t last_gen;       /* gens are never reused */
+	rota_job_t key;          /* its strings are the shelf's copies */
+	rota_change_t *changes;  /* n, taken in order */
+	uint32_t n, next;
+	uint64_t until_ns;       /* CLOCK_MONOTONIC */
+	rota_used_t used[ROTA_SHELF_USED_MAX];
+	uint32_t n_used;
+} shelf;
+
+/* A lock-free hint for the common case of an empty shelf. */
+static int shelf_open;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static int64_t real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + (int64_t) ts.tv_nsec;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* same: equal, NULL counting as "" (Go reads both as ""). */
+static int same(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static void free_change(rota_change_t *c)
+{
+	free(c->tres_per_job);
+	free(c->tres_per_node);
+	free(c->tres_per_socket);
+	free(c->tres_per_task);
+	free(c->admin_comment);
+	free(c->features);
+}
+
+static void free_key(rota_job_t *k)
+{
+	free((char *) k->tres_per_job);
+	free((char *) k->tres_per_node);
+	free((char *) k->tres_per_socket);
+	free((char *) k->tres_per_task);
+	free((char *) k->account);
+	free((char *) k->partition);
+	free((char *) k->features);
+	for (uint32_t i = 0; i < k->spank_env_size; i++)
+		free(k->spank_env[i]);
+	free(k->spank_env);
+	memset(k, 0, sizeof(*k));
+}
+
+/* empty_locked drops the stock (not the used records). */
+static void empty_locked(void)
+{
+	for (uint32_t i = 0; i < shelf.n; i++)
+		free_change(&shelf.changes[i]);
+	free(shelf.changes);
+	shelf.changes = NULL;
+	shelf.n = shelf.next = 0;
+	free_key(&shelf.key);
+	shelf.gen = 0;
+	__atomic_store_n(&shelf_open, 0, __ATOMIC_RELEASE);
+}
+
+/* copy_key keeps the fields a match compares (and nothing else: the
+ * job's own uid, name and script are not part of the key). Non-NULL SPANK
+ * entries only, in order, as Go reads them. */
+static int copy_key(rota_job_t *dst, const rota_job_t *k)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->job_id = k->job_id;
+	dst->time_limit = k->time_limit;
+	dst->min_nodes = k->min_nodes;
+	dst->num_tasks = k->num_tasks;
+	dst->tres_per_job = dup_or_null(k->tres_per_job);
+	dst->tres_per_node = dup_or_null(k->tres_per_node);
+	dst->tres_per_socket = dup_or_null(k->tres_per_socket);
+	dst->tres_per_task = dup_or_null(k->tres_per_task);
+	dst->account = dup_or_null(k->account);
+	dst->partition = dup_or_null(k->partition);
+	dst->features = dup_or_null(k->features);
+	if (k->spank_env_size && k->spank_env) {
+		dst->spank_env = calloc(k->spank_env_size, sizeof(char *));
+		if (!dst->spank_env)
+			return -1;
+		for (uint32_t i = 0; i < k->spank_env_size; i++)
+			if (k->spank_env[i] && !(dst->spank_env[dst->spank_env_size++] = strdup(k->spank_env[i])))
+				return -1;
+	}
+	return 0;
+}
+
+static int copy_change(rota_change_t *dst, const rota_change_t *c)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->set_time_limit = c->set_time_limit;
+	dst->time_limit = c->time_limit;
+	if ((c->tres_per_job && !(dst->tres_per_job = strdup(c->tres_per_job))) ||
+	    (c->tres_per_node && !(dst->tres_per_node = strdup(c->tres_per_node))) ||
+	    (c->tres_per_socket && !(dst->tres_per_socket = strdup(c->tres_per_socket))) ||
+	    (c->tres_per_task && !(dst->tres_per_task = strdup(c->tres_per_task))) ||
+	    (c->admin_comment && !(dst->admin_comment = strdup(c->admin_comment))) ||
+	    (c->features && !(dst->features = strdup(c->features))))
+		return -1;
+	return 0;
+}
+
+uint64_t rota_shelf_stock(const rota_job_t *key, const rota_change_t *changes, uint32_t n, int64_t valid_ns)
+{
+	uint64_t gen = 0;
+
+	if (n == 0 || valid_ns <= 0)
+		return 0;
+	pthread_mutex_lock(&shelf_mu);
+	if (shelf.n_used > 0) /* Go has not counted those yet */
+		goto out;
+	empty_locked();
+	shelf.changes = calloc(n, sizeof(*changes));
+	if (!shelf.changes || copy_key(&shelf.key, key) < 0)
+		goto fail;
+	for (uint32_t i = 0; i < n; i++) {
+		shelf.n = i + 1; /* freed by empty_locked if the copy fails */
+		if (copy_change(&shelf.changes[i], &changes[i]) < 0)
+			goto fail;
+	}
+	shelf.gen = gen = ++shelf.last_gen;
+	shelf.until_ns = mono_ns() + (uint64_t) valid_ns;
+	__atomic_store_n(&shelf_open, 1, __ATOMIC_RELEASE);
+	goto out;
+fail:
+	empty_locked(); /* out of memory: jobs go to Go */
+out:
+	pthread_mutex_unlock(&shelf_mu);
+	return gen;
+}
+
+int rota_shelf_renew(uint64_t gen, int64_t valid_ns)
+{
+	int ok;
+
+	pthread_mutex_lock(&shelf_mu);
+	ok = gen != 0 && shelf.gen == gen && valid_ns > 0;
+	if (ok)
+		shelf.until_ns = mono_ns() + (uint64_t) valid_ns;
+	pthread_mutex_unlock(&shelf_mu);
+	return ok;
+}
+
+uint32_t rota_shelf_take(rota_used_t *dst, uint32_t cap)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&shelf_mu);
+	n = shelf.n_used < cap ? shelf.n_used : cap;
+	memcpy(dst, shelf.used, n * sizeof(*dst));
+	memmove(shelf.used, shelf.used + n, (shelf.n_used - n) * sizeof(*dst));
+	shelf.n_used -= n;
+	pthread_mutex_unlock(&shelf_mu);
+	return n;
+}
+
+int rota_shelf_clear(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&shelf_mu);
+	ok = shelf.n_used == 0;
+	if (ok)
+		empty_locked();
+	pthread_mutex_unlock(&shelf_mu);
+	return ok;
+}
+
+uint32_t rota_shelf_reset(void)
+{
+	uint32_t dropped;
+
+	pthread_mutex_lock(&shelf_mu);
+	empty_locked();
+	dropped = shelf.n_used;
+	for (uint32_t i = 0; i < shelf.n_used; i++) {
+		free(shelf.used[i].name);
+		free(shelf.used[i].script);
+	}
+	shelf.n_used = 0;
+	pthread_mutex_unlock(&shelf_mu);
+	return dropped;
+}
+
+static int spank_same(const rota_job_t *job)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; job->spank_env && i < job->spank_env_size; i++) {
+		if (!job->spank_env[i])
+			continue;
+		if (j >= shelf.key.spank_env_size || strcmp(job->spank_env[i], shelf.key.spank_env[j]) != 0)
+			return 0;
+		j++;
+	}
+	return j == shelf.key.spank_env_size;
+}
+
+static int matches_locked(const rota_job_t *job)
+{
+	const rota_job_t *k = &shelf.key;
+
+	return !job->modify && job->job_id == k->job_id && job->time_limit == k->time_limit &&
+	       job->min_nodes == k->min_nodes && job->num_tasks == k->num_tasks &&
+	       same(job->tres_per_node, k->tres_per_node) && same(job->tres_per_job, k->tres_per_job) &&
+	       same(job->tres_per_socket, k->tres_per_socket) && same(job->tres_per_task, k->tres_per_task) &&
+	       same(job->partition, k->partition) && same(job->account, k->account) &&
+	       same(job->features, k->features) && spank_same(job);
+}
+
+int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg)
+{
+	rota_used_t *u;
+	int hit = 0;
+
+	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE))
+		return 0;
+	if (job->script_len > ROTA_SHELF_MAX_SCRIPT)
+		return 0;
+	pthread_mutex_lock(&shelf_mu);
+	if (!shelf.gen || shelf.next >= shelf.n || shelf.n_used >= ROTA_SHELF_USED_MAX ||
+	    mono_ns() >= shelf.until_ns || !matches_locked(job))
+		goto out;
+	u = &shelf.used[shelf.n_used];
+	memset(u, 0, sizeof(*u));
+	if ((job->name && !(u->name = strdup(job->name))) ||
+	    (job->script && !(u->script = malloc(job->script_len + 1)))) {
+		free(u->name);
+		goto out; /* out of memory: Go decides */
+	}
+	if (job->script) {
+		memcpy(u->script, job->script, job->script_len);
+		u->script[job->script_len] = 0;
+		u->script_len = job->script_len;
+	}
+	u->gen = shelf.gen;
+	u->index = shelf.next;
+	u->uid = job->uid;
+	u->at_ns = real_ns();
+	apply(&shelf.changes[shelf.next], arg);
+	shelf.next++;
+	shelf.n_used++;
+	hit = 1;
+out:
+	pthread_mutex_unlock(&shelf_mu);
+	return hit;
+}

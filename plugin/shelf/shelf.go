@@ -1,0 +1,225 @@
+// Package shelf is the Go side of the C shim's shelf (cgo/rota_shelf.c):
+// decisions made in advance that slurmctld's thread serves to matching
+// submissions without entering Go. Shelf implements submit.Shelf over it.
+//
+// The C code is linked into whatever binary imports this package; in
+// job_submit_rota.so the shim (cgo/job_submit_rota.c) calls
+// rota_shelf_serve for every GPU submission before it calls Go.
+package shelf
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../cgo -Wall
+#include <stdlib.h>
+#include <string.h>
+#include "rota_shim.h"
+
+// copy_out is Serve's apply: the change outlives the shelf's lock.
+static void copy_out(const rota_change_t *c, void *arg)
+{
+	rota_change_t *o = arg;
+	*o = *c;
+	o->tres_per_job = c->tres_per_job ? strdup(c->tres_per_job) : NULL;
+	o->tres_per_node = c->tres_per_node ? strdup(c->tres_per_node) : NULL;
+	o->tres_per_socket = c->tres_per_socket ? strdup(c->tres_per_socket) : NULL;
+	o->tres_per_task = c->tres_per_task ? strdup(c->tres_per_task) : NULL;
+	o->admin_comment = c->admin_comment ? strdup(c->admin_comment) : NULL;
+	o->features = c->features ? strdup(c->features) : NULL;
+}
+
+static int serve_copy(const rota_job_t *job, rota_change_t *out)
+{
+	return rota_shelf_serve(job, copy_out, out);
+}
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/rota-hpc/rota/plugin/submit"
+)
+
+// Shelf is the shim's one shelf (there is one per process).
+type Shelf struct{}
+
+var _ submit.Shelf = Shelf{}
+
+// Stock implements submit.Shelf.
+func (Shelf) Stock(key *submit.Job, changes []submit.Change, validFor time.Duration) (uint64, bool) {
+	if len(changes) == 0 {
+		return 0, false
+	}
+	var a arena
+	defer a.free()
+	k := a.job(key)
+	cs := (*C.rota_change_t)(C.calloc(C.size_t(len(changes)), C.size_t(unsafe.Sizeof(C.rota_change_t{}))))
+	if cs == nil {
+		return 0, false
+	}
+	a.ptrs = append(a.ptrs, unsafe.Pointer(cs))
+	dsts := unsafe.Slice(cs, len(changes))
+	for i := range changes {
+		a.change(&dsts[i], &changes[i])
+	}
+	gen := uint64(C.rota_shelf_stock(k, cs, C.uint32_t(len(changes)), C.int64_t(validFor)))
+	return gen, gen != 0
+}
+
+// Renew implements submit.Shelf.
+func (Shelf) Renew(gen uint64, validFor time.Duration) bool {
+	return C.rota_shelf_renew(C.uint64_t(gen), C.int64_t(validFor)) != 0
+}
+
+// Take implements submit.Shelf: each record's script is hashed here, off
+// slurmctld's thread, and the shelf's copies are freed.
+func (Shelf) Take(dst []submit.Used) []submit.Used {
+	var buf [64]C.rota_used_t
+	for {
+		n := int(C.rota_shelf_take(&buf[0], C.uint32_t(len(buf))))
+		for _, u := range buf[:n] {
+			rec := submit.Used{Gen: uint64(u.gen), Index: int(u.index), UID: uint32(u.uid), At: time.Unix(0, int64(u.at_ns))}
+			if u.name != nil {
+				rec.Name = C.GoString(u.name)
+			}
+			if u.script != nil {
+				rec.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(u.script)), int(u.script_len)))
+			}
+			C.free(unsafe.Pointer(u.name))
+			C.free(unsafe.Pointer(u.script))
+			dst = append(dst, rec)
+		}
+		if n < len(buf) {
+			return dst
+		}
+	}
+}
+
+// Clear implements submit.Shelf.
+func (Shelf) Clear() bool { return C.rota_shelf_clear() != 0 }
+
+// Reset empties the shelf whatever was taken from it (the plugin's init
+// and fini: no Go is left to take the records) and says how many records
+// it dropped.
+func (Shelf) Reset() int { return int(C.rota_shelf_reset()) }
+
+// Serve is what the shim does for a submission before calling Go: the
+// next decision for job if it matches the stock. For tests and
+// benchmarks; slurmctld's thread calls rota_shelf_serve itself.
+func (Shelf) Serve(job *submit.Job, script []byte) (submit.Change, bool) {
+	var a arena
+	defer a.free()
+	j := a.job(job)
+	if script != nil {
+		j.script = (*C.char)(a.bytes(script))
+		j.script_len = C.uint64_t(len(script))
+	}
+	var out C.rota_change_t
+	if C.serve_copy(j, &out) == 0 {
+		return submit.Change{}, false
+	}
+	ch := submit.Change{
+		TresPerJob: gostr(out.tres_per_job), TresPerNode: gostr(out.tres_per_node),
+		TresPerSocket: gostr(out.tres_per_socket), TresPerTask: gostr(out.tres_per_task),
+		Features: gostr(out.features),
+	}
+	if out.set_time_limit != 0 {
+		t := uint32(out.time_limit)
+		ch.TimeLimit = &t
+	}
+	if s := gostr(out.admin_comment); s != nil {
+		ch.AdminComment = *s
+	}
+	for _, p := range []*C.char{out.tres_per_job, out.tres_per_node, out.tres_per_socket, out.tres_per_task, out.admin_comment, out.features} {
+		C.free(unsafe.Pointer(p))
+	}
+	return ch, true
+}
+
+func gostr(p *C.char) *string {
+	if p == nil {
+		return nil
+	}
+	s := C.GoString(p)
+	return &s
+}
+
+// arena holds the C memory made for one call, freed together after it:
+// the shelf copies what it keeps.
+type arena struct{ ptrs []unsafe.Pointer }
+
+func (a *arena) free() {
+	for _, p := range a.ptrs {
+		C.free(p)
+	}
+}
+
+func (a *arena) str(s string) *C.char {
+	p := C.CString(s)
+	a.ptrs = append(a.ptrs, unsafe.Pointer(p))
+	return p
+}
+
+// opt is NULL for nil (leave as is), else a copy of *s.
+func (a *arena) opt(s *string) *C.char {
+	if s == nil {
+		return nil
+	}
+	return a.str(*s)
+}
+
+func (a *arena) bytes(b []byte) unsafe.Pointer {
+	p := C.CBytes(b)
+	a.ptrs = append(a.ptrs, p)
+	return p
+}
+
+// job is j as the shim fills rota_job_t for a submission; "" goes as
+// NULL, which the shelf counts as "" anyway.
+func (a *arena) job(j *submit.Job) *C.rota_job_t {
+	k := (*C.rota_job_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rota_job_t{}))))
+	a.ptrs = append(a.ptrs, unsafe.Pointer(k))
+	if j.Modify {
+		k.modify = 1
+	}
+	k.job_id = C.uint32_t(j.JobID)
+	k.uid = C.uint32_t(j.UID)
+	k.time_limit = C.uint32_t(j.TimeLimit)
+	k.min_nodes = C.uint32_t(j.MinNodes)
+	k.num_tasks = C.uint32_t(j.NumTasks)
+	for _, f := range []struct {
+		dst **C.char
+		s   string
+	}{{&k.tres_per_job, j.TresPerJob}, {&k.tres_per_node, j.TresPerNode}, {&k.tres_per_socket, j.TresPerSocket},
+		{&k.tres_per_task, j.TresPerTask}, {&k.account, j.Account}, {&k.partition, j.Partition}, {&k.name, j.Name},
+		{&k.features, j.Features}} {
+		if f.s != "" {
+			*f.dst = a.str(f.s)
+		}
+	}
+	if n := len(j.SpankEnv); n > 0 {
+		env := (**C.char)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+		a.ptrs = append(a.ptrs, unsafe.Pointer(env))
+		for i, e := range j.SpankEnv {
+			unsafe.Slice(env, n)[i] = a.str(e)
+		}
+		k.spank_env = env
+		k.spank_env_size = C.uint32_t(n)
+	}
+	return k
+}
+
+func (a *arena) change(dst *C.rota_change_t, ch *submit.Change) {
+	dst.tres_per_job = a.opt(ch.TresPerJob)
+	dst.tres_per_node = a.opt(ch.TresPerNode)
+	dst.tres_per_socket = a.opt(ch.TresPerSocket)
+	dst.tres_per_task = a.opt(ch.TresPerTask)
+	dst.features = a.opt(ch.Features)
+	if ch.TimeLimit != nil {
+		dst.set_time_limit = 1
+		dst.time_limit = C.uint32_t(*ch.TimeLimit)
+	}
+	if ch.AdminComment != "" {
+		dst.admin_comment = a.str(ch.AdminComment)
+	}
+}

@@ -1,0 +1,329 @@
+package shelf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/plugin/submit"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// The shelf is one per process: these tests share it and run in turn,
+// each starting from Reset.
+
+const spank = "_SLURM_SPANK_OPTION_rota_"
+
+func keyJob() *submit.Job {
+	return &submit.Job{UID: 1000, JobID: submit.NoVal, TresPerNode: "gres/gpu:1", Account: "ml", Partition: "gpu",
+		Name: "train", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal, Features: "",
+		SpankEnv: []string{spank + "rota_steps=6000", "SPANK_OTHER=1", spank + "rota_throughput=k80:2"}}
+}
+
+func changes(n int) []submit.Change {
+	var cs []submit.Change
+	for i := range n {
+		g, t := fmt.Sprintf("gres/gpu:v100:%d", i+1), uint32(60+i)
+		cs = append(cs, submit.Change{TresPerNode: &g, TimeLimit: &t, AdminComment: fmt.Sprintf("rota: #%d", i)})
+	}
+	return cs
+}
+
+func stock(t *testing.T, key *submit.Job, n int, valid time.Duration) uint64 {
+	t.Helper()
+	gen, ok := Shelf{}.Stock(key, changes(n), valid)
+	if !ok || gen == 0 {
+		t.Fatalf("stock refused (gen %d)", gen)
+	}
+	return gen
+}
+
+// A job takes from the shelf exactly when every field the decision
+// reads equals the key's: its own name, user and script do not matter.
+func TestServeMatchesTheKeyOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(j *submit.Job)
+		want bool
+	}{
+		{"identical", func(*submit.Job) {}, true},
+		{"other name, user", func(j *submit.Job) { j.Name, j.UID = "other", 7 }, true},
+		{"empty string is unset", func(j *submit.Job) { j.TresPerJob = "" }, true},
+		{"gres count", func(j *submit.Job) { j.TresPerNode = "gres/gpu:2" }, false},
+		{"per job", func(j *submit.Job) { j.TresPerJob = "gres/gpu:1" }, false},
+		{"per socket", func(j *submit.Job) { j.TresPerSocket = "gres/gpu:1" }, false},
+		{"per task", func(j *submit.Job) { j.TresPerTask = "gres/gpu:1" }, false},
+		{"account", func(j *submit.Job) { j.Account = "physics" }, false},
+		{"partition", func(j *submit.Job) { j.Partition = "debug" }, false},
+		{"constraint", func(j *submit.Job) { j.Features = "v100" }, false},
+		{"time limit", func(j *submit.Job) { j.TimeLimit = 60 }, false},
+		{"nodes", func(j *submit.Job) { j.MinNodes = 2 }, false},
+		{"tasks", func(j *submit.Job) { j.NumTasks = 4 }, false},
+		{"job id", func(j *submit.Job) { j.JobID = 77 }, false},
+		{"an update", func(j *submit.Job) { j.Modify = true }, false},
+		{"a rota option", func(j *submit.Job) { j.SpankEnv[0] = spank + "rota_steps=7000" }, false},
+		{"options reordered", func(j *submit.Job) { j.SpankEnv[0], j.SpankEnv[2] = j.SpankEnv[2], j.SpankEnv[0] }, false},
+		{"one option more", func(j *submit.Job) { j.SpankEnv = append(j.SpankEnv, spank+"rota=off") }, false},
+		{"one option less", func(j *submit.Job) { j.SpankEnv = j.SpankEnv[:2] }, false},
+		{"no options", func(j *submit.Job) { j.SpankEnv = nil }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			Shelf{}.Reset()
+			defer Shelf{}.Reset()
+			stock(t, keyJob(), 2, time.Hour)
+			j := keyJob()
+			tc.edit(j)
+			ch, got := Shelf{}.Serve(j, []byte("#!/bin/sh\n"))
+			if got != tc.want {
+				t.Fatalf("served %v, want %v", got, tc.want)
+			}
+			if got && (ch.TresPerNode == nil || *ch.TresPerNode != "gres/gpu:v100:1" || ch.TimeLimit == nil || *ch.TimeLimit != 60 ||
+				ch.AdminComment != "rota: #0" || ch.TresPerJob != nil || ch.Features != nil) {
+				t.Fatalf("served %+v, want the first change", ch)
+			}
+		})
+	}
+}
+
+// Decisions go out in order, each once, and Take hands over who took
+// them; the shelf then refuses a new stock (and Clear) until every record
+// is taken, since Local has not counted those placements yet.
+func TestShelfOrderRecordsAndRefusal(t *testing.T) {
+	Shelf{}.Reset()
+	defer Shelf{}.Reset()
+	gen := stock(t, keyJob(), 3, time.Hour)
+	for i := range 3 {
+		j := keyJob()
+		j.Name, j.UID = fmt.Sprintf("job-%d", i), uint32(2000+i)
+		ch, ok := Shelf{}.Serve(j, []byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
+		if !ok || ch.AdminComment != fmt.Sprintf("rota: #%d", i) {
+			t.Fatalf("job %d: served %v %+v", i, ok, ch)
+		}
+		if i == 0 {
+			if _, ok := (Shelf{}).Stock(keyJob(), changes(2), time.Hour); ok {
+				t.Fatal("stocked over a decision not yet taken")
+			}
+			if (Shelf{}).Clear() {
+				t.Fatal("cleared over a decision not yet taken")
+			}
+		}
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+		t.Fatal("served past the stock")
+	}
+	used := Shelf{}.Take(nil)
+	if len(used) != 3 {
+		t.Fatalf("took %d records, want 3", len(used))
+	}
+	for i, u := range used {
+		wantHash := submit.ScriptHash([]byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
+		if u.Gen != gen || u.Index != i || u.Name != fmt.Sprintf("job-%d", i) || u.UID != uint32(2000+i) || u.ScriptHash != wantHash ||
+			time.Since(u.At) > time.Minute || time.Since(u.At) < 0 {
+			t.Fatalf("record %d: %+v", i, u)
+		}
+	}
+	if again := (Shelf{}).Take(nil); len(again) != 0 {
+		t.Fatalf("records taken twice: %+v", again)
+	}
+	gen2, ok := Shelf{}.Stock(keyJob(), changes(1), time.Hour)
+	if !ok || gen2 == gen {
+		t.Fatalf("restock after Take: %d %v (old gen %d)", gen2, ok, gen)
+	}
+	if (Shelf{}).Renew(gen, time.Hour) {
+		t.Fatal("renewed a stock that was replaced")
+	}
+	if !(Shelf{}).Clear() {
+		t.Fatal("clear refused with nothing untaken")
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+		t.Fatal("served from a cleared shelf")
+	}
+}
+
+// A stock serves only while valid (the sender renews it at every poll),
+// never a script too long to copy, and never more jobs than it can keep
+// records of.
+func TestShelfLimits(t *testing.T) {
+	Shelf{}.Reset()
+	defer Shelf{}.Reset()
+	gen := stock(t, keyJob(), 2, time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+		t.Fatal("served from an expired stock")
+	}
+	if !(Shelf{}).Renew(gen, time.Hour) {
+		t.Fatal("renew refused")
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); !ok {
+		t.Fatal("renewed stock did not serve")
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), make([]byte, 64*1024+1)); ok {
+		t.Fatal("served a job whose script is too long to copy")
+	}
+	if n := (Shelf{}).Reset(); n != 1 {
+		t.Fatalf("reset dropped %d records, want 1", n)
+	}
+
+	stock(t, keyJob(), 600, time.Hour)
+	served := 0
+	for range 600 {
+		if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); ok {
+			served++
+		}
+	}
+	if served != 512 { // ROTA_SHELF_USED_MAX
+		t.Fatalf("served %d jobs without their records taken, want 512", served)
+	}
+	if got := len(Shelf{}.Take(nil)); got != 512 {
+		t.Fatalf("took %d records, want 512", got)
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); !ok {
+		t.Fatal("did not serve again once the records were taken")
+	}
+}
+
+func stateMsg(gen uint64, reserved map[string]int) []byte {
+	s := wire.PlaceState{V: wire.Version, Controller: "c", Gen: gen, Policy: "las", Reserved: reserved,
+		Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 3, "p100": 2}, WalltimeMargin: 1.5},
+		Cluster: &wire.ClusterView{DefaultPartition: "gpu", Types: map[string]wire.TypeView{
+			"v100": {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}},
+			"p100": {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}},
+			"k80":  {Nodes: 2, Total: 8, MaxPerNode: 4, Partitions: []string{"gpu"}}}}}
+	b, _ := json.Marshal(&s)
+	return b
+}
+
+// Local with the real shelf, driven as the shim drives it (Serve first,
+// Go when the shelf does not serve), places every job exactly as Local
+// without a shelf places the same jobs in Go, across runs of identical
+// jobs, a different job between them, and a new state; and every job's
+// decision is recorded once, in order, with that job's own name, user and
+// script.
+func TestLocalWithShelfDecidesAsGo(t *testing.T) {
+	Shelf{}.Reset()
+	defer Shelf{}.Reset()
+	var mu sync.Mutex
+	var sent []wire.Decision
+	l := submit.NewLocal(30*time.Second, func(batch [][]byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range batch {
+			var d wire.Decision
+			if err := wire.Decode(b, &d); err != nil {
+				return err
+			}
+			sent = append(sent, d)
+		}
+		return nil
+	})
+	defer l.Close()
+	l.SetShelf(Shelf{})
+	ref := submit.NewLocal(30*time.Second, func([][]byte) error { return nil })
+	defer ref.Close()
+	h := &submit.Handler{Config: submit.DefaultConfig(), Asker: l}
+	hr := &submit.Handler{Config: submit.DefaultConfig(), Asker: ref}
+	feed := func(gen uint64, reserved map[string]int) {
+		for _, x := range []*submit.Local{l, ref} {
+			if err := x.Feed(stateMsg(gen, reserved)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feed(1, nil)
+
+	a := keyJob()
+	b := keyJob()
+	b.TresPerNode = "gres/gpu:2"
+	b.SpankEnv = nil
+	var seq []*submit.Job
+	for range 30 {
+		seq = append(seq, a)
+	}
+	seq = append(seq, b, b, b)
+	for range 30 {
+		seq = append(seq, a)
+	}
+	type placed struct {
+		id, name, hash string
+		uid            uint32
+	}
+	var out []placed
+	served, gen := 0, uint64(1)
+	for i, tmpl := range seq {
+		if i == 45 { // a new state: nothing decided in the old one is served after it
+			gen++
+			feed(gen, map[string]int{"v100": 2})
+		}
+		j := *tmpl
+		j.Name, j.UID = fmt.Sprintf("job-%d", i), uint32(1000+i%3)
+		script := []byte(fmt.Sprintf("#!/bin/sh\ntrain --seed %d\n", i))
+		ch, ok := Shelf{}.Serve(&j, script)
+		j.ScriptHash = submit.ScriptHash(script)
+		if ok {
+			served++
+		} else {
+			var o submit.Outcome
+			var err error
+			if ch, o, err = h.Handle(context.Background(), &j); o != submit.Rewritten && o != submit.Kept {
+				t.Fatalf("job %d: %v %v", i, o, err)
+			}
+		}
+		want, o, err := hr.Handle(context.Background(), &j)
+		if o != submit.Rewritten && o != submit.Kept {
+			t.Fatalf("job %d, reference: %v %v", i, o, err)
+		}
+		if str(ch.TresPerNode) != str(want.TresPerNode) || num(ch.TimeLimit) != num(want.TimeLimit) ||
+			noID(ch.AdminComment) != noID(want.AdminComment) {
+			t.Fatalf("job %d (served from the shelf: %v): %s %d %q, Go without a shelf: %s %d %q", i, ok,
+				str(ch.TresPerNode), num(ch.TimeLimit), ch.AdminComment, str(want.TresPerNode), num(want.TimeLimit), want.AdminComment)
+		}
+		out = append(out, placed{wire.DecisionIDFromComment(ch.AdminComment), j.Name, j.ScriptHash, j.UID})
+		time.Sleep(2 * time.Millisecond) // sbatch's pace, about
+	}
+	l.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != len(out) {
+		t.Fatalf("%d decisions recorded for %d jobs", len(sent), len(out))
+	}
+	for i, d := range sent {
+		p := out[i]
+		if d.ID != p.id || d.Asked.Name != p.name || d.Asked.UID != p.uid || d.Asked.ScriptHash != p.hash || d.Seq != uint64(i+1) ||
+			d.Reserve == nil || d.Given.Reason == "" || d.Origin != l.Origin {
+			t.Fatalf("record %d: %+v, want job %+v", i, d, p)
+		}
+		if wantGen := uint64(1 + i/45); d.StateGen != wantGen {
+			t.Fatalf("record %d decided in state %d, want %d", i, d.StateGen, wantGen)
+		}
+	}
+	// Without this the test would pass with the shelf never used.
+	if served < len(seq)/3 {
+		t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
+	}
+	t.Logf("%d of %d jobs served from the shelf", served, len(seq))
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+func num(p *uint32) int64 {
+	if p == nil {
+		return -1
+	}
+	return int64(*p)
+}
+
+func noID(c string) string {
+	if i := strings.LastIndex(c, "[d="); i >= 0 {
+		return c[:i]
+	}
+	return c
+}
