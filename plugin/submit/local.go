@@ -128,16 +128,29 @@ func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 	return l
 }
 
-// Close stops the sending goroutine and empties the shelf; decisions
-// still queued are dropped.
+// Close empties the shelf, sends what is queued (waiting at most
+// closeWait) and stops the sending goroutine; decisions still queued then
+// are dropped. slurmctld unloads the plugin at every reconfigure: without
+// the flush, the jobs of the last poll would lose their records.
 func (l *Local) Close() {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()
 		l.emptyShelfLocked()
 		l.mu.Unlock()
+		flushed := make(chan struct{})
+		go func() { l.Flush(); close(flushed) }()
+		t := time.NewTimer(closeWait)
+		select {
+		case <-flushed:
+		case <-t.C: // a stuck connection must not hold slurmctld's fini
+		}
+		t.Stop()
 		close(l.stop)
 	})
 }
+
+// closeWait bounds Close's flush.
+const closeWait = time.Second
 
 // Flush waits until every decision made so far, the shelf's included,
 // has been handed to Publish (or dropped), or Close.

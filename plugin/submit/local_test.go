@@ -345,3 +345,47 @@ func TestLocalSendsPacedRecordsPromptly(t *testing.T) {
 		t.Errorf("%d batches for %d jobs placed 3 ms apart: not batching", batches, len(placedAt))
 	}
 }
+
+// Close sends what is queued first: slurmctld unloads the plugin at
+// every reconfigure, and the jobs placed just before would otherwise
+// lose their records. A send that never returns holds Close for at most
+// closeWait.
+func TestLocalCloseSendsQueued(t *testing.T) {
+	var mu sync.Mutex
+	var sent int
+	l := NewLocal(30*time.Second, func(batch [][]byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent += len(batch)
+		return nil
+	})
+	if err := l.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	mu.Lock()
+	if sent != 5 {
+		t.Fatalf("%d of 5 records sent before Close returned", sent)
+	}
+	mu.Unlock()
+
+	block := make(chan struct{})
+	defer close(block)
+	stuck := NewLocal(30*time.Second, func([][]byte) error { <-block; return nil })
+	if err := stuck.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stuck.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stuck.Close()
+	if d := time.Since(start); d < closeWait/2 || d > 10*closeWait {
+		t.Fatalf("Close with a stuck send took %v, want about %v", d, closeWait)
+	}
+}
