@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/wire"
 )
 
 // Every GPU request form, submitted with plain sbatch, lands typed by the
@@ -365,4 +368,98 @@ func wantContains(t *testing.T, got, want string) {
 	if !strings.Contains(got, want) {
 		t.Errorf("%q does not contain %q", got, want)
 	}
+}
+
+// reloadPlugin takes job_submit/rota out of slurm.conf and puts it back
+// (slurmctld reloads a job_submit plugin only when JobSubmitPlugins
+// changes), and returns what slurmctld logged meanwhile: the plugin's
+// unload line among it.
+func reloadPlugin(t *testing.T) string {
+	t.Helper()
+	logPath := filepath.Join(devDir, "log", "slurmctld.log")
+	before, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slurmConf := filepath.Join(devDir, "slurm.conf")
+	sc, err := os.ReadFile(slurmConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
+	for _, c := range [][]byte{without, sc} {
+		if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run("scontrol", "reconfigure"); err != nil {
+			t.Fatalf("scontrol reconfigure: %v %s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := waitPlaced(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(after[min(len(before), len(after)):])
+}
+
+// A loop of identical GPU submissions, the shelf's case: every job is
+// placed and annotated with a decision of its own, which the controller
+// records with that job's own name and script; and most of them were
+// placed from the shelf, without entering Go (the plugin counts them in
+// the line it logs when unloaded).
+func TestIdenticalSubmissionsFromShelf(t *testing.T) {
+	reloadPlugin(t) // counts from here
+	const n = 40
+	ids := map[uint32]string{} // job id -> decision id
+	names := map[uint32]string{}
+	decisions := map[string]bool{}
+	for i := range n {
+		name := fmt.Sprintf("shelf-%d", i)
+		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "-J", name, "--wrap", fmt.Sprintf("echo %d", i))
+		if err != nil {
+			t.Fatalf("sbatch: %v: %s", err, out)
+		}
+		id64, err := strconv.ParseUint(strings.TrimSpace(out), 10, 32)
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		id := uint32(id64)
+		t.Cleanup(func() { run("scancel", strconv.FormatUint(id64, 10)) })
+		j := show(t, id)
+		if !typed.MatchString(j.TresPerNode) {
+			t.Fatalf("job %d (%s) not placed: %+v", id, name, j)
+		}
+		m := regexp.MustCompile(`\[d=(\w+)\]`).FindStringSubmatch(j.AdminComment)
+		if m == nil || decisions[m[1]] {
+			t.Fatalf("job %d: annotation %q: no decision id, or one another job has", id, j.AdminComment)
+		}
+		decisions[m[1]] = true
+		ids[id], names[id] = m[1], name
+	}
+	hashes := map[string]bool{}
+	for id, did := range ids {
+		var rep wire.ExplainReply
+		waitFor(t, 10*time.Second, fmt.Sprintf("the controller's record of job %d", id), func() bool {
+			out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--json", "--nats", natsURL, strconv.FormatUint(uint64(id), 10))
+			return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.Decision != nil
+		})
+		d := rep.Decision
+		if d.ID != did || d.Asked.Name != names[id] || len(d.Asked.ScriptHash) != 32 || hashes[d.Asked.ScriptHash] {
+			t.Fatalf("job %d: recorded %+v, want decision %s with the job's own name (%s) and script hash", id, d, did, names[id])
+		}
+		hashes[d.Asked.ScriptHash] = true
+	}
+	logged := reloadPlugin(t)
+	m := regexp.MustCompile(`from_shelf=(\d+)`).FindStringSubmatch(logged)
+	if m == nil {
+		t.Fatalf("the plugin logged no from_shelf count when unloaded:\n%s", logged)
+	}
+	if got, _ := strconv.Atoi(m[1]); got < n/2 {
+		t.Fatalf("%d of %d identical submissions placed from the shelf", got, n)
+	}
+	t.Logf("from the plugin's unload line: from_shelf=%s of %d", m[1], n)
 }
