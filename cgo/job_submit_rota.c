@@ -131,16 +131,6 @@ static void apply_change(const rota_change_t *c, void *arg)
 	append_admin_comment(job_desc, c->admin_comment);
 }
 
-static void free_go_change(rota_change_t *c)
-{
-	free(c->tres_per_job);
-	free(c->tres_per_node);
-	free(c->tres_per_socket);
-	free(c->tres_per_task);
-	free(c->features);
-	free(c->admin_comment);
-}
-
 /*
  * may_ask_gpu: some TRES string of the request contains "gpu". One that
  * does not cannot name a GPU (the parser in wire/gpureq reads a GPU only
@@ -204,7 +194,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	rota_go_job(&job, &change);
 
 	apply_change(&change, job_desc);
-	free_go_change(&change);
+	rota_change_free(&change);
 	count_call(now_ns() - start);
 	return SLURM_SUCCESS;
 }

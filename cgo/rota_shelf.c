@@ -65,7 +65,7 @@ static int same(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static void free_change(rota_change_t *c)
+void rota_change_free(rota_change_t *c)
 {
 	free(c->tres_per_job);
 	free(c->tres_per_node);
@@ -94,7 +94,7 @@ static void free_key(rota_job_t *k)
 static void empty_locked(void)
 {
 	for (uint32_t i = 0; i < shelf.n; i++)
-		free_change(&shelf.changes[i]);
+		rota_change_free(&shelf.changes[i]);
 	free(shelf.changes);
 	shelf.changes = NULL;
 	shelf.n = shelf.next = 0;

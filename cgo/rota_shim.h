@@ -86,6 +86,9 @@ uint32_t rota_shelf_reset(void);
  * shelf's lock) and 1 is returned; else 0 and nothing happened. */
 int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg);
 
+/* Frees a change's strings (malloc()ed), not the struct. */
+void rota_change_free(rota_change_t *c);
+
 /* Implemented in job_submit_rota.c: write one line to slurmctld's log. */
 void rota_log(int error, const char *msg);
 

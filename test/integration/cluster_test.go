@@ -270,25 +270,44 @@ func setPlacement(t *testing.T, mode string) (restore func()) {
 		if err := os.WriteFile(conf, re.ReplaceAll(b, []byte("placement = "+mode)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		slurmConf := filepath.Join(devDir, "slurm.conf")
-		sc, err := os.ReadFile(slurmConf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
-		for _, c := range [][]byte{without, sc} {
-			if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := run("scontrol", "reconfigure"); err != nil {
-				t.Fatalf("scontrol reconfigure: %v %s", err, out)
-			}
-			time.Sleep(time.Second)
-		}
-		if err := waitPlaced(); err != nil {
-			t.Fatalf("placement = %s: %v", mode, err)
-		}
+		reloadPlugin(t)
 	}
 	set(mode)
 	return func() { set(old) }
+}
+
+// reloadPlugin takes job_submit/rota out of slurm.conf and puts it back
+// (slurmctld reloads a job_submit plugin only when JobSubmitPlugins
+// changes), and returns what slurmctld logged meanwhile: the plugin's
+// unload line among it.
+func reloadPlugin(t *testing.T) string {
+	t.Helper()
+	logPath := filepath.Join(devDir, "log", "slurmctld.log")
+	before, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slurmConf := filepath.Join(devDir, "slurm.conf")
+	sc, err := os.ReadFile(slurmConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
+	for _, c := range [][]byte{without, sc} {
+		if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run("scontrol", "reconfigure"); err != nil {
+			t.Fatalf("scontrol reconfigure: %v %s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := waitPlaced(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(after[min(len(before), len(after)):])
 }

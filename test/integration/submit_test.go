@@ -370,42 +370,6 @@ func wantContains(t *testing.T, got, want string) {
 	}
 }
 
-// reloadPlugin takes job_submit/rota out of slurm.conf and puts it back
-// (slurmctld reloads a job_submit plugin only when JobSubmitPlugins
-// changes), and returns what slurmctld logged meanwhile: the plugin's
-// unload line among it.
-func reloadPlugin(t *testing.T) string {
-	t.Helper()
-	logPath := filepath.Join(devDir, "log", "slurmctld.log")
-	before, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slurmConf := filepath.Join(devDir, "slurm.conf")
-	sc, err := os.ReadFile(slurmConf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
-	for _, c := range [][]byte{without, sc} {
-		if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := run("scontrol", "reconfigure"); err != nil {
-			t.Fatalf("scontrol reconfigure: %v %s", err, out)
-		}
-		time.Sleep(time.Second)
-	}
-	if err := waitPlaced(); err != nil {
-		t.Fatal(err)
-	}
-	after, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(after[min(len(before), len(after)):])
-}
-
 // A loop of identical GPU submissions, the shelf's case: every job is
 // placed and annotated with a decision of its own, which the controller
 // records with that job's own name and script; and most of them were
