@@ -86,6 +86,12 @@ uint32_t rota_shelf_reset(void);
  * shelf's lock) and 1 is returned; else 0 and nothing happened. */
 int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg);
 
+/* Implemented in job_submit_rota.c, called from Go: for the next for_ns
+ * (0: no longer) every job passes through unchanged without entering Go,
+ * as Go would pass it (no usable state from the controller, or no
+ * connection to send decisions on). */
+void rota_away(int64_t for_ns);
+
 /* Frees a change's strings (malloc()ed), not the struct. */
 void rota_change_free(rota_change_t *c);
 

@@ -103,8 +103,11 @@ func rota_go_init(path *C.char) {
 			}
 			asker = a
 			h.Asker = a.Placer()
-			if l, ok := h.Asker.(*submit.Local); ok && cfg.DecideAhead {
-				l.SetShelf(shelf.Shelf{})
+			if l, ok := h.Asker.(*submit.Local); ok {
+				l.Away = func(d time.Duration) { C.rota_away(C.int64_t(d)) }
+				if cfg.DecideAhead {
+					l.SetShelf(shelf.Shelf{})
+				}
 			}
 		}
 	}
@@ -122,17 +125,20 @@ func resetShelf() {
 }
 
 // rota_go_fini gets the shim's own count of calls and their time (the
-// whole call, entering Go included), of the jobs it passed without
-// calling Go (no "gpu" in their request), and of those it placed from the
-// shelf without calling Go.
+// whole call, entering Go included), and of the jobs it handled without
+// calling Go: passed for having no "gpu" in their request, placed from
+// the shelf, passed while the controller was away.
 //
 //export rota_go_fini
-func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf C.uint64_t) {
+func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway C.uint64_t) {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
 	if shimSkipped > 0 {
 		log.Info().Uint64("jobs", uint64(shimSkipped)).Msg("jobs without GPUs passed through since the plugin was loaded")
+	}
+	if shimAway > 0 {
+		log.Info().Uint64("jobs", uint64(shimAway)).Msg("GPU jobs passed through unchanged without entering Go while the controller was away, since the plugin was loaded")
 	}
 	if n := calls.Swap(0); n > 0 {
 		total, longest := totalNs.Swap(0), maxNs.Swap(0)

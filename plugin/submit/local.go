@@ -50,7 +50,13 @@ type Local struct {
 	// OnSendError hears a record that could not be sent after its job
 	// was placed (the connection dropped in between; a full queue).
 	OnSendError func(err error)
-	now         func() time.Time
+	// Away, when set, hears that jobs must pass through unchanged for a
+	// while (no usable state, or no connection to send decisions on), or
+	// with 0 that they need not any more (a new state): the shim then
+	// passes GPU jobs without entering Go, as the breaker spares jobs a
+	// dead controller's deadline. Called with Local's lock held.
+	Away func(d time.Duration)
+	now  func() time.Time
 
 	state atomic.Pointer[heldState]
 
@@ -283,8 +289,30 @@ func (l *Local) Feed(data []byte) error {
 	// is placed in Go, in this one, and the shelf restocked from it.
 	l.mu.Lock()
 	l.emptyShelfLocked()
+	if l.Away != nil {
+		l.Away(0)
+	}
 	l.mu.Unlock()
 	return nil
+}
+
+// awayFor is how long jobs pass through without entering Go once Local
+// found it could not place: a new state ends it sooner; after it, the
+// next job checks again.
+const awayFor = time.Second
+
+// away tells Away, if the state is still unusable: checked again under
+// the lock that Feed holds to say the opposite, so a state arriving
+// meanwhile is never followed by a stale "away".
+func (l *Local) away() {
+	if l.Away == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.usableLocked() != nil {
+		l.Away(awayFor)
+	}
 }
 
 // viewLocked is the view for state s: the one held when it is for s,
@@ -332,16 +360,19 @@ func (l *Local) PlaceJob(_ context.Context, job *Job, req *wire.PlaceRequest) (*
 func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error) {
 	h := l.state.Load()
 	if h == nil {
+		l.away()
 		return nil, ErrNoState
 	}
 	now := l.now()
 	if age := now.Sub(h.got); age > l.MaxAge {
+		l.away()
 		return nil, fmt.Errorf("%w (%v old, state_max_age %v)", ErrStaleState, age.Round(time.Second), l.MaxAge)
 	}
 	if l.Ready != nil {
 		if err := l.Ready(); err != nil {
 			// Not sendable: the controller would never know the id, so
 			// the job must not carry one.
+			l.away()
 			return nil, fmt.Errorf("cannot send the decision for recording: %w", err)
 		}
 	}

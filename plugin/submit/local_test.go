@@ -389,3 +389,42 @@ func TestLocalCloseSendsQueued(t *testing.T) {
 		t.Fatalf("Close with a stuck send took %v, want about %v", d, closeWait)
 	}
 }
+
+// A job that cannot be placed for want of a usable state or connection
+// tells Away to pass jobs for awayFor (the shim then spares them the call
+// into Go); a new state says so no longer; a placed job says nothing.
+func TestLocalAway(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	var calls []time.Duration
+	var ready error
+	l := NewLocal(30*time.Second, func([][]byte) error { return nil })
+	defer l.Close()
+	l.now = func() time.Time { return clock }
+	l.Ready = func() error { return ready }
+	l.Away = func(d time.Duration) { calls = append(calls, d) }
+	place := func() error {
+		_, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+		return err
+	}
+	for i, step := range []struct {
+		do   func() error
+		err  error
+		want []time.Duration
+	}{
+		{place, ErrNoState, []time.Duration{awayFor}},
+		{func() error { return l.Feed(placeState(0, "x")) }, nil, []time.Duration{0}},
+		{place, nil, nil},
+		{func() error { ready = ErrNotConnected; return place() }, ErrNotConnected, []time.Duration{awayFor}},
+		{func() error { ready = nil; clock = clock.Add(31 * time.Second); return place() }, ErrStaleState, []time.Duration{awayFor}},
+		{func() error { return l.Feed(placeState(0, "x")) }, nil, []time.Duration{0}},
+		{place, nil, nil},
+	} {
+		calls = nil
+		if err := step.do(); !errors.Is(err, step.err) {
+			t.Fatalf("step %d: %v, want %v", i, err, step.err)
+		}
+		if !slices.Equal(calls, step.want) {
+			t.Fatalf("step %d: Away heard %v, want %v", i, calls, step.want)
+		}
+	}
+}

@@ -171,16 +171,37 @@ func TestSpankEnvironment(t *testing.T) {
 
 // Fail open, controller stopped: every submission succeeds unchanged and
 // slurmctld stays up.
+// With the controller stopped every job passes unchanged; after the
+// first, most without entering Go (the shim's "away" window, counted in
+// the plugin's unload line).
 func TestFailOpenControllerStopped(t *testing.T) {
+	reloadPlugin(t) // counts from here
 	if out, err := dev("controller", "stop"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
+	restarted := false
 	defer func() {
+		if restarted {
+			return
+		}
 		if out, err := dev("controller", "start"); err != nil {
 			t.Fatalf("restart controller: %v %s", err, out)
 		}
 	}()
-	assertUnchanged(t)
+	n := assertUnchanged(t)
+	if out, err := dev("controller", "start"); err != nil {
+		t.Fatalf("restart controller: %v %s", err, out)
+	}
+	restarted = true
+	logged := reloadPlugin(t)
+	m := regexp.MustCompile(`while the controller was away, since the plugin was loaded jobs=(\d+)`).FindStringSubmatch(logged)
+	if m == nil {
+		t.Fatalf("the plugin's unload line counts no GPU job passed without entering Go:\n%s", logged)
+	}
+	if got, _ := strconv.Atoi(m[1]); got < n/3 {
+		t.Fatalf("%d of %d GPU jobs passed without entering Go while the controller was away", got, n)
+	}
+	t.Logf("%s of %d GPU jobs passed without entering Go while the controller was away", m[1], n)
 }
 
 // Fail open, controller frozen (SIGSTOP: connections open, nobody
@@ -219,8 +240,11 @@ func TestFailOpenControllerFrozen(t *testing.T) {
 	})
 }
 
-func assertUnchanged(t *testing.T) {
+// assertUnchanged submits GPU jobs of several forms and checks that each
+// passed unchanged; it returns how many it submitted.
+func assertUnchanged(t *testing.T) int {
 	t.Helper()
+	n := 0
 	forms := []struct {
 		args  []string
 		field func(job) string
@@ -235,6 +259,7 @@ func assertUnchanged(t *testing.T) {
 	for i := 0; i < 3; i++ { // enough to open the breaker, and then some
 		for _, f := range forms {
 			j := show(t, sbatch(t, f.args...))
+			n++
 			if got := f.field(j); got != f.want {
 				t.Errorf("%v: got %q, want unchanged %q", f.args, got, f.want)
 			}
@@ -244,6 +269,7 @@ func assertUnchanged(t *testing.T) {
 		}
 	}
 	slurmctldUp(t)
+	return n
 }
 
 // A burst of 500 submissions while the controller goes down and comes back
