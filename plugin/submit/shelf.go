@@ -24,8 +24,9 @@ import (
 // a job placed in Go. The shelf compares the fields' bytes; it never
 // parses a request (wire/gpureq is the one parser).
 //
-// Implemented over the shim by plugin/jobsubmit; memShelf in the tests.
-// Local calls it with its lock held, never from two goroutines at once.
+// Implemented over the shim's C by plugin/shelf, whose tests drive Local
+// with it. Local calls it with its lock held, never from two goroutines
+// at once.
 type Shelf interface {
 	// Stock replaces what the shelf holds with changes, for jobs whose
 	// decision-relevant fields equal key's, to be taken in order within
