@@ -81,6 +81,9 @@ func TestServeMatchesTheKeyOnly(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("served %v, want %v", got, tc.want)
 			}
+			if same := submit.SameRequest(keyJob(), j); same != tc.want {
+				t.Fatalf("Go's SameRequest says %v, the shelf served %v", same, got)
+			}
 			if got && (ch.TresPerNode == nil || *ch.TresPerNode != "gres/gpu:v100:1" || ch.TimeLimit == nil || *ch.TimeLimit != 60 ||
 				ch.AdminComment != "rota: #0" || ch.TresPerJob != nil || ch.Features != nil) {
 				t.Fatalf("served %+v, want the first change", ch)
@@ -253,6 +256,8 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 	}
 	var out []placed
 	served, gen := 0, uint64(1)
+	pattern := ""
+	defer func() { t.Logf("placed: %s", pattern) }()
 	for i, tmpl := range seq {
 		if i == 45 { // a new state: nothing decided in the old one is served after it
 			gen++
@@ -265,7 +270,9 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 		j.ScriptHash = submit.ScriptHash(script)
 		if ok {
 			served++
+			pattern += "S"
 		} else {
+			pattern += "g"
 			var o submit.Outcome
 			var err error
 			if ch, o, err = h.Handle(context.Background(), &j); o != submit.Rewritten && o != submit.Kept {
@@ -282,7 +289,7 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 				str(ch.TresPerNode), num(ch.TimeLimit), ch.AdminComment, str(want.TresPerNode), num(want.TimeLimit), want.AdminComment)
 		}
 		out = append(out, placed{wire.DecisionIDFromComment(ch.AdminComment), j.Name, j.ScriptHash, j.UID})
-		time.Sleep(2 * time.Millisecond) // sbatch's pace, about
+		time.Sleep(3 * time.Millisecond) // sbatch's pace is 5 to 10 ms
 	}
 	l.Flush()
 	mu.Lock()
@@ -300,8 +307,10 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 			t.Fatalf("record %d decided in state %d, want %d", i, d.StateGen, wantGen)
 		}
 	}
-	// Without this the test would pass with the shelf never used.
-	if served < len(seq)/3 {
+	// Without this the test would pass with the shelf never used. (How
+	// many depends on how promptly the sender polls; the pattern logged
+	// shows which: S from the shelf, g in Go.)
+	if served < 10 {
 		t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
 	}
 	t.Logf("%d of %d jobs served from the shelf", served, len(seq))
@@ -326,4 +335,73 @@ func noID(c string) string {
 		return c[:i]
 	}
 	return c
+}
+
+// countingShelf counts the stocks Local puts on the shelf.
+type countingShelf struct {
+	Shelf
+	mu     sync.Mutex
+	stocks int
+}
+
+func (c *countingShelf) Stock(key *submit.Job, changes []submit.Change, validFor time.Duration) (uint64, bool) {
+	c.mu.Lock()
+	c.stocks++
+	c.mu.Unlock()
+	return c.Shelf.Stock(key, changes, validFor)
+}
+
+// Submissions that keep changing (here two shapes in turn) are never
+// stocked for: no stock would be taken from before the next job empties
+// it, so it would only cost work. Once one repeats the last placed in Go,
+// the shelf is stocked and the next like it served.
+func TestShelfStocksOnlyForARepeat(t *testing.T) {
+	Shelf{}.Reset()
+	defer Shelf{}.Reset()
+	l := submit.NewLocal(30*time.Second, func([][]byte) error { return nil })
+	defer l.Close()
+	cs := &countingShelf{}
+	l.SetShelf(cs)
+	if err := l.Feed(stateMsg(1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	h := &submit.Handler{Config: submit.DefaultConfig(), Asker: l}
+	a := keyJob()
+	b := keyJob()
+	b.TresPerNode = "gres/gpu:2"
+	submitJob := func(j *submit.Job) bool {
+		if _, ok := (Shelf{}).Serve(j, []byte("x")); ok {
+			return true
+		}
+		if _, o, err := h.Handle(context.Background(), j); o != submit.Rewritten {
+			t.Fatalf("%v %v", o, err)
+		}
+		return false
+	}
+	for i := range 20 {
+		j := a
+		if i%2 == 1 {
+			j = b
+		}
+		if submitJob(j) {
+			t.Fatalf("job %d served from the shelf", i)
+		}
+		time.Sleep(3 * time.Millisecond) // time enough to stock
+	}
+	cs.mu.Lock()
+	if cs.stocks != 0 {
+		t.Fatalf("%d stocks for 20 jobs of two shapes in turn, none of which could be served", cs.stocks)
+	}
+	cs.mu.Unlock()
+	// b was last; a second b stocks the shelf.
+	if submitJob(b) {
+		t.Fatal("served a repeat before any stock")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !submitJob(b) {
+		if time.Now().After(deadline) {
+			t.Fatal("a repeated submission was never served from the shelf")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

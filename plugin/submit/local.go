@@ -78,6 +78,13 @@ type Local struct {
 	stock      *stock
 	used       []Used
 	shelfTaken int // decisions taken from the shelf since the sender's last tick
+	// lastJob is the last submission placed here: the shelf is stocked
+	// only for one that repeats it, so submissions that keep changing
+	// cost no stocking (the work, and emptying the shelf at every job).
+	lastJob *Job
+	// poke asks the sender to stock the shelf now rather than at the end
+	// of its linger: sent by the job that starts a stock, one in a run.
+	poke chan struct{}
 
 	out      chan outgoing
 	stop     chan struct{}
@@ -129,7 +136,7 @@ type pendingRes struct {
 // Its goroutine runs until Close.
 func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 	l := &Local{MaxAge: maxAge, Origin: nuid.Next(), Publish: publish, now: time.Now,
-		out: make(chan outgoing, queueLen), stop: make(chan struct{})}
+		out: make(chan outgoing, queueLen), stop: make(chan struct{}), poke: make(chan struct{}, 1)}
 	go l.send()
 	return l
 }
@@ -210,6 +217,8 @@ func (l *Local) send() {
 			case <-l.stop:
 				return
 			case <-linger.C:
+			case <-l.poke: // a new stock is wanted: now (and gather early)
+				linger.Stop()
 			}
 		}
 		busy := l.tick()
@@ -389,7 +398,15 @@ func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error
 		v.Add(*r)
 	}
 	if job != nil && l.shelf != nil && !job.Modify {
-		l.stock = &stock{key: *job, req: *req}
+		if l.lastJob != nil && SameRequest(l.lastJob, job) {
+			l.stock = &stock{key: *job, req: *req}
+			select {
+			case l.poke <- struct{}{}:
+			default:
+			}
+		}
+		j := *job
+		l.lastJob = &j
 	}
 	l.mu.Unlock()
 

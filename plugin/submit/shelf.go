@@ -45,6 +45,17 @@ type Shelf interface {
 	Clear() bool
 }
 
+// SameRequest says whether b asks what a asks, field for field, as the
+// shelf compares them (cgo/rota_shelf.c; plugin/shelf tests that the two
+// agree): the fields a decision reads, not name, user or script. An
+// update never matches.
+func SameRequest(a, b *Job) bool {
+	return !a.Modify && !b.Modify && a.JobID == b.JobID && a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
+		a.NumTasks == b.NumTasks && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
+		a.TresPerSocket == b.TresPerSocket && a.TresPerTask == b.TresPerTask && a.Account == b.Account &&
+		a.Partition == b.Partition && a.Features == b.Features && slices.Equal(a.SpankEnv, b.SpankEnv)
+}
+
 // Used is the record of one decision a job took from the shelf.
 type Used struct {
 	Gen   uint64 // Stock's gen
@@ -63,7 +74,7 @@ type Used struct {
 // the next job is placed in Go again. validFor bounds how long a stock
 // serves if the sender stops polling (it is renewed at every poll).
 const (
-	minStock       = 8
+	minStock       = 16
 	maxStock       = 64
 	shelfIdleTicks = 3
 	stockValidFor  = 5 * sendLinger
