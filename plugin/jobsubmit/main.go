@@ -7,7 +7,8 @@
 // panics: a panic here would take slurmctld down with it.
 //
 // Rules that hold inside slurmctld: never call signal.Notify (the daemon
-// owns signals); init may run again after fini (scontrol reconfigure), so
+// owns signals); init may run again after fini (scontrol reconfigure after
+// JobSubmitPlugins changed; a plain reconfigure keeps the plugin), so
 // state is rebuilt, never assumed; the Go runtime cannot be unloaded.
 package main
 

@@ -143,8 +143,9 @@ func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 
 // Close empties the shelf, sends what is queued (waiting at most
 // closeWait) and stops the sending goroutine; decisions still queued then
-// are dropped. slurmctld unloads the plugin at every reconfigure: without
-// the flush, the jobs of the last poll would lose their records.
+// are dropped. slurmctld unloads the plugin when it stops (a restart, an
+// upgrade) and when JobSubmitPlugins changes: without the flush, the jobs
+// of the last poll would lose their records.
 func (l *Local) Close() {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()

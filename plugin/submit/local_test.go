@@ -346,9 +346,9 @@ func TestLocalSendsPacedRecordsPromptly(t *testing.T) {
 	}
 }
 
-// Close sends what is queued first: slurmctld unloads the plugin at
-// every reconfigure, and the jobs placed just before would otherwise
-// lose their records. A send that never returns holds Close for at most
+// Close sends what is queued first: slurmctld unloads the plugin when it
+// stops, and the jobs placed just before would otherwise lose their
+// records. A send that never returns holds Close for at most
 // closeWait.
 func TestLocalCloseSendsQueued(t *testing.T) {
 	var mu sync.Mutex
