@@ -44,14 +44,21 @@ func journaled(t *testing.T, maxBytes int64) (*Store, string) {
 	srv := natstest.StartJetStream(t)
 	dir := t.TempDir()
 	s := openStore(t, srv.URL())
+	j := openJournal(t, dir)
+	j.maxBytes = maxBytes
+	s.UseJournal(j)
+	return s, dir
+}
+
+// openJournal opens the journal in dir, closed when the test ends.
+func openJournal(t *testing.T, dir string) *Journal {
+	t.Helper()
 	j, err := OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	j.maxBytes = maxBytes
-	s.UseJournal(j)
-	return s, dir
+	return j
 }
 
 // runStore runs s's writer until stop (or the test's end); stop returns
@@ -94,10 +101,7 @@ func TestJournalReplayAfterKill(t *testing.T) {
 	dir := t.TempDir()
 
 	first := openStore(t, srv.URL())
-	j, err := OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, dir)
 	if n, err := first.Replay(context.Background(), j); err != nil || n != 0 {
 		t.Fatalf("replay of an empty journal: %d, %v", n, err)
 	}
@@ -116,12 +120,7 @@ func TestJournalReplayAfterKill(t *testing.T) {
 	// kill -9: the file stays as the kernel has it; nothing is closed.
 
 	second := openStore(t, srv.URL())
-	j2, err := OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
-	n, err := second.Replay(context.Background(), j2)
+	n, err := second.Replay(context.Background(), openJournal(t, dir))
 	if err != nil || n != 1 {
 		t.Fatalf("replay stored %d (want 1), err %v", n, err)
 	}
@@ -151,12 +150,7 @@ func TestJournalReplaySkipsTornLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openStore(t, srv.URL())
-	j, err := OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	n, err := s.Replay(context.Background(), j)
+	n, err := s.Replay(context.Background(), openJournal(t, dir))
 	if err != nil || n != 2 {
 		t.Fatalf("replay stored %d (want 2), err %v", n, err)
 	}

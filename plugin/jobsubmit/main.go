@@ -141,16 +141,16 @@ func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway
 	if shimAway > 0 {
 		log.Info().Uint64("jobs", uint64(shimAway)).Msg("GPU jobs passed through unchanged without entering Go while the controller was away, since the plugin was loaded")
 	}
-	if n := calls.Swap(0); n > 0 {
-		total, longest := totalNs.Swap(0), maxNs.Swap(0)
-		ev := log.Info().Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000)
+	if n := calls.Swap(0); n > 0 || shimCalls > 0 {
+		ev := log.Info()
+		if n > 0 {
+			total, longest := totalNs.Swap(0), maxNs.Swap(0)
+			ev = ev.Int64("jobs", n).Int64("mean_us", total/n/1000).Int64("max_us", longest/1000)
+		}
 		if shimCalls > 0 {
 			ev = ev.Uint64("call_mean_us", uint64(shimNs/shimCalls/1000)).Uint64("call_max_us", uint64(shimMaxNs/1000))
 		}
-		ev.Uint64("from_shelf", uint64(shimShelf)).Msg("time spent in the plugin since it was loaded (jobs, mean/max: in Go; call_*: every GPU job's whole call from slurmctld's thread, entering Go included; from_shelf: GPU jobs placed by a decision made ahead, without entering Go)")
-	} else if shimCalls > 0 {
-		log.Info().Uint64("call_mean_us", uint64(shimNs/shimCalls/1000)).Uint64("call_max_us", uint64(shimMaxNs/1000)).Uint64("from_shelf", uint64(shimShelf)).
-			Msg("time spent in the plugin since it was loaded (no GPU job entered Go; call_*: every GPU job's whole call from slurmctld's thread; from_shelf: placed by a decision made ahead)")
+		ev.Uint64("from_shelf", uint64(shimShelf)).Msg("time spent in the plugin since it was loaded (jobs, mean/max: the GPU jobs that entered Go, time in Go; call_*: every GPU job's whole call from slurmctld's thread, entering Go included; from_shelf: GPU jobs placed by a decision made ahead, without entering Go)")
 	}
 	if asker != nil {
 		asker.Close()

@@ -78,10 +78,12 @@ type Local struct {
 	stock      *stock
 	used       []Used
 	shelfTaken int // decisions taken from the shelf since the sender's last tick
-	// lastJob is the last submission placed here: the shelf is stocked
-	// only for one that repeats it, so submissions that keep changing
-	// cost no stocking (the work, and emptying the shelf at every job).
-	lastJob *Job
+	// lastJob is the last submission placed here (if haveLast): the
+	// shelf is stocked only for one that repeats it, so submissions that
+	// keep changing cost no stocking (the work, and emptying the shelf at
+	// every job). A value, not a pointer: no allocation per job.
+	lastJob  Job
+	haveLast bool
 	// poke asks the sender to stock the shelf now rather than at the end
 	// of its linger: sent by the job that starts a stock, one in a run.
 	poke chan struct{}
@@ -306,6 +308,25 @@ func (l *Local) Feed(data []byte) error {
 	return nil
 }
 
+// unusable says why no decision may be made at now from held state h
+// (nil: it may).
+func (l *Local) unusable(h *heldState, now time.Time) error {
+	if h == nil {
+		return ErrNoState
+	}
+	if age := now.Sub(h.got); age > l.MaxAge {
+		return fmt.Errorf("%w (%v old, state_max_age %v)", ErrStaleState, age.Round(time.Second), l.MaxAge)
+	}
+	if l.Ready != nil {
+		if err := l.Ready(); err != nil {
+			// Not sendable: the controller would never know the id, so
+			// the job must not carry one.
+			return fmt.Errorf("cannot send the decision for recording: %w", err)
+		}
+	}
+	return nil
+}
+
 // awayFor is how long jobs pass through without entering Go once Local
 // found it could not place: a new state ends it sooner; after it, the
 // next job checks again.
@@ -320,7 +341,7 @@ func (l *Local) away() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.usableLocked() != nil {
+	if l.unusable(l.state.Load(), l.now()) != nil {
 		l.Away(awayFor)
 	}
 }
@@ -368,23 +389,10 @@ func (l *Local) PlaceJob(_ context.Context, job *Job, req *wire.PlaceRequest) (*
 }
 
 func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error) {
-	h := l.state.Load()
-	if h == nil {
+	h, now := l.state.Load(), l.now()
+	if err := l.unusable(h, now); err != nil {
 		l.away()
-		return nil, ErrNoState
-	}
-	now := l.now()
-	if age := now.Sub(h.got); age > l.MaxAge {
-		l.away()
-		return nil, fmt.Errorf("%w (%v old, state_max_age %v)", ErrStaleState, age.Round(time.Second), l.MaxAge)
-	}
-	if l.Ready != nil {
-		if err := l.Ready(); err != nil {
-			// Not sendable: the controller would never know the id, so
-			// the job must not carry one.
-			l.away()
-			return nil, fmt.Errorf("cannot send the decision for recording: %w", err)
-		}
+		return nil, err
 	}
 	s := h.s
 	l.mu.Lock()
@@ -399,15 +407,14 @@ func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error
 		v.Add(*r)
 	}
 	if job != nil && l.shelf != nil && !job.Modify {
-		if l.lastJob != nil && SameRequest(l.lastJob, job) {
+		if l.haveLast && SameRequest(&l.lastJob, job) {
 			l.stock = &stock{key: *job, req: *req}
 			select {
 			case l.poke <- struct{}{}:
 			default:
 			}
 		}
-		j := *job
-		l.lastJob = &j
+		l.lastJob, l.haveLast = *job, true
 	}
 	l.mu.Unlock()
 

@@ -179,27 +179,12 @@ func (l *Local) tick() (busy bool) {
 	} else {
 		st.idle = 0
 	}
-	if err := l.usableLocked(); err != nil {
+	if err := l.unusable(l.state.Load(), l.now()); err != nil {
 		l.emptyShelfLocked() // the next job goes to Go, which says why
 		return false
 	}
 	l.restockLocked(st, min(max(minStock, 2*n), maxStock))
 	return true
-}
-
-// usableLocked says why no decision may be made now, like Place.
-func (l *Local) usableLocked() error {
-	h := l.state.Load()
-	if h == nil {
-		return ErrNoState
-	}
-	if l.now().Sub(h.got) > l.MaxAge {
-		return ErrStaleState
-	}
-	if l.Ready != nil {
-		return l.Ready()
-	}
-	return nil
 }
 
 // restockLocked puts want decisions ahead on the shelf (decided afresh
