@@ -84,6 +84,19 @@ static void count_call(uint64_t ns)
 		;
 }
 
+/* The counters so far, for the stats file Go writes while the plugin
+ * runs: from 23.11 slurmctld re-executes itself at a reconfigure and at
+ * shutdown without calling fini, so fini's log line is not always there. */
+void rota_shim_counts(uint64_t out[6])
+{
+	out[0] = __atomic_load_n(&shim_calls, __ATOMIC_RELAXED);
+	out[1] = __atomic_load_n(&shim_ns, __ATOMIC_RELAXED);
+	out[2] = __atomic_load_n(&shim_max_ns, __ATOMIC_RELAXED);
+	out[3] = __atomic_load_n(&shim_skipped, __ATOMIC_RELAXED);
+	out[4] = __atomic_load_n(&shim_shelf, __ATOMIC_RELAXED);
+	out[5] = __atomic_load_n(&shim_away, __ATOMIC_RELAXED);
+}
+
 int fini(void)
 {
 	rota_go_fini(__atomic_exchange_n(&shim_calls, 0, __ATOMIC_RELAXED),
@@ -164,6 +177,30 @@ static int may_ask_gpu(const job_desc_msg_t *d)
 	return 0;
 }
 
+/*
+ * The job id job_modify is given: 25.11 moved it into step_id, and from
+ * 24.11 an `scontrol update` brings it only as the string job_id_str (the
+ * number is NO_VAL). A job_submit sees NO_VAL: Slurm assigns the id after.
+ */
+static uint32_t job_id_of(const job_desc_msg_t *d)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	uint32_t id = d->step_id.job_id;
+#else
+	uint32_t id = d->job_id;
+#endif
+	if ((id == 0 || id == NO_VAL) && d->job_id_str && d->job_id_str[0]) {
+		char *end;
+		unsigned long v = strtoul(d->job_id_str, &end, 10);
+
+		/* "123", not an array element "123_4" or a list: those
+		 * keep NO_VAL, as before. */
+		if (*end == '\0' && v > 0 && v < NO_VAL)
+			id = (uint32_t) v;
+	}
+	return id;
+}
+
 static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 {
 	rota_job_t job;
@@ -183,7 +220,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	memset(&job, 0, sizeof(job));
 	memset(&change, 0, sizeof(change));
 	job.modify = modify;
-	job.job_id = job_desc->job_id;
+	job.job_id = job_id_of(job_desc);
 	job.uid = submit_uid;
 	job.tres_per_job = job_desc->tres_per_job;
 	job.tres_per_node = job_desc->tres_per_node;

@@ -91,6 +91,8 @@ int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *c
  * as Go would pass it (no usable state from the controller, or no
  * connection to send decisions on). */
 void rota_away(int64_t for_ns);
+/* The shim's counters (calls, ns, max_ns, skipped, shelf, away) so far. */
+void rota_shim_counts(uint64_t out[6]);
 
 /* Frees a change's strings (malloc()ed), not the struct. */
 void rota_change_free(rota_change_t *c);

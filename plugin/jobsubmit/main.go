@@ -56,7 +56,9 @@ var (
 	mu                    sync.RWMutex
 	handler               *submit.Handler
 	asker                 *submit.NATSAsker
-	log                   = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
+	// stopStats ends the stats file's writer (stats.go), if one runs.
+	stopStats chan struct{}
+	log       = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
 )
 
 //export rota_go_init
@@ -82,6 +84,14 @@ func rota_go_init(path *C.char) {
 		asker = nil
 	}
 	resetShelf()
+	if stopStats != nil {
+		close(stopStats)
+		stopStats = nil
+	}
+	if cfg.StatsFile != "" {
+		stopStats = make(chan struct{})
+		go writeStats(cfg.StatsFile, stopStats)
+	}
 	h := &submit.Handler{Config: cfg}
 	if cfg.Enabled {
 		a, err := submit.DialNATS(cfg, func(warn bool, msg string) {
@@ -155,6 +165,10 @@ func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway
 	if asker != nil {
 		asker.Close()
 		asker = nil
+	}
+	if stopStats != nil {
+		close(stopStats)
+		stopStats = nil
 	}
 	resetShelf()
 	handler = nil

@@ -49,6 +49,10 @@ type Config struct {
 	// identical to the last one placed, and let the C shim give them
 	// those decisions without entering Go (the shelf, shelf.go).
 	DecideAhead bool
+	// StatsFile, when set, is where the plugin writes its counters (jobs
+	// placed, time per call, from the shelf, passed while the controller
+	// was away) once a second while they change, as one key=value line.
+	StatsFile string
 	// Deadline bounds each placement request: slurmctld holds its job lock
 	// while job_submit runs, so this is what a slow controller can cost.
 	Deadline time.Duration
@@ -108,6 +112,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("placement", &c.Placement)
 	v.Duration("state_max_age", &c.StateMaxAge, time.Second, time.Hour)
 	v.Bool("decide_ahead", &c.DecideAhead)
+	v.String("stats_file", &c.StatsFile)
 	v.Duration("deadline_ms", &c.Deadline, time.Millisecond, 2*time.Second)
 	v.Int("breaker_failures", &c.BreakerFailures, 1, 1000)
 	v.Duration("breaker_cooldown", &c.BreakerCooldown, 100*time.Millisecond, time.Hour)

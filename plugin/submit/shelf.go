@@ -73,10 +73,13 @@ type Used struct {
 // at any pace finds one; shelfIdleTicks polls with none used end it, and
 // the next job is placed in Go again. validFor bounds how long a stock
 // serves if the sender stops polling (it is renewed at every poll).
+// shelfIdleTicks is half a second: a script that runs a command between
+// its submissions (sbatch then scontrol show job: 60-70 ms a loop on
+// Slurm 26.05 here) keeps its stock; a poll costs a goroutine wake.
 const (
 	minStock       = 16
 	maxStock       = 64
-	shelfIdleTicks = 3
+	shelfIdleTicks = 25
 	stockValidFor  = 5 * sendLinger
 )
 

@@ -1,0 +1,82 @@
+package main
+
+/*
+#include "rota_shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// counts is what the plugin has cost slurmctld since it was loaded: the
+// GPU jobs that entered Go and their time there, every GPU job's whole
+// call from slurmctld's thread, and the jobs the shim handled alone.
+type counts struct {
+	goJobs, goNs, goMaxNs               int64
+	calls, callNs, callMaxNs            uint64
+	skipped, fromShelf, passedWhileAway uint64
+}
+
+func readCounts() counts {
+	var c [6]C.uint64_t
+	C.rota_shim_counts(&c[0])
+	return counts{
+		goJobs: calls.Load(), goNs: totalNs.Load(), goMaxNs: maxNs.Load(),
+		calls: uint64(c[0]), callNs: uint64(c[1]), callMaxNs: uint64(c[2]),
+		skipped: uint64(c[3]), fromShelf: uint64(c[4]), passedWhileAway: uint64(c[5]),
+	}
+}
+
+// line is the stats file's one line: the fields of fini's log lines.
+func (c counts) line() string {
+	mean := func(ns, n int64) int64 {
+		if n == 0 {
+			return 0
+		}
+		return ns / n / 1000
+	}
+	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d\n",
+		os.Getpid(), c.goJobs, mean(c.goNs, c.goJobs), c.goMaxNs/1000, c.calls, mean(int64(c.callNs), int64(c.calls)), c.callMaxNs/1000,
+		c.fromShelf, c.passedWhileAway, c.skipped)
+}
+
+// writeStats keeps path up to date with the counters, once a second when
+// they changed, until stop is closed. From Slurm 23.11 slurmctld replaces
+// itself at a reconfigure or shutdown without calling fini, so this file,
+// not fini's log line, is where an admin or a benchmark reads them.
+func writeStats(path string, stop <-chan struct{}) {
+	defer recoverAndLog("stats")
+	var last counts
+	write := func(c counts) bool {
+		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+		err := os.WriteFile(tmp, []byte(c.line()), 0o644)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			log.Warn().Err(err).Str("stats_file", path).Msg("cannot write the plugin's stats file; not writing it until the plugin is loaded again")
+			return false
+		}
+		last = c
+		return true
+	}
+	if !write(readCounts()) { // zeros: a fresh load is visible at once
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if c := readCounts(); c != last && !write(c) {
+				return
+			}
+		}
+	}
+}
