@@ -7,8 +7,24 @@ GO          ?= go
 BIN         := bin
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/rota-hpc/rota/internal/buildinfo.Version=$(VERSION)
-# Slurm headers the plugins build against; see docs/building-plugins.md.
+# The Slurm release the plugins are built for and the tests run on:
+# ROTA_SLURM (or SLURM) = 22.05, 24.11 or 26.05; empty means this host's.
+# A release other than the host's comes from a Debian chroot that
+# scripts/slurm-release makes once and caches, and its plugins go to
+# bin/slurm-<release>/ (the host's to bin/). SLURM_INCLUDE overrides the
+# headers (a site's own slurm-devel): see docs/building-plugins.md.
+ROTA_SLURM  ?=
+SLURM       ?= $(ROTA_SLURM)
+HOST_SLURM  := $(shell scripts/slurm-release host 2>/dev/null)
+ifeq ($(filter-out host $(HOST_SLURM),$(SLURM)),)
+PLUGIN_BIN  := $(BIN)
 SLURM_INCLUDE ?= /usr/include/slurm
+else
+PLUGIN_BIN  := $(BIN)/slurm-$(SLURM)
+ifndef SLURM_INCLUDE
+SLURM_INCLUDE := $(shell scripts/slurm-release include $(SLURM))/slurm
+endif
+endif
 
 GO_BINARIES := rota-controller rota rota-agent rota-synthtrain rota-estimator-speedtable
 
@@ -49,28 +65,41 @@ proto:
 # The job_submit plugin is a Go c-shared object with the C shim from cgo/;
 # the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..
 # (slurm/slurm.h), which must be the Slurm that will load them.
-plugins: $(BIN)/job_submit_rota.so $(BIN)/spank_rota.so
+plugins: $(PLUGIN_BIN)/job_submit_rota.so $(PLUGIN_BIN)/spank_rota.so
 
 # plugin/jobsubmit/shim.c and plugin/shelf/shelf_c.c #include the C in
-# cgo/, which Go's build cache does not hash: the define makes an edit
-# there change the cache key, else the build keeps the old C code. (Setting
-# CGO_CFLAGS drops Go's default -O2 -g, so they are given again.)
+# cgo/ and Slurm's headers, neither of which Go's build cache hashes: the
+# defines make an edit of either change the cache key, else the build keeps
+# the old object (a plugin for another Slurm release, byte for byte).
+# (Setting CGO_CFLAGS drops Go's default -O2 -g, so they are given again.)
 SHIM_CFLAGS = -O2 -g -DROTA_SHIM_SUM=$$(cat cgo/*.c cgo/*.h | sha256sum | cut -c1-16) $$CGO_CFLAGS
+SLURM_HEADERS_SUM = $$(cat $(SLURM_INCLUDE)/*.h | sha256sum | cut -c1-16)
 
-$(BIN)/job_submit_rota.so: FORCE
+$(PLUGIN_BIN)/job_submit_rota.so: FORCE
 	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
-	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. $(SHIM_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
-	rm -f $(BIN)/job_submit_rota.h
+	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. -DROTA_SLURM_HEADERS_SUM=$(SLURM_HEADERS_SUM) $(SHIM_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
+	rm -f $(PLUGIN_BIN)/job_submit_rota.h
 
-$(BIN)/spank_rota.so: cgo/spank_rota.c
-	@mkdir -p $(BIN)
-	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -I$(SLURM_INCLUDE)/.. -o $@ $<
+$(PLUGIN_BIN)/spank_rota.so: FORCE
+	@mkdir -p $(PLUGIN_BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -I$(SLURM_INCLUDE)/.. -o $@ cgo/spank_rota.c
 
 FORCE:
 
 # Everything: unit tests (with fuzz seed corpora), then integration tests on
 # a real Slurm dev cluster (set up here, as root, when missing).
-test: deps build lint unit integration packages-test
+#
+# With ROTA_SLURM unset it also runs the integration suite on the other
+# releases Rota supports (scripts/slurm-release): all of it on 26.05, the
+# submit path and the round loop on 24.11. ROTA_SLURM=24.11 make test runs
+# every test on that release alone.
+test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases)
+
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState)$$
+.PHONY: test-releases
+test-releases:
+	$(MAKE) integration SLURM=26.05
+	$(MAKE) integration SLURM=24.11 INTEGRATION_RUN='$(SUBMIT_AND_ROUNDS)'
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -87,8 +116,14 @@ unit:
 failover-test:
 	scripts/failover-test
 
+# On a release other than the host's the test binary runs inside that
+# release's chroot (go test -exec), where its sbatch and daemons are.
+# INTEGRATION_RUN picks tests (go test -run).
+INTEGRATION_EXEC = $(if $(filter $(BIN),$(PLUGIN_BIN)),,-exec '$(CURDIR)/scripts/slurm-release exec $(SLURM)')
+INTEGRATION_RUN ?=
+INTEGRATION_LOG  = /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
 integration: build
-	$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration 2>&1 | tee /tmp/rota-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 20m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
 
 # The first end-to-end look: dev cluster + controller, a handful of plain
 # GPU jobs, and what Rota did with each.
@@ -150,15 +185,17 @@ packages: build
 	cp contrib/slurm/plugstack.conf.snippet $(PKG_BUILD)/rpm/plugstack.conf.snippet
 	sed 's#/usr/lib64/slurm/#/usr/lib/$(DEB_MULTIARCH)/slurm-wlm/#' contrib/slurm/plugstack.conf.snippet >$(PKG_BUILD)/deb/plugstack.conf.snippet
 	set -e; export PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) SLURM_VERSION=$(SLURM_VERSION) \
-		SLURM_VERSION_NEXT=$(SLURM_VERSION_NEXT) DEB_MULTIARCH=$(DEB_MULTIARCH) PKG_BUILD=$(PKG_BUILD); \
+		SLURM_VERSION_NEXT=$(SLURM_VERSION_NEXT) DEB_MULTIARCH=$(DEB_MULTIARCH) PKG_BUILD=$(PKG_BUILD) PLUGIN_BIN=$(PLUGIN_BIN); \
 	for part in $(PKG_PARTS); do for p in rpm deb; do \
 		$(NFPM) package --config packaging/$$part/nfpm.yaml --packager $$p --target $(DIST)/; \
 	done; done
 
 # Installs the .debs on this machine, runs a job through the installed
 # plugin and controller on a dev cluster, removes them again (root).
+# On a release other than the host's, the packages are built for it and
+# checked, not installed (the host's Slurm is another release).
 packages-test: build
-	$(GO) test -count=1 -tags install -timeout 15m -v ./test/packages 2>&1 | tee /tmp/rota-packages-test.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+	ROTA_SLURM=$(SLURM) $(GO) test -count=1 $(if $(filter $(BIN),$(PLUGIN_BIN)),-tags install) -timeout 15m -v ./test/packages 2>&1 | tee /tmp/rota-packages-test.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
 
 # --- rota-agent (agent/, packaging/agent/) ---
 

@@ -76,7 +76,7 @@ func TestAgentSeesJobProgress(t *testing.T) {
 	if got.GPUMemoryBytes == 0 || len(got.GPUs) == 0 {
 		t.Errorf("no simulated GPU use: %+v", got)
 	}
-	if !strings.HasPrefix(got.Node, "node-") || !strings.HasSuffix(got.Node, got.GPUType) {
+	if !strings.HasPrefix(got.Node, nodePrefix+"-") || !strings.HasSuffix(got.Node, got.GPUType) {
 		t.Errorf("node %q type %q", got.Node, got.GPUType)
 	}
 	t.Logf("job %d on %s (%s): step %d, %.2f steps/s, GPU memory %d MiB", id, got.Node, got.GPUType, got.Progress.Step, got.Progress.StepsPerSec, got.GPUMemoryBytes>>20)

@@ -44,7 +44,7 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	markA, markB, markHost := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "host")
 
 	submit := func(marker string, extra ...string) string {
-		args := append([]string{"--parsable", "-o", "/dev/null", "-w", "node-v100", "--gres=gpu:v100:1", "-t", "5"}, extra...)
+		args := append([]string{"--parsable", "-o", "/dev/null", "-w", node("v100"), "--gres=gpu:v100:1", "-t", "5"}, extra...)
 		args = append(args, "--wrap", trapScript(marker))
 		out, err := run("sbatch", args...)
 		if err != nil {
@@ -80,7 +80,7 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	}
 	defer nc.Close()
 	results := make(chan *nats.Msg, 8)
-	if _, err := nc.ChanSubscribe(wire.SubjectAgentCheckpointResult("node-v100"), results); err != nil {
+	if _, err := nc.ChanSubscribe(wire.SubjectAgentCheckpointResult(node("v100")), results); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(node string, job string) wire.CheckpointReply {
@@ -99,18 +99,18 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	}
 
 	// The k80 node's agent has none of job A's processes.
-	if r := ask("node-k80", jobA); r.Accepted || r.Processes != 0 {
+	if r := ask(node("k80"), jobA); r.Accepted || r.Processes != 0 {
 		t.Fatalf("node-k80 agent signalled job %s, which runs on node-v100: %+v", jobA, r)
 	}
 	// The job's own tasks, as Slurm placed them: its step cgroups (the
 	// job-level cgroup holds Slurm's slurmstepd, which must not be hit).
-	steps, _ := filepath.Glob("/sys/fs/cgroup/freezer/slurm_node-v100/uid_*/job_" + jobA + "/step_*/cgroup.procs")
+	steps, _ := filepath.Glob("/sys/fs/cgroup/freezer/slurm_" + node("v100") + "/uid_*/job_" + jobA + "/step_*/cgroup.procs")
 	tasks := 0
 	for _, f := range steps {
 		b, _ := os.ReadFile(f)
 		tasks += len(strings.Fields(string(b)))
 	}
-	r := ask("node-v100", jobA)
+	r := ask(node("v100"), jobA)
 	if !r.Accepted || r.Processes == 0 || r.Signal != "SIGUSR2" {
 		t.Fatalf("checkpoint reply %+v", r)
 	}

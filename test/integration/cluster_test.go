@@ -9,6 +9,7 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,12 +29,36 @@ var (
 	devDir  string
 	natsURL string
 	env     []string
+	// release is the Slurm release under test ($ROTA_SLURM; empty: the
+	// host's). `make integration ROTA_SLURM=26.05` runs this binary inside
+	// that release's chroot (scripts/slurm-release), where sbatch, scontrol
+	// and the daemons are that release's.
+	release string
+	// nodePrefix names this cluster's nodes: its own, so that a dev cluster
+	// of another release (or the demo) on this host never shares a node
+	// name, hence a cgroup, with it.
+	nodePrefix string
 )
+
+// node is the dev cluster's node of GPU type typ.
+func node(typ string) string { return nodePrefix + "-" + typ }
 
 func TestMain(m *testing.M) {
 	wd, _ := os.Getwd()
 	repo = filepath.Clean(filepath.Join(wd, "../.."))
-	devDir = filepath.Join(repo, ".dev-cluster-test")
+	release = os.Getenv("ROTA_SLURM")
+	tag := strings.ReplaceAll(release, ".", "")
+	if tag == "" {
+		tag = "host"
+	}
+	nodePrefix = "t" + strings.TrimPrefix(tag, "host")
+	if nodePrefix == "t" {
+		nodePrefix = "test"
+	}
+	// Outside the checkout, which may sit in a directory that munge, the
+	// daemons and the test users cannot enter.
+	sum := sha256.Sum256([]byte(repo))
+	devDir = fmt.Sprintf("/var/lib/rota-dev/cluster/test-%s-%x", tag, sum[:4])
 	// Free ports, so a demo cluster or another checkout's tests on this
 	// machine never collide with this one.
 	slurmPort, natsPort, err := freePorts()
@@ -43,7 +68,7 @@ func TestMain(m *testing.M) {
 	}
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env = append(os.Environ(),
-		"ROTA_DEV_DIR="+devDir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		"ROTA_DEV_DIR="+devDir, "ROTA_DEV_NODE_PREFIX="+nodePrefix, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
 		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
 		// bin/rota signs in with the dev cluster's read-only credential.
 		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
@@ -52,7 +77,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
 		os.Exit(1)
 	}
-	for _, f := range []string{"bin/job_submit_rota.so", "bin/spank_rota.so", "bin/rota-controller", "bin/rota"} {
+	plugins := "bin"
+	if os.Getenv("ROTA_IN_CHROOT") != "" {
+		plugins = "bin/slurm-" + release
+	}
+	for _, f := range []string{plugins + "/job_submit_rota.so", plugins + "/spank_rota.so", "bin/rota-controller", "bin/rota"} {
 		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
 			fmt.Fprintf(os.Stderr, "%s missing: run make build: FAIL\n", f)
 			os.Exit(1)
@@ -166,6 +195,9 @@ var (
 	kvRe      = regexp.MustCompile(`(TresPerNode|TresPerJob|TresPerTask|TresPerSocket|TimeLimit|Features)=(\S*)`)
 	featureRe = regexp.MustCompile(`(?:^|&)(v100|p100|k80)(?:&|$)`)
 	untypedRe = regexp.MustCompile(`gres:gpu(:\d+)?(,|$)`)
+	// Slurm 23.11+'s spellings of TRES entries (see show).
+	tresSpelling = strings.NewReplacer("gres/", "gres:")
+	tresEquals   = regexp.MustCompile(`gres:(\w+)=(\d+)`)
 )
 
 func show(t *testing.T, id uint32) job {
@@ -192,6 +224,13 @@ func show(t *testing.T, id uint32) job {
 				j.Features = m[2]
 			}
 		}
+	}
+	// 23.11 and later write gres/gpu:N (and gres/gpu=N for
+	// --gpus-per-task) where 22.05 writes gres:gpu:N: the same request,
+	// compared here in 22.05's spelling.
+	for _, f := range []*string{&j.TresPerNode, &j.TresPerJob, &j.TresPerTask, &j.TresPerSocket} {
+		*f = tresSpelling.Replace(*f)
+		*f = tresEquals.ReplaceAllString(*f, "gres:$1:$2")
 	}
 	j.Raw.TresPerNode, j.Raw.TresPerJob, j.Raw.TresPerTask, j.Raw.TresPerSocket = j.TresPerNode, j.TresPerJob, j.TresPerTask, j.TresPerSocket
 	if m := featureRe.FindStringSubmatch(j.Features); m != nil {
@@ -278,15 +317,10 @@ func setPlacement(t *testing.T, mode string) (restore func()) {
 
 // reloadPlugin takes job_submit/rota out of slurm.conf and puts it back
 // (slurmctld reloads a job_submit plugin only when JobSubmitPlugins
-// changes), and returns what slurmctld logged meanwhile: the plugin's
-// unload line among it.
-func reloadPlugin(t *testing.T) string {
+// changes; from 23.11 a reconfigure re-executes slurmctld, which loads it
+// afresh either way): the plugin's counters (pluginStats) start again.
+func reloadPlugin(t *testing.T) {
 	t.Helper()
-	logPath := filepath.Join(devDir, "log", "slurmctld.log")
-	before, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	slurmConf := filepath.Join(devDir, "slurm.conf")
 	sc, err := os.ReadFile(slurmConf)
 	if err != nil {
@@ -305,9 +339,30 @@ func reloadPlugin(t *testing.T) string {
 	if err := waitPlaced(); err != nil {
 		t.Fatal(err)
 	}
-	after, err := os.ReadFile(logPath)
+}
+
+// pluginStats reads the counters the plugin keeps in its stats file
+// (stats_file in job_submit_rota.conf; the dev cluster sets it), counted
+// since it was last loaded. The plugin writes the file once a second
+// while they change, so it waits for one write after the caller's last
+// submission.
+func pluginStats(t *testing.T) map[string]int {
+	t.Helper()
+	time.Sleep(1500 * time.Millisecond)
+	path := filepath.Join(devDir, "run", "job_submit_rota.stats")
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the plugin's stats file: %v", err)
 	}
-	return string(after[min(len(before), len(after)):])
+	stats := map[string]int{}
+	for _, f := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("%s: %q is not key=number", path, f)
+		}
+		stats[k] = n
+	}
+	t.Logf("plugin stats: %s", strings.TrimSpace(string(b)))
+	return stats
 }

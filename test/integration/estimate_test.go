@@ -39,7 +39,7 @@ func TestEstimate(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if out, err := run("scontrol", "create", "PartitionName=debug", "Nodes=node-v100,node-k80", "MaxTime=30", "MaxNodes=1", "State=UP"); err != nil {
+	if out, err := run("scontrol", "create", "PartitionName=debug", "Nodes="+node("v100")+","+node("k80"), "MaxTime=30", "MaxNodes=1", "State=UP"); err != nil {
 		t.Fatalf("scontrol create partition: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { run("scontrol", "delete", "PartitionName=debug") })

@@ -136,7 +136,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 	// Fill the V100 and P100 nodes with jobs whose users chose their type.
 	var blockers []string
 	for _, typ := range []string{"v100", "p100"} {
-		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", "node-"+typ, "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
+		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", node(typ), "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
 		if err != nil {
 			t.Fatalf("sbatch blocker: %v %s", err, out)
 		}

@@ -4,6 +4,7 @@ package packages
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,7 +87,9 @@ func TestInstall(t *testing.T) {
 
 	// A dev cluster of our own (directory, ports) whose PluginDir is only
 	// the system one and whose plugstack names the installed SPANK plugin.
-	dir := filepath.Join(repo, ".dev-cluster-pkgtest")
+	// Outside the checkout, which may sit in a directory that munge, the
+	// daemons and test users cannot enter.
+	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/pkgtest-%x", sha256.Sum256([]byte(repo)))[:len("/var/lib/rota-dev/cluster/pkgtest-")+8]
 	os.RemoveAll(filepath.Join(dir, "state"))
 	slurmPort, natsPort := freePorts(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)

@@ -28,6 +28,11 @@ var (
 	slurmVersion string
 	// debPluginDir is Debian's PluginDir on this machine.
 	debPluginDir string
+	// release is $ROTA_SLURM (empty: the host's): `make packages` builds the
+	// plugin package for it, from its chroot's headers, and the plugins come
+	// from pluginBin.
+	release   string
+	pluginBin = "bin"
 )
 
 var parts = []string{"rota-agent", "rota-controller", "rota-slurm-plugins"}
@@ -54,8 +59,18 @@ func setup() error {
 			return fmt.Errorf("%s not installed: run scripts/setup-deps", tool)
 		}
 	}
+	include := "/usr/include"
+	release = os.Getenv("ROTA_SLURM")
+	if release != "" && exec.Command(filepath.Join(repo, "scripts/slurm-release"), "is-host", release).Run() != nil {
+		out, err := exec.Command(filepath.Join(repo, "scripts/slurm-release"), "include", release).Output()
+		if err != nil {
+			return fmt.Errorf("scripts/slurm-release include %s: %v", release, err)
+		}
+		include = strings.TrimSpace(string(out))
+		pluginBin = "bin/slurm-" + release
+	}
 	var err error
-	if slurmVersion, err = headerVersion("/usr/include/slurm/slurm_version.h"); err != nil {
+	if slurmVersion, err = headerVersion(filepath.Join(include, "slurm/slurm_version.h")); err != nil {
 		return fmt.Errorf("%v: run scripts/setup-deps (libslurm-dev)", err)
 	}
 	out, err := exec.Command("gcc", "-print-multiarch").Output()
@@ -68,7 +83,7 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("make", "packages", "DIST="+dist, "PKG_VERSION=0.1.0")
+	cmd := exec.Command("make", "packages", "DIST="+dist, "PKG_VERSION=0.1.0", "SLURM="+release)
 	cmd.Dir = repo
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("make packages: %v\n%s", err, b)
@@ -335,10 +350,10 @@ func TestDebPluginsDependOnExactSlurm(t *testing.T) {
 		t.Errorf("deb plugstack snippet does not load %s/spank_rota.so: %v\n%s", debPluginDir, err, snip)
 	}
 	// The packaged plugin is the one built here, for this Slurm.
-	b, err := os.ReadFile(filepath.Join(repo, "bin/job_submit_rota.so"))
+	b, err := os.ReadFile(filepath.Join(repo, pluginBin, "job_submit_rota.so"))
 	got, err2 := os.ReadFile(filepath.Join(root, debPluginDir, "job_submit_rota.so"))
 	if err != nil || err2 != nil || string(b) != string(got) {
-		t.Errorf("packaged job_submit_rota.so differs from bin/ (%v, %v)", err, err2)
+		t.Errorf("packaged job_submit_rota.so differs from %s/ (%v, %v)", pluginBin, err, err2)
 	}
 }
 
