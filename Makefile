@@ -123,7 +123,8 @@ INTEGRATION_EXEC = $(if $(filter $(BIN),$(PLUGIN_BIN)),,-exec '$(CURDIR)/scripts
 INTEGRATION_RUN ?=
 INTEGRATION_LOG  = /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
 integration: build
-	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 20m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 20m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; \
+		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) exit $$rc
 
 # The first end-to-end look: dev cluster + controller, a handful of plain
 # GPU jobs, and what Rota did with each.
