@@ -351,7 +351,17 @@ func TestJobModify(t *testing.T) {
 	n, _ := strconv.ParseUint(id, 10, 32)
 	j := show(t, uint32(n))
 	wantTyped(t, j.TresPerNode, ":2")
-
+	// The update's decision is recorded under the job's id: from 24.11
+	// job_modify gets the id only as a string (job_id_str), 25.11 moved
+	// the number into step_id; the shim reads both.
+	var rep wire.ExplainReply
+	waitFor(t, 10*time.Second, "the controller's record of job "+id+"'s update", func() bool {
+		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--json", "--nats", natsURL, id)
+		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.Decision != nil && rep.Decision.Asked.Modify
+	})
+	if rep.Decision.Asked.JobID != uint32(n) || rep.Decision.JobID != uint32(n) {
+		t.Errorf("the update's decision names job %d (asked) / %d, want %d", rep.Decision.Asked.JobID, rep.Decision.JobID, n)
+	}
 }
 
 func typeOf(t *testing.T, tres string) string {
