@@ -37,6 +37,9 @@ const (
 	// staleMin) is old news: the job may have stalled.
 	staleRounds = 2
 	staleMin    = 2 * time.Minute
+	// minRateSamples: a rate needs this many reports to go by, as the
+	// estimator's measured rates do (its first may be the job warming up).
+	minRateSamples = 2
 )
 
 // LimitInput is what the loop knows of a running job whose limit Rota set.
@@ -50,6 +53,7 @@ type LimitInput struct {
 	Step, Total    uint64  // progress; Total 0 when unknown
 	Rate           float64 // measured steps/s on the job's GPU type; 0 none
 	Spread         float64 // the rate's standard deviation, steps/s
+	Samples        uint64  // reports the rate averages
 	RateAge        time.Duration
 	Round          time.Duration
 }
@@ -77,8 +81,8 @@ func LimitLead(limit, round time.Duration) time.Duration {
 }
 
 // FollowLimit decides whether a running job's limit must change. With its
-// progress measured (a rate on its GPU type not older than two rounds,
-// steps done and in all), the limit must hold the pessimistic finish
+// progress measured (a rate on its GPU type from two reports or more, not
+// older than two rounds, and its steps done and in all), the limit must hold the pessimistic finish
 // (steps left at the rate less spreadZ spreads, the spread at least
 // spreadFloor) plus one LimitLead; when it does not, it is raised to the
 // shortest whole minute that holds it plus two leads, so that the rate's
@@ -129,6 +133,8 @@ func pessimisticFinish(in LimitInput) (finish time.Duration, basis string, ok bo
 	switch stale := max(staleRounds*in.Round, staleMin); {
 	case in.Rate <= 0:
 		return 0, "no rate measured on its GPU type", false
+	case in.Samples < minRateSamples:
+		return 0, "a single report of its rate so far", false
 	case in.Total == 0:
 		return 0, "its total steps are unknown (no --rota-steps, no total in its progress)", false
 	case in.Step >= in.Total:

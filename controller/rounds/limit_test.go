@@ -13,7 +13,7 @@ import (
 // with 5-minute rounds.
 func issueJob() LimitInput {
 	return LimitInput{Elapsed: 3 * time.Minute, LimitMin: 7, CeilingMin: 120, Step: 792, Total: 3000,
-		Rate: 4.4, Spread: 0.2, RateAge: 10 * time.Second, Round: 5 * time.Minute}
+		Rate: 4.4, Spread: 0.2, Samples: 30, RateAge: 10 * time.Second, Round: 5 * time.Minute}
 }
 
 func TestFollowLimit(t *testing.T) {
@@ -26,7 +26,7 @@ func TestFollowLimit(t *testing.T) {
 	// A job of 20,000 steps at 10 steps/s under an hour, 10 minutes in.
 	hour := func(f func(*LimitInput)) LimitInput {
 		in := LimitInput{Elapsed: 10 * time.Minute, LimitMin: 60, CeilingMin: 120, Step: 6000, Total: 20000,
-			Rate: 10, Spread: 0.5, RateAge: 10 * time.Second, Round: 5 * time.Minute}
+			Rate: 10, Spread: 0.5, Samples: 30, RateAge: 10 * time.Second, Round: 5 * time.Minute}
 		f(&in)
 		return in
 	}
@@ -50,7 +50,7 @@ func TestFollowLimit(t *testing.T) {
 		// Dev cluster: 3-s rounds, a one-minute limit, ten seconds in:
 		// 3373 steps at 19.2/s end 186 s in; + 2 x 36 s = 258 s.
 		{"one-minute limit, 3-s rounds", LimitInput{Elapsed: 10 * time.Second, LimitMin: 1, CeilingMin: 10, Step: 240, Total: 3613,
-			Rate: 24, Spread: 0.5, RateAge: time.Second, Round: 3 * time.Second}, 5, true, false, ""},
+			Rate: 24, Spread: 0.5, Samples: 10, RateAge: time.Second, Round: 3 * time.Second}, 5, true, false, ""},
 		{"no ceiling: raised all the same", with(func(in *LimitInput) { in.CeilingMin = 0 }), 35, true, false, ""},
 		{"capped at the user's limit", with(func(in *LimitInput) { in.CeilingMin = 20 }), 20, true, false, "raised to its user's limit 00:20:00"},
 		{"capped at MaxTime", with(func(in *LimitInput) { in.CeilingMin, in.CeilingMaxTime = 20, true }), 20, true, false, "the partition's MaxTime 00:20:00"},
@@ -78,6 +78,8 @@ func TestFollowLimit(t *testing.T) {
 		{"rate within two rounds: measured", with(func(in *LimitInput) { in.RateAge = 9 * time.Minute }), 35, true, false, ""},
 		{"rate moving ±27%: unmeasured", with(func(in *LimitInput) { in.Spread = 1.2 }), 120, false, false, ""},
 		{"steps done but still running: unmeasured", with(func(in *LimitInput) { in.Step = 3000 }), 120, false, false, ""},
+		{"one report of the rate: unmeasured", with(func(in *LimitInput) { in.Samples = 1 }), 120, false, false, "single report"},
+		{"two reports: measured", with(func(in *LimitInput) { in.Samples = 2 }), 35, true, false, ""},
 		{"total steps unknown: unmeasured", with(func(in *LimitInput) { in.Total = 0 }), 120, false, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,8 +107,8 @@ func TestFollowLimitSettles(t *testing.T) {
 	t.Parallel()
 	for _, in := range []LimitInput{
 		issueJob(),
-		{Elapsed: 10 * time.Second, LimitMin: 1, CeilingMin: 10, Step: 240, Total: 3613, Rate: 24, Spread: 0.5, RateAge: time.Second, Round: 3 * time.Second},
-		{Elapsed: time.Hour, LimitMin: 90, Step: 36000, Total: 400000, Rate: 10, Spread: 1, RateAge: time.Minute, Round: 5 * time.Minute},
+		{Elapsed: 10 * time.Second, LimitMin: 1, CeilingMin: 10, Step: 240, Total: 3613, Rate: 24, Spread: 0.5, Samples: 10, RateAge: time.Second, Round: 3 * time.Second},
+		{Elapsed: time.Hour, LimitMin: 90, Step: 36000, Total: 400000, Rate: 10, Spread: 1, Samples: 30, RateAge: time.Minute, Round: 5 * time.Minute},
 	} {
 		t.Run(slurmtime.Format(in.LimitMin), func(t *testing.T) {
 			t.Parallel()
