@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -30,6 +28,26 @@ func (d *fakeDecisions) AddLimit(_ context.Context, id string, jobID uint32, c w
 	return &cp, nil
 }
 
+// followLoop is a loop of 1-minute rounds with the agents' measurements.
+func followLoop(t *testing.T, f *fakeSched, decs *fakeDecisions, meas Measurements, est Estimator) *Loop {
+	l := newLoop(t, f, decs, est, nil)
+	l.meas = meas
+	return l
+}
+
+// runningIssueJob adds job 1 as the issue's job running on the V100, 3
+// minutes into the 7 Rota gave it (d says what its user asked).
+func runningIssueJob(f *fakeSched, decs *fakeDecisions, d *wire.Decision) {
+	d.Asked.GPU.Type, d.Given.TimeLimitMin = "v100", 7
+	f.add(1, "RUNNING", "node-v100", "", d, decs)
+	f.jobs[1].TimeLimitMin, f.jobs[1].RunSeconds = 7, 180
+}
+
+// onV100 is a job's progress: step of 3000 at rate steps/s on the V100.
+func onV100(step uint64, rate float64) observe.Job {
+	return observe.Job{Step: step, Total: 3000, Rates: []observe.TypeRate{{GPUType: "v100", StepsPerSec: rate, Samples: 30, Updated: time.Now()}}}
+}
+
 // finishedEst is tableEst remembering the limits finished jobs are judged
 // against.
 type finishedEst struct {
@@ -49,31 +67,33 @@ func TestLoopFollowsLimits(t *testing.T) {
 	// 2 hours), on the V100: 792 of 3000 steps at 4.4 steps/s. With
 	// 1-minute rounds the lead is 2.5 min; it ends 13.5 min in at 3.52
 	// steps/s: 13.5 + 2 x 2.5 = 18.5.
-	issue := func(d *wire.Decision) { d.Asked.TimeLimitMin, d.Given.TimeLimitMin = 120, 7 }
-	slow := observe.Job{Step: 792, Total: 3000, Rates: []observe.TypeRate{{GPUType: "v100", StepsPerSec: 4.4, Samples: 30, Updated: time.Now()}}}
+	issue := func(d *wire.Decision) { d.Asked.TimeLimitMin = 120 }
+	slow := onV100(792, 4.4)
+	fast := onV100(2900, 43.9)
 	for _, c := range []struct {
 		name      string
 		decision  func(*wire.Decision)
 		job       func(*fakeSched)
 		meas      *observe.Job
 		segment   bool
+		moving    bool
 		failSlurm bool
 		want      uint32 // the limit after the round
 		measured  bool
 	}{
 		{name: "slower than hinted: raised", decision: issue, meas: &slow, want: 19, measured: true},
-		{name: "as fast as hinted: kept", decision: issue, meas: &observe.Job{Step: 7900, Total: 9000,
-			Rates: []observe.TypeRate{{GPUType: "v100", StepsPerSec: 43.9, Samples: 30, Updated: time.Now()}}}, want: 7},
+		{name: "as fast as hinted: kept", decision: issue, meas: &fast, want: 7},
 		{name: "the measurement is for another type: nothing measured, time left: kept", decision: issue,
 			meas: &observe.Job{Step: 792, Total: 3000, Rates: []observe.TypeRate{{GPUType: "k80", StepsPerSec: 1, Samples: 30, Updated: time.Now()}}}, want: 7},
 		{name: "nothing measured, under a lead left: the user's limit back", decision: issue,
 			job: func(f *fakeSched) { f.jobs[1].RunSeconds = 5 * 60 }, want: 120},
-		{name: "nothing measured, no user limit: MaxTime back", decision: func(d *wire.Decision) { d.Given.TimeLimitMin = 7 },
+		{name: "nothing measured, no user limit: MaxTime back", decision: func(*wire.Decision) {},
 			job: func(f *fakeSched) { f.jobs[1].RunSeconds = 5 * 60 }, want: 2880},
 		{name: "a limit someone else set: left alone", decision: issue, meas: &slow,
 			job: func(f *fakeSched) { f.jobs[1].TimeLimitMin = 6 }, want: 6},
 		{name: "the user's own limit: left alone", decision: func(d *wire.Decision) { d.Asked.TimeLimitMin = 7 }, meas: &slow, want: 7},
 		{name: "a chain segment: the chain manager's", decision: issue, meas: &slow, segment: true, want: 7},
+		{name: "being migrated: the migration sets its limit", decision: issue, meas: &slow, moving: true, want: 7},
 		{name: "pending: not yet", decision: issue, meas: &slow,
 			job: func(f *fakeSched) { j := f.jobs[1]; j.State, j.Nodes, j.RunSeconds = "PENDING", nil, 0 }, want: 7},
 		{name: "Slurm refuses: kept, retried next round", decision: issue, meas: &slow, failSlurm: true, want: 7},
@@ -81,11 +101,9 @@ func TestLoopFollowsLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
-			d := &wire.Decision{Asked: wire.PlaceRequest{GPU: wire.GPUAsk{Type: "v100"},
-				Hints: wire.Hints{Steps: 3000, Throughput: map[string]float64{"v100": 43.9}}}}
+			d := &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3000, Throughput: map[string]float64{"v100": 43.9}}}}
 			c.decision(d)
-			f.add(1, "RUNNING", "node-v100", "", d, decs)
-			f.jobs[1].TimeLimitMin, f.jobs[1].RunSeconds = 7, 180
+			runningIssueJob(f, decs, d)
 			if c.job != nil {
 				c.job(f)
 			}
@@ -94,16 +112,11 @@ func TestLoopFollowsLimits(t *testing.T) {
 			if c.meas != nil {
 				meas[1] = *c.meas
 			}
-			est := &finishedEst{finished: map[uint32]float64{}}
-			cfg := DefaultConfig()
-			cfg.Round = time.Minute
-			l, err := New(cfg, zerolog.Nop(), f, decs, meas, est, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := followLoop(t, f, decs, meas, &tableEst{})
 			if c.segment {
 				l.SetChains(fakeChains{1: false})
 			}
+			l.moving[1] = c.moving
 			if err := l.Round(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -150,17 +163,10 @@ func TestLoopFollowsLimits(t *testing.T) {
 func TestFollowedLimitKeepsTheEstimateJudged(t *testing.T) {
 	t.Parallel()
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
-	f.add(1, "RUNNING", "node-v100", "", &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 120, GPU: wire.GPUAsk{Type: "v100"},
-		Hints: wire.Hints{Steps: 3000}}, Given: wire.PlaceReply{TimeLimitMin: 7}}, decs)
-	f.jobs[1].TimeLimitMin, f.jobs[1].RunSeconds = 7, 180
-	meas := fakeMeas{1: {Step: 792, Total: 3000, Rates: []observe.TypeRate{{GPUType: "v100", StepsPerSec: 4.4, Samples: 30, Updated: time.Now()}}}}
+	runningIssueJob(f, decs, &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 120, Hints: wire.Hints{Steps: 3000}}})
+	meas := fakeMeas{1: onV100(792, 4.4)}
 	est := &finishedEst{finished: map[uint32]float64{}}
-	cfg := DefaultConfig()
-	cfg.Round = time.Minute
-	l, err := New(cfg, zerolog.Nop(), f, decs, meas, est, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := followLoop(t, f, decs, meas, est)
 	if err := l.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -186,21 +192,11 @@ func TestFollowedLimitKeepsTheEstimateJudged(t *testing.T) {
 func TestLoopFollowsAgain(t *testing.T) {
 	t.Parallel()
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
-	f.add(1, "RUNNING", "node-v100", "", &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 600, GPU: wire.GPUAsk{Type: "v100"},
-		Hints: wire.Hints{Steps: 3000}}, Given: wire.PlaceReply{TimeLimitMin: 7}}, decs)
-	f.jobs[1].TimeLimitMin, f.jobs[1].RunSeconds = 7, 180
-	rate := func(r float64) observe.Job {
-		return observe.Job{Step: 792, Total: 3000, Rates: []observe.TypeRate{{GPUType: "v100", StepsPerSec: r, Samples: 30, Updated: time.Now()}}}
-	}
-	meas := fakeMeas{1: rate(4.4)}
+	runningIssueJob(f, decs, &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 600, Hints: wire.Hints{Steps: 3000}}})
+	meas := fakeMeas{}
 	st := &memState{m: map[string][]byte{}}
 	loop := func() *Loop {
-		cfg := DefaultConfig()
-		cfg.Round = time.Minute
-		l, err := New(cfg, zerolog.Nop(), f, decs, meas, &tableEst{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := followLoop(t, f, decs, meas, &tableEst{})
 		if err := l.restoreWith(st); err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +205,7 @@ func TestLoopFollowsAgain(t *testing.T) {
 	l := loop()
 	var limits []uint32
 	for _, r := range []float64{4.4, 2, 1} {
-		meas[1] = rate(r)
+		meas[1] = onV100(792, r)
 		if r == 1 {
 			l = loop() // another controller takes over
 		}
