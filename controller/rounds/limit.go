@@ -82,11 +82,12 @@ func LimitLead(limit, round time.Duration) time.Duration {
 
 // FollowLimit decides whether a running job's limit must change. With its
 // progress measured (a rate on its GPU type from two reports or more, not
-// older than two rounds, and its steps done and in all), the limit must hold the pessimistic finish
-// (steps left at the rate less spreadZ spreads, the spread at least
-// spreadFloor) plus one LimitLead; when it does not, it is raised to the
-// shortest whole minute that holds it plus two leads, so that the rate's
-// wobble does not raise it again every round. With nothing measured, the
+// older than two rounds, and its steps done and in all), the limit must
+// hold the pessimistic finish (steps left at the rate less spreadZ
+// spreads, the spread at least spreadFloor) plus one LimitLead; when it
+// does not, it is raised to the shortest whole minute that holds it plus
+// two leads, so that the rate's wobble does not raise it again every
+// round. With nothing measured, the
 // ceiling is given back once less than a lead is left. Never above the
 // ceiling, never down, and only a limit below its ceiling moves.
 func FollowLimit(in LimitInput) LimitDecision {
