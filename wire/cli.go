@@ -99,16 +99,19 @@ type StatusReply struct {
 
 // RoundsStatus is what the round loop did and its last plan.
 type RoundsStatus struct {
-	Policy            string  `json:"policy"`
-	Rounds            uint64  `json:"rounds"`
-	RoundErrors       uint64  `json:"round_errors"`
-	SlurmErrors       uint64  `json:"slurm_errors"`
-	Retyped           uint64  `json:"retyped"`
-	Migrations        uint64  `json:"migrations"`
-	MigrationFailures uint64  `json:"migration_failures"`
-	LastRoundSeconds  float64 `json:"last_round_s"`
-	SolveSeconds      float64 `json:"solve_s"`
-	Objective         float64 `json:"objective"`
+	Policy            string `json:"policy"`
+	Rounds            uint64 `json:"rounds"`
+	RoundErrors       uint64 `json:"round_errors"`
+	SlurmErrors       uint64 `json:"slurm_errors"`
+	Retyped           uint64 `json:"retyped"`
+	Migrations        uint64 `json:"migrations"`
+	MigrationFailures uint64 `json:"migration_failures"`
+	// LimitsRaised counts running jobs' limits raised to follow their
+	// progress (docs/rounds.md).
+	LimitsRaised     uint64  `json:"limits_raised"`
+	LastRoundSeconds float64 `json:"last_round_s"`
+	SolveSeconds     float64 `json:"solve_s"`
+	Objective        float64 `json:"objective"`
 	// Jobs of the last plan (at most MaxStatusJobs).
 	Jobs []RoundJob `json:"jobs,omitempty"`
 }

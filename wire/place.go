@@ -105,6 +105,26 @@ type Decision struct {
 	Seq      uint64       `json:"seq,omitempty"`
 	StateGen uint64       `json:"state_gen,omitempty"`
 	Reserve  *Reservation `json:"reserve,omitempty"`
+	// Limits are the changes the controller made to the job's time limit
+	// while it ran, oldest first (docs/rounds.md, "Limits follow
+	// progress"); kept with the decision so explain shows them after the
+	// job ended.
+	Limits []LimitChange `json:"limits,omitempty"`
+}
+
+// LimitChange is one change of a running job's time limit and why.
+type LimitChange struct {
+	At time.Time `json:"at"`
+	// FromMin and ToMin are the limits in minutes (ToMin
+	// slurmtime.Unlimited: no limit).
+	FromMin uint32 `json:"from_min"`
+	ToMin   uint32 `json:"to_min"`
+	// RanSeconds is how long the job had run.
+	RanSeconds float64 `json:"ran_s"`
+	// Measured: ToMin comes from the job's measured progress; otherwise
+	// its own limit (or MaxTime) was given back for want of one.
+	Measured bool   `json:"measured,omitempty"`
+	Why      string `json:"why"`
 }
 
 // Numbers are named figures shown to people (explain). JSON has no

@@ -29,6 +29,7 @@ var (
 	mRetyped     = metricDesc("retyped_total", "Pending jobs whose GPU type the round loop changed.")
 	mMigrations  = metricDesc("migrations_total", "Running jobs checkpointed and requeued onto another GPU type.")
 	mMigFail     = metricDesc("migration_failures_total", "Migrations abandoned (checkpoint failed or refused, requeue failed); the job kept running.")
+	mLimits      = metricDesc("limits_raised_total", "Running jobs' time limits Rota had shortened and raised to follow their progress (or gave back for want of a measurement).")
 	mSlurmErrors = metricDesc("slurm_update_errors_total", "scontrol updates that failed (job ended meanwhile, Slurm busy).")
 	mUnannotated = metricDesc("gpu_jobs_without_decision", "GPU jobs in the queue with no Rota annotation: submitted while the plugin failed open (controller unreachable, deadline) or opted out.")
 	mWallCount   = metricDesc("walltime_estimates_judged", "Finished jobs whose Rota walltime was compared with their run time (latest window).")
@@ -39,7 +40,7 @@ var (
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mDecisions, mRounds, mRoundErrors, mRoundSecs, mSolveSecs, mRetyped, mMigrations,
-		mMigFail, mSlurmErrors, mUnannotated, mWallCount, mWallRatio, mWallUnder, mHintRatio} {
+		mMigFail, mLimits, mSlurmErrors, mUnannotated, mWallCount, mWallRatio, mWallUnder, mHintRatio} {
 		ch <- d
 	}
 	for _, d := range pluginDescs {
@@ -65,6 +66,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(mRetyped, float64(s.Retyped))
 		counter(mMigrations, float64(s.Migrations))
 		counter(mMigFail, float64(s.MigrationFailures))
+		counter(mLimits, float64(s.LimitsRaised))
 		counter(mSlurmErrors, float64(s.SlurmErrors))
 		gauge(mUnannotated, float64(s.Unannotated))
 	}

@@ -10,12 +10,17 @@ import (
 
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/forecast"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
+
+// The decision store keeps the limit changes the round loop makes, for
+// explain.
+var _ rounds.LimitRecorder = (*decisions.Store)(nil)
 
 // startRounds runs the round loop while this controller leads: the
 // policy then drives Slurm (retyping and ordering pending jobs, migrating
@@ -94,7 +99,7 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 func roundsStatus(l *rounds.Loop, jobs bool) *wire.RoundsStatus {
 	s := l.Stats()
 	st := &wire.RoundsStatus{Policy: l.Policy(), Rounds: s.Rounds, RoundErrors: s.RoundErrors, SlurmErrors: s.SlurmErrors,
-		Retyped: s.Retyped, Migrations: s.Migrations, MigrationFailures: s.MigrationFailures,
+		Retyped: s.Retyped, Migrations: s.Migrations, MigrationFailures: s.MigrationFailures, LimitsRaised: s.LimitsRaised,
 		LastRoundSeconds: s.LastRound.Seconds(), SolveSeconds: s.LastSolve.Seconds()}
 	p := l.Last()
 	if p == nil {

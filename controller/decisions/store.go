@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,10 +35,11 @@ type Store struct {
 	js  jetstream.JetStream // Run's batched puts into kv
 	log zerolog.Logger
 
-	mu     sync.RWMutex
-	recent map[string]*wire.Decision
-	order  []string // ids, oldest first, to bound recent
-	limit  int
+	mu       sync.RWMutex
+	changing sync.Mutex // one change (Bind, AddLimit) of a stored decision at a time
+	recent   map[string]*wire.Decision
+	order    []string // ids, oldest first, to bound recent
+	limit    int
 
 	queue   chan queued
 	count   atomic.Uint64
@@ -304,15 +306,39 @@ func (s *Store) ByJob(ctx context.Context, jobID uint32) (*wire.Decision, error)
 // Bind records that decision id became Slurm job jobID (learned later from
 // the job's annotation), and stores it synchronously.
 func (s *Store) Bind(ctx context.Context, id string, jobID uint32) (*wire.Decision, error) {
+	return s.change(ctx, id, func(d *wire.Decision) bool {
+		changed := d.JobID != jobID
+		d.JobID = jobID
+		return changed
+	})
+}
+
+// AddLimit adds a change of job jobID's time limit to its decision id
+// (binding it to the job too), stored synchronously, and returns the
+// decision as it now is.
+func (s *Store) AddLimit(ctx context.Context, id string, jobID uint32, c wire.LimitChange) (*wire.Decision, error) {
+	return s.change(ctx, id, func(d *wire.Decision) bool {
+		d.JobID = jobID
+		d.Limits = append(slices.Clip(d.Limits), c) // never into the original's array
+		return true
+	})
+}
+
+// change applies f to a copy of decision id and, when f says it changed
+// it, keeps and stores the copy synchronously. One change at a time, so
+// an explain binding a job and the round loop recording its limit do not
+// undo each other.
+func (s *Store) change(ctx context.Context, id string, f func(*wire.Decision) bool) (*wire.Decision, error) {
+	s.changing.Lock()
+	defer s.changing.Unlock()
 	d, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if d.JobID == jobID {
+	cp := *d
+	if !f(&cp) {
 		return d, nil
 	}
-	cp := *d
-	cp.JobID = jobID
 	s.remember(&cp)
 	s.put(ctx, &cp)
 	return &cp, nil

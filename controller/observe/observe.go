@@ -127,7 +127,15 @@ type TypeRate struct {
 	StepsPerSec float64 // smoothed; 0 until a node reported a rate
 	Samples     uint64
 	Updated     time.Time
+	// variance of the reported rates around StepsPerSec, weighted as the
+	// average is (see Spread).
+	variance float64
 }
+
+// Spread is how much the reported rates move around StepsPerSec (their
+// exponentially weighted standard deviation, on the average's time
+// constant): the measurement's uncertainty, for margins built on it.
+func (r TypeRate) Spread() float64 { return math.Sqrt(r.variance) }
 
 // Job is what the agents reported of one job.
 type Job struct {
@@ -434,17 +442,21 @@ func (j *jobState) rate(gpuType string) *TypeRate {
 
 // add folds one measured rate into the average: the first is taken as is,
 // each later one weighs 1-exp(-dt/tau), dt being the time since the last,
-// so the average forgets at the same pace however often nodes report.
+// so the average forgets at the same pace however often nodes report. The
+// variance follows with the same weight (Finch, "Incremental calculation
+// of weighted mean and variance", 2009).
 func (r *TypeRate) add(v float64, now time.Time, tau time.Duration) {
 	if r.Samples == 0 {
-		r.StepsPerSec = v
+		r.StepsPerSec, r.variance = v, 0
 	} else {
 		dt := now.Sub(r.Updated)
 		if dt < 0 {
 			dt = 0
 		}
 		a := 1 - math.Exp(-dt.Seconds()/tau.Seconds())
-		r.StepsPerSec += a * (v - r.StepsPerSec)
+		d := v - r.StepsPerSec
+		r.StepsPerSec += a * d
+		r.variance = (1 - a) * (r.variance + a*d*d)
 	}
 	r.Samples++
 	r.Updated = now

@@ -237,6 +237,38 @@ func TestStepsPerSecSmoothing(t *testing.T) {
 	}
 }
 
+// The spread of a job's rate is the weighted deviation of what the
+// agents reported: none for a steady rate, about the swing for one that
+// moves (the margin limits are raised with).
+func TestRateSpread(t *testing.T) {
+	t.Parallel()
+	tau := 60 * time.Second
+	a := 1 - math.Exp(-0.5) // weight of a sample 30 s after the last
+	for _, c := range []struct {
+		name           string
+		rates          []float64
+		wantLo, wantHi float64
+	}{
+		{"one sample: no spread yet", []float64{10}, 0, 0},
+		{"steady", []float64{10, 10, 10, 10}, 0, 0},
+		{"two samples: the weighted deviation", []float64{10, 20}, math.Sqrt(a * (1 - a) * 100), math.Sqrt(a * (1 - a) * 100)},
+		{"swinging 8..12 settles near its 2 steps/s", []float64{8, 12, 8, 12, 8, 12, 8, 12, 8, 12, 8, 12}, 1.5, 2.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var r TypeRate
+			at := time.Unix(1e9, 0)
+			for _, v := range c.rates {
+				r.add(v, at, tau)
+				at = at.Add(30 * time.Second)
+			}
+			if s := r.Spread(); s < c.wantLo-1e-9 || s > c.wantHi+1e-9 {
+				t.Errorf("spread %v, want %v..%v (mean %v)", s, c.wantLo, c.wantHi, r.StepsPerSec)
+			}
+		})
+	}
+}
+
 func TestSlowConsumerDropsCounted(t *testing.T) {
 	o, pub := start(t, Config{PendingMsgs: 10})
 	// Hold the handler: everything beyond the pending limit is dropped by

@@ -137,6 +137,9 @@ type tracked struct {
 	runSec      float64
 	step, total uint64
 	limitMin    uint32 // the job's time limit when Rota set it, else 0
+	// followed is the limit FollowLimit last raised it to (0 none);
+	// limitMin stays the estimate, whose error the estimator learns.
+	followed uint32
 	// The last round's estimate, for chains: steps left (0 unknown), the
 	// type it is on or given, steps/s per type (relative-only rates left
 	// out).
@@ -150,6 +153,8 @@ type Stats struct {
 	Rounds, RoundErrors, Retyped, Reprioritised, Migrations, MigrationFailures uint64
 	LastRound, LastSolve                                                       time.Duration
 	SlurmErrors                                                                uint64
+	// LimitsRaised counts running jobs' limits raised to follow progress.
+	LimitsRaised uint64
 	// Unannotated counts GPU jobs in the queue the last round saw without
 	// a Rota decision (the plugin failed open, or the job opted out).
 	Unannotated uint64
@@ -319,6 +324,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		return err
 	}
 	l.realise(ctx, &plan, views, byID, snap, now)
+	l.followLimits(ctx, jobs, snap, nodeType, now)
 	l.mu.Lock()
 	l.last = &plan
 	l.stats.LastSolve = plan.SolveTime

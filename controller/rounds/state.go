@@ -45,6 +45,9 @@ type savedJob struct {
 	Moves    int       `json:"moves,omitempty"`
 	LastType string    `json:"last_type,omitempty"`
 	MoveCost float64   `json:"move_cost_s,omitempty"`
+	// Followed is the limit Rota last raised the job's to, so a restarted
+	// controller goes on following it.
+	Followed uint32 `json:"followed_min,omitempty"`
 }
 
 type savedMoved struct {
@@ -70,7 +73,7 @@ func (l *Loop) save(ctx context.Context) error {
 			continue
 		}
 		st.Jobs[id] = savedJob{Decision: tr.decision.ID, Key: tr.key, Moved: tr.moved, Moves: tr.moves,
-			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds()}
+			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds(), Followed: tr.followed}
 	}
 	plan := l.last
 	l.mu.Unlock()
@@ -130,7 +133,7 @@ func (l *Loop) restore(ctx context.Context) error {
 		}
 		l.mu.Lock()
 		l.known[id] = &tracked{decision: d, key: sj.Key, moved: sj.Moved, moves: sj.Moves, lastType: sj.LastType,
-			moveCost: time.Duration(sj.MoveCost * float64(time.Second))}
+			moveCost: time.Duration(sj.MoveCost * float64(time.Second)), followed: sj.Followed}
 		l.mu.Unlock()
 		restored++
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -69,7 +70,8 @@ type JobUpdate struct {
 	Features *string
 	// Priority sets an admin priority (> 0; 0 would hold the job).
 	Priority *uint32
-	// TimeLimitMin sets the time limit (an admin may raise it too).
+	// TimeLimitMin sets the time limit (an admin may raise it too);
+	// slurmtime.Unlimited lifts it.
 	TimeLimitMin *uint32
 	// StartNow clears the begin time Slurm puts on a requeued job
 	// (now + the credential lifetime, 121 s by default) so a migrated job
@@ -85,7 +87,11 @@ func (u JobUpdate) args() []string {
 	if u.Priority != nil {
 		a = append(a, "Priority="+strconv.FormatUint(uint64(*u.Priority), 10))
 	}
-	if u.TimeLimitMin != nil {
+	switch {
+	case u.TimeLimitMin == nil:
+	case *u.TimeLimitMin == slurmtime.Unlimited:
+		a = append(a, "TimeLimit=UNLIMITED")
+	default:
 		a = append(a, "TimeLimit="+strconv.FormatUint(uint64(*u.TimeLimitMin), 10))
 	}
 	if u.StartNow {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/internal/slurmtime"
 )
 
 // Captured from the dev cluster (Slurm 22.05.8) with
@@ -245,6 +247,11 @@ func TestJobUpdateArgs(t *testing.T) {
 	f, p := "v100", uint32(7)
 	if got := (JobUpdate{Features: &f, Priority: &p, StartNow: true}).args(); !reflect.DeepEqual(got, []string{"Features=v100", "Priority=7", "StartTime=now"}) {
 		t.Fatal(got)
+	}
+	for limit, want := range map[uint32]string{95: "TimeLimit=95", slurmtime.Unlimited: "TimeLimit=UNLIMITED"} {
+		if got := (JobUpdate{TimeLimitMin: &limit}).args(); !reflect.DeepEqual(got, []string{want}) {
+			t.Errorf("limit %d: args %v, want %s", limit, got, want)
+		}
 	}
 	if got := (JobUpdate{}).args(); got != nil {
 		t.Fatal(got)

@@ -149,6 +149,18 @@ func waitPlaced() error {
 	return fmt.Errorf("the plugin never reached the controller within 30 s")
 }
 
+// restartController restarts the controller with extra environment for
+// scripts/dev-cluster, which writes the controller's configuration from
+// it; the plugin reconnects by itself.
+func restartController(t *testing.T, extra ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repo, "scripts/dev-cluster"), "controller", "restart")
+	cmd.Env = append(append([]string{}, env...), extra...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("controller restart %v: %v\n%s", extra, err, out)
+	}
+}
+
 func dev(args ...string) (string, error) {
 	return run(filepath.Join(repo, "scripts/dev-cluster"), args...)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,11 +27,7 @@ func TestEstimate(t *testing.T) {
 		t.Fatalf("queuewait train: %v\n%s", err, out)
 	}
 	// The controller reads the model at start.
-	cmd := exec.Command(filepath.Join(repo, "scripts/dev-cluster"), "controller", "restart")
-	cmd.Env = append(append([]string{}, env...), "ROTA_DEV_QUEUEWAIT_MODEL="+model)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("controller restart: %v\n%s", err, out)
-	}
+	restartController(t, "ROTA_DEV_QUEUEWAIT_MODEL="+model)
 	// The plugin reconnects by itself; later tests submit through it.
 	t.Cleanup(func() {
 		if err := waitPlaced(); err != nil {

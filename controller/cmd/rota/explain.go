@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
@@ -46,6 +47,7 @@ func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 		return enc.Encode(rep)
 	}
 	printDecision(stdout, rep.Decision)
+	printLimits(stdout, rep.Decision.Limits)
 	if rep.Round != nil {
 		printRound(stdout, rep.Round)
 	}
@@ -120,6 +122,22 @@ func printDecision(w io.Writer, d *wire.Decision) {
 		fmt.Fprintf(tw, "  %s\t%g\n", k, d.Numbers[k])
 	}
 	tw.Flush()
+}
+
+// printLimits shows every change of the job's time limit while it ran,
+// and why.
+func printLimits(w io.Writer, limits []wire.LimitChange) {
+	for i, c := range limits {
+		what := "given back"
+		if c.Measured {
+			what = "raised"
+		}
+		if i == 0 {
+			fmt.Fprintln(w, "time limit changes while it ran:")
+		}
+		fmt.Fprintf(w, "  %s -> %s %s at %s, %s into its run: %s\n", slurmtime.Format(c.FromMin), slurmtime.Format(c.ToMin), what,
+			c.At.Local().Format("2006-01-02 15:04:05 MST"), time.Duration(c.RanSeconds*float64(time.Second)).Round(time.Second), c.Why)
+	}
 }
 
 func minutes(m uint32) string {

@@ -74,8 +74,8 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			in.Nodes, in.Jobs, in.Received, in.Decoded, in.Malformed, in.Invalid, in.SlowConsumer, in.Pending, in.LostReports, in.Forgotten)
 	}
 	if r := rep.Rounds; r != nil {
-		fmt.Fprintf(stdout, "\nround loop (%s): %d rounds (%d failed), last %.2fs (solve %.3fs); %d retyped, %d migrations (%d failed), %d Slurm update errors\n",
-			r.Policy, r.Rounds, r.RoundErrors, r.LastRoundSeconds, r.SolveSeconds, r.Retyped, r.Migrations, r.MigrationFailures, r.SlurmErrors)
+		fmt.Fprintf(stdout, "\nround loop (%s): %d rounds (%d failed), last %.2fs (solve %.3fs); %d retyped, %d migrations (%d failed), %d limits raised, %d Slurm update errors\n",
+			r.Policy, r.Rounds, r.RoundErrors, r.LastRoundSeconds, r.SolveSeconds, r.Retyped, r.Migrations, r.MigrationFailures, r.LimitsRaised, r.SlurmErrors)
 		if *jobs && len(r.Jobs) > 0 {
 			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOB\tTYPE\tGPUS NOW\tSHARE\tSTEPS/S (SOURCE)\tSTEPS LEFT\tWALLTIME\tMOVES")

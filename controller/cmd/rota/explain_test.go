@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// explain shows every change of the job's limit, old -> new and why; a
+// job whose limit never changed shows none.
+func TestPrintLimits(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	printLimits(&b, []wire.LimitChange{
+		{At: at, FromMin: 7, ToMin: 35, RanSeconds: 180, Measured: true, Why: "measured 4.4 steps/s"},
+		{At: at.Add(time.Minute), FromMin: 35, ToMin: slurmtime.Unlimited, RanSeconds: 1800, Why: "no rate measured"},
+	})
+	for _, re := range []string{
+		`(?m)^time limit changes while it ran:$`,
+		`(?m)^  00:07:00 -> 00:35:00 raised at 2026-03-0[12] \d\d:\d\d:00 \S+, 3m0s into its run: measured 4.4 steps/s$`,
+		`(?m)^  00:35:00 -> UNLIMITED given back at .*, 30m0s into its run: no rate measured$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(b.String()) {
+			t.Errorf("no line matching %s in\n%s", re, b.String())
+		}
+	}
+	b.Reset()
+	printLimits(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("no changes printed as %q", b.String())
+	}
+}
