@@ -233,6 +233,13 @@ func (m *Manager) Tick(ctx context.Context) error {
 	return m.save(ctx)
 }
 
+// shortenedByRota: the job runs under the limit Rota gave it, shorter
+// than its user's (or under none the user gave).
+func shortenedByRota(j *slurm.Job, d *wire.Decision) bool {
+	given, asked := d.Given.TimeLimitMin, d.Asked.TimeLimitMin
+	return given > 0 && j.TimeLimitMin == given && (asked == 0 || asked > given)
+}
+
 // consider makes a chain of a job that needs (or asked for) one.
 func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 	_, seg := m.bySeg[j.ID]
@@ -255,6 +262,13 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 		if h.Chain == "on" {
 			m.refuse(j.ID, "no chain: the job has no time limit to run past", true)
 		}
+		return
+	}
+	if h.Chain != "on" && shortenedByRota(j, in.Decision) {
+		// The round loop raises a limit Rota shortened as the job's
+		// progress needs (rounds.FollowLimit), up to the user's own; a
+		// chain is for work the user's own limit will not hold, judged
+		// once that limit is back.
 		return
 	}
 	remaining, known := estimate(in)

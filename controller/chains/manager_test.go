@@ -421,17 +421,23 @@ func TestNoChain(t *testing.T) {
 		auto  bool
 		steps uint64
 		note  string
+		// given, asked: the decision's time limits (minutes), if any.
+		given, asked uint32
 	}{
-		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal"},
-		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out"},
-		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, ""},
-		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, ""},
+		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal", 0, 0},
+		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out", 0, 0},
+		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, "", 0, 0},
+		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, "", 0, 0},
+		// Its 60 minutes are Rota's, its user asked 4 hours: the round
+		// loop raises the limit, no chain.
+		{"limit shortened by Rota", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", 60, 240},
+		{"limit shortened by Rota, user gave none", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", 60, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			now := t0
 			f := newFakeSlurm(&now)
-			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}}
+			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints, TimeLimitMin: c.asked}, Given: wire.PlaceReply{TimeLimitMin: c.given}}
 			f.total = c.steps
 			cfg := DefaultConfig()
 			cfg.Auto = c.auto
