@@ -11,7 +11,8 @@ import (
 func devState() *wire.PlaceState {
 	types := map[string]wire.TypeView{}
 	for _, t := range []string{"v100", "p100", "k80"} {
-		types[t] = wire.TypeView{Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}}
+		types[t] = wire.TypeView{Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"},
+			Shapes: map[string][]wire.NodeGroup{"gpu": {{GPUs: 4, Nodes: 1, Features: []string{t}}}}}
 	}
 	return &wire.PlaceState{V: wire.Version, Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 3.36, "p100": 3.17, "k80": 1}, WalltimeMargin: 1.5},
 		Cluster: &wire.ClusterView{Types: types, Partitions: map[string]wire.PartitionView{"gpu": {MaxTimeMin: 2880}}, DefaultPartition: "gpu", ByFeature: true}}
