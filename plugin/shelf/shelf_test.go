@@ -21,6 +21,7 @@ const spank = "_SLURM_SPANK_OPTION_rota_"
 func keyJob() *submit.Job {
 	return &submit.Job{UID: 1000, JobID: submit.NoVal, TresPerNode: "gres/gpu:1", Account: "ml", Partition: "gpu",
 		Name: "train", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal, Features: "",
+		MaxNodes: submit.NoVal, TasksPerNode: 0xfffe, SocketsPerNode: 0xfffe, // unset, as Slurm passes them
 		SpankEnv: []string{spank + "rota_steps=6000", "SPANK_OTHER=1", spank + "rota_throughput=k80:2"}}
 }
 

@@ -77,6 +77,9 @@ func TestPlacedOnlyWhereTheJobHolds(t *testing.T) {
 		{"--gpus=8 -N2", job(func(j *Job) { j.TresPerJob = "gres:gpu:8"; n2(j) }),
 			want{why: "no single GPU type has 2 nodes with 8 GPUs in all in partition gpu; left as asked"},
 			want{typ: "k80"}, want{typ: "k80"}},
+		// k80 has 12 GPUs, but not on two nodes.
+		{"--gpus=12 -N2", job(func(j *Job) { j.TresPerJob = "gres:gpu:12"; n2(j) }),
+			want{why: "2 nodes with 12 GPUs in all"}, want{why: "2 nodes with 12 GPUs in all"}, want{why: "2 nodes with 12 GPUs in all"}},
 		{"--gpus=8", job(func(j *Job) { j.TresPerJob = "gres:gpu:8" }),
 			want{why: "8 GPUs in all in partition gpu"}, want{typ: "k80"}, want{typ: "k80"}},
 		{"--gpus=16", job(func(j *Job) { j.TresPerJob = "gres:gpu:16" }),
