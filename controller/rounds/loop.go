@@ -521,6 +521,11 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 		if l.est != nil {
 			v.Rates, v.RateSource = l.est.Rates(tr.key, types)
 			tr.stepsLeft, tr.typ, tr.rates = v.StepsLeft, v.Type, map[string]float64{}
+			if v.Unfit != "" {
+				// No type to pin its chain's next segment to: its first
+				// node's type may not hold it (it may run across types).
+				tr.typ = ""
+			}
 			for k, t := range types {
 				if k < len(v.Rates) && v.RateSource[k] != SourceRelative && v.Rates[k] > 0 {
 					tr.rates[t] = v.Rates[k]

@@ -530,6 +530,11 @@ func TestRoundsRetypeOnlyWhereTheJobHolds(t *testing.T) {
 			if tc.why != "" && (j.Priority != 0 || a.Priority != 0 || a.Migrate) {
 				t.Errorf("a job left as asked got priority %d (action %+v)", j.Priority, a)
 			}
+			// A chain's next segment is pinned to the type ChainInfo
+			// gives for the running one: none for a job no type holds.
+			if in, ok := l.ChainInfo(1); tc.state == "RUNNING" && (!ok || (in.Type == "") != (tc.why != "")) {
+				t.Errorf("ChainInfo type %q (%v)", in.Type, ok)
+			}
 		})
 	}
 }
