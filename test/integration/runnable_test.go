@@ -19,16 +19,19 @@ import (
 // explain says why.
 func TestMultiNodeJobsStayRunnable(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		tres func(j job) string // the GPU field the request lands in
-		want string             // as submitted: untyped
-		why  string
+		name  string
+		args  []string
+		tres  func(j job) string // the GPU field the request lands in
+		want  string             // as submitted: untyped
+		why   string
+		asked string // explain's line for it
 	}{
 		{"-N2 --gpus-per-node=2", []string{"-N2", "--gpus-per-node=2"}, func(j job) string { return j.Raw.TresPerNode }, "gres:gpu:2",
-			"no single GPU type has 2 nodes with 2 GPUs each in partition gpu; left as asked"},
+			"no single GPU type has 2 nodes with 2 GPUs each in partition gpu; left as asked",
+			"asked gpu any type (per job 0, per node 2, per task 0) on 2 nodes"},
 		{"-N2 --gpus=8", []string{"-N2", "--gpus=8"}, func(j job) string { return j.Raw.TresPerJob }, "gres:gpu:8",
-			"no single GPU type has 2 nodes with 8 GPUs in all in partition gpu; left as asked"},
+			"no single GPU type has 2 nodes with 8 GPUs in all in partition gpu; left as asked",
+			"asked gpu any type (per job 8, per node 0, per task 0) on 2 nodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Held: sbatch itself fails (and the test with it) if
@@ -38,7 +41,10 @@ func TestMultiNodeJobsStayRunnable(t *testing.T) {
 			wantEq(t, "Features", j.Features, "")
 			wantEq(t, "GPU request", tc.tres(j), tc.want)
 			wantContains(t, j.AdminComment, "rota: gpu any->any")
-			wantContains(t, explain(t, id), "why "+tc.why)
+			ex := explain(t, id)
+			wantContains(t, ex, tc.asked)
+			wantContains(t, ex, "given gpu kept as asked")
+			wantContains(t, ex, "why "+tc.why)
 			if r := reason(t, id); r == "BadConstraints" {
 				t.Errorf("job %d: Reason=%s", id, r)
 			}
