@@ -10,10 +10,11 @@ import (
 
 // Need is what a job asks of the nodes of the one GPU type Rota would
 // give it: at least Nodes nodes (at most MaxNodes, 0 no limit), each with
-// PerNode GPUs of the type, and Total GPUs in all. It is the one count of
+// PerNode GPUs of the type, and Total GPUs in all, in Units that cannot be
+// split over nodes (a task's GPUs; 1 otherwise). It is the one count of
 // a request's GPUs: the submit-time rule and the round loop both use it.
 type Need struct {
-	Nodes, MaxNodes, PerNode, Total int
+	Nodes, MaxNodes, PerNode, Total, Unit int
 }
 
 // maxAsk bounds each count NeedOf reads, so that products cannot
@@ -32,7 +33,7 @@ func NeedOf(a wire.GPUAsk) Need {
 	if tasks == 0 {
 		tasks = c(a.TasksPerNode) * nodes
 	}
-	n := Need{Nodes: nodes, MaxNodes: c(a.MaxNodes)}
+	n := Need{Nodes: nodes, MaxNodes: c(a.MaxNodes), Unit: max(c(a.PerTask), 1)}
 	n.PerNode = max(c(a.PerNode), c(a.PerSocket)*max(c(a.SocketsPerNode), 1), c(a.PerTask)*max(c(a.TasksPerNode), 1))
 	n.Total = max(c(a.PerJob), c(a.PerNode)*nodes, c(a.PerSocket)*max(c(a.SocketsPerNode), 1)*nodes, c(a.PerTask)*max(tasks, 1))
 	if a.MaxNodes == 1 || a.Nodes == 1 && a.MaxNodes == 0 {
@@ -88,10 +89,10 @@ func holds(tc *wire.TypeView, n Need, parts string, c constraint) bool {
 }
 
 // fits: whether node groups gs (most GPUs first) have n.Nodes nodes with
-// n.PerNode GPUs each that meet c, and n.Total GPUs on at most n.MaxNodes
-// of them (the largest).
+// n.PerNode GPUs each that meet c, and n.Total GPUs in whole units on at
+// most n.MaxNodes of them (the largest).
 func fits(gs []wire.NodeGroup, n Need, c constraint) bool {
-	nodes, used, gpus := 0, 0, 0
+	nodes, used, gpus, unit := 0, 0, 0, max(n.Unit, 1)
 	for _, g := range gs {
 		if g.GPUs < n.PerNode {
 			break // the rest are smaller still
@@ -105,7 +106,7 @@ func fits(gs []wire.NodeGroup, n Need, c constraint) bool {
 			take = max(min(take, n.MaxNodes-used), 0)
 		}
 		used += take
-		gpus += take * g.GPUs
+		gpus += take * (g.GPUs - g.GPUs%unit) // a task's GPUs share a node
 		if nodes >= n.Nodes && gpus >= n.Total {
 			return true
 		}

@@ -17,22 +17,23 @@ func TestNeedOf(t *testing.T) {
 		ask  wire.GPUAsk
 		want Need
 	}{
-		{"--gres=gpu:2", wire.GPUAsk{PerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 2}},
-		{"--gres=gpu:2 -N3", wire.GPUAsk{PerNode: 2, Nodes: 3, MaxNodes: 3}, Need{Nodes: 3, MaxNodes: 3, PerNode: 2, Total: 6}},
-		{"--gpus=4", wire.GPUAsk{PerJob: 4}, Need{Nodes: 1, PerNode: 1, Total: 4}},
-		{"--gpus=4 -N1", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 1}, Need{Nodes: 1, MaxNodes: 1, PerNode: 4, Total: 4}},
-		{"--gpus=4 -N1, recorded without MaxNodes", wire.GPUAsk{PerJob: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4}},
-		{"--gpus=4 -N1-2", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 2}, Need{Nodes: 1, MaxNodes: 2, PerNode: 1, Total: 4}},
-		{"--gpus=8 -N2", wire.GPUAsk{PerJob: 8, Nodes: 2, MaxNodes: 2}, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 8}},
-		{"--gpus-per-task=1 -n4", wire.GPUAsk{PerTask: 1, Tasks: 4}, Need{Nodes: 1, PerNode: 1, Total: 4}},
-		{"--gpus-per-task=1 -n4 -N1", wire.GPUAsk{PerTask: 1, Tasks: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4}},
-		{"--gpus-per-task=1 -n4 --ntasks-per-node=2", wire.GPUAsk{PerTask: 1, Tasks: 4, TasksPerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 4}},
-		{"--gpus-per-task=2 --ntasks-per-node=2 -N3", wire.GPUAsk{PerTask: 2, TasksPerNode: 2, Nodes: 3}, Need{Nodes: 3, PerNode: 4, Total: 12}},
-		{"--gpus-per-socket=1", wire.GPUAsk{PerSocket: 1}, Need{Nodes: 1, PerNode: 1, Total: 1}},
-		{"--gpus-per-socket=2 --sockets-per-node=2 -N2", wire.GPUAsk{PerSocket: 2, SocketsPerNode: 2, Nodes: 2}, Need{Nodes: 2, PerNode: 4, Total: 8}},
-		{"no GPUs", wire.GPUAsk{}, Need{Nodes: 1}},
+		{"--gres=gpu:2", wire.GPUAsk{PerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 2, Unit: 1}},
+		{"--gres=gpu:2 -N3", wire.GPUAsk{PerNode: 2, Nodes: 3, MaxNodes: 3}, Need{Nodes: 3, MaxNodes: 3, PerNode: 2, Total: 6, Unit: 1}},
+		{"--gpus=4", wire.GPUAsk{PerJob: 4}, Need{Nodes: 1, PerNode: 1, Total: 4, Unit: 1}},
+		{"--gpus=4 -N1", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 1}, Need{Nodes: 1, MaxNodes: 1, PerNode: 4, Total: 4, Unit: 1}},
+		{"--gpus=4 -N1, recorded without MaxNodes", wire.GPUAsk{PerJob: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4, Unit: 1}},
+		{"--gpus=4 -N1-2", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 2}, Need{Nodes: 1, MaxNodes: 2, PerNode: 1, Total: 4, Unit: 1}},
+		{"--gpus=8 -N2", wire.GPUAsk{PerJob: 8, Nodes: 2, MaxNodes: 2}, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 8, Unit: 1}},
+		{"--gpus-per-task=1 -n4", wire.GPUAsk{PerTask: 1, Tasks: 4}, Need{Nodes: 1, PerNode: 1, Total: 4, Unit: 1}},
+		{"--gpus-per-task=1 -n4 -N1", wire.GPUAsk{PerTask: 1, Tasks: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4, Unit: 1}},
+		{"--gpus-per-task=1 -n4 --ntasks-per-node=2", wire.GPUAsk{PerTask: 1, Tasks: 4, TasksPerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 4, Unit: 1}},
+		{"--gpus-per-task=2 --ntasks-per-node=2 -N3", wire.GPUAsk{PerTask: 2, TasksPerNode: 2, Nodes: 3}, Need{Nodes: 3, PerNode: 4, Total: 12, Unit: 2}},
+		{"--gpus-per-socket=1", wire.GPUAsk{PerSocket: 1}, Need{Nodes: 1, PerNode: 1, Total: 1, Unit: 1}},
+		{"--gpus-per-socket=2 --sockets-per-node=2 -N2", wire.GPUAsk{PerSocket: 2, SocketsPerNode: 2, Nodes: 2}, Need{Nodes: 2, PerNode: 4, Total: 8, Unit: 1}},
+		{"no GPUs", wire.GPUAsk{}, Need{Nodes: 1, Unit: 1}},
+		{"--gpus-per-task=2 -n3", wire.GPUAsk{PerTask: 2, Tasks: 3}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}},
 		{"absurd counts stay bounded", wire.GPUAsk{PerSocket: 1 << 31, SocketsPerNode: 1 << 31, Nodes: 1 << 31},
-			Need{Nodes: maxAsk, PerNode: maxAsk * maxAsk, Total: maxAsk * maxAsk * maxAsk}},
+			Need{Nodes: maxAsk, PerNode: maxAsk * maxAsk, Total: maxAsk * maxAsk * maxAsk, Unit: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -73,6 +74,9 @@ func TestHolds(t *testing.T) {
 		{"four nodes of 4", mixed, Need{Nodes: 4, PerNode: 4, Total: 16}, "gpu", "", false},
 		{"total over every node", mixed, Need{Nodes: 1, PerNode: 1, Total: 22}, "gpu", "", true},
 		{"total too large", mixed, Need{Nodes: 1, PerNode: 1, Total: 23}, "gpu", "", false},
+		// Three tasks of 2 GPUs: a node of 3 takes one, never 1.5.
+		{"tasks do not split over nodes", wire.TypeView{Shapes: groups(g(3, 2))}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", false},
+		{"tasks in whole units", wire.TypeView{Shapes: groups(g(3, 3))}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", true},
 		{"total on at most 2 nodes: the largest", mixed, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 12}, "gpu", "", true},
 		{"total on at most 2 nodes: too much", mixed, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 13}, "gpu", "", false},
 		{"features: all of them", mixed, Need{Nodes: 4, PerNode: 2, Total: 8}, "gpu", "ib", true},
