@@ -232,6 +232,9 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	job.time_limit = job_desc->time_limit;
 	job.min_nodes = job_desc->min_nodes;
 	job.num_tasks = job_desc->num_tasks;
+	job.max_nodes = job_desc->max_nodes;
+	job.ntasks_per_node = job_desc->ntasks_per_node;
+	job.sockets_per_node = job_desc->sockets_per_node;
 	job.spank_env = job_desc->spank_job_env;
 	job.spank_env_size = job_desc->spank_job_env_size;
 	job.features = job_desc->features;

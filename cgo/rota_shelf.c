@@ -113,6 +113,9 @@ static int copy_key(rota_job_t *dst, const rota_job_t *k)
 	dst->time_limit = k->time_limit;
 	dst->min_nodes = k->min_nodes;
 	dst->num_tasks = k->num_tasks;
+	dst->max_nodes = k->max_nodes;
+	dst->ntasks_per_node = k->ntasks_per_node;
+	dst->sockets_per_node = k->sockets_per_node;
 	dst->tres_per_job = dup_or_null(k->tres_per_job);
 	dst->tres_per_node = dup_or_null(k->tres_per_node);
 	dst->tres_per_socket = dup_or_null(k->tres_per_socket);
@@ -248,6 +251,8 @@ static int matches_locked(const rota_job_t *job)
 
 	return !job->modify && job->job_id == k->job_id && job->time_limit == k->time_limit &&
 	       job->min_nodes == k->min_nodes && job->num_tasks == k->num_tasks &&
+	       job->max_nodes == k->max_nodes && job->ntasks_per_node == k->ntasks_per_node &&
+	       job->sockets_per_node == k->sockets_per_node &&
 	       same(job->tres_per_node, k->tres_per_node) && same(job->tres_per_job, k->tres_per_job) &&
 	       same(job->tres_per_socket, k->tres_per_socket) && same(job->tres_per_task, k->tres_per_task) &&
 	       same(job->partition, k->partition) && same(job->account, k->account) &&

@@ -27,6 +27,10 @@ typedef struct {
 	uint32_t time_limit;      /* minutes; ROTA_NO_VAL unset, ROTA_INFINITE */
 	uint32_t min_nodes;       /* ROTA_NO_VAL or 0 unset */
 	uint32_t num_tasks;
+	/* The job's shape, for the check that a GPU type can hold it: */
+	uint32_t max_nodes;        /* ROTA_NO_VAL, ROTA_INFINITE or 0 unset */
+	uint16_t ntasks_per_node;  /* 0xfffe (NO_VAL16), 0xffff or 0 unset */
+	uint16_t sockets_per_node; /* likewise */
 	char **spank_env;         /* "_SLURM_SPANK_OPTION_rota_..." entries */
 	uint32_t spank_env_size;
 	const char *features;     /* the job's constraint; NULL when unset */
@@ -52,8 +56,8 @@ typedef struct {
  * Go made in advance for submissions identical to one it placed. A job
  * matches the stock's key when every field that Go's decision reads is
  * equal byte for byte: the four TRES strings, account, partition,
- * constraint, job_id, time_limit, min_nodes, num_tasks and the SPANK env
- * entries in order, NULL counting as "". uid, name and script may differ;
+ * constraint, job_id, time_limit, min_nodes, num_tasks, max_nodes,
+ * ntasks_per_node, sockets_per_node and the SPANK env entries in order, NULL counting as "". uid, name and script may differ;
  * the shelf keeps them for the job's record. job_modify never matches.
  */
 typedef struct {

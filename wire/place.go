@@ -48,6 +48,13 @@ type GPUAsk struct {
 	// needed to turn per-node/per-task counts into a total.
 	Nodes uint32 `json:"nodes,omitempty"`
 	Tasks uint32 `json:"tasks,omitempty"`
+	// MaxNodes (-N min-max), TasksPerNode (--ntasks-per-node) and
+	// SocketsPerNode (--sockets-per-node), 0 unset: with them the rule
+	// knows how many GPUs each node must have and on how many nodes the
+	// total must fit (rule.NeedOf).
+	MaxNodes       uint32 `json:"max_nodes,omitempty"`
+	TasksPerNode   uint32 `json:"tasks_per_node,omitempty"`
+	SocketsPerNode uint32 `json:"sockets_per_node,omitempty"`
 }
 
 // Hints are the optional facts a user gave through the SPANK options.

@@ -82,6 +82,21 @@ type TypeView struct {
 	Used       int      `json:"used"`
 	MaxPerNode int      `json:"max_per_node"`
 	Partitions []string `json:"partitions,omitempty"`
+	// Shapes are the usable nodes of this type per partition, alike
+	// nodes grouped, most GPUs first: what the rule checks a job's node
+	// count, GPUs per node and constraint against, so that it never gives
+	// a job a type that cannot hold it (rule.Holds). nil from a controller
+	// older than Shapes: the rule then judges by the totals above.
+	Shapes map[string][]NodeGroup `json:"shapes,omitempty"`
+}
+
+// NodeGroup is a number of nodes alike: as many GPUs of the type on each,
+// and the same features (sorted; none listed when the controller left
+// them out, see controller/cluster).
+type NodeGroup struct {
+	GPUs     int      `json:"gpus"`
+	Nodes    int      `json:"nodes"`
+	Features []string `json:"features,omitempty"`
 }
 
 // Free is Total - Used, never negative.
@@ -157,6 +172,14 @@ func (s *PlaceState) Check() error {
 		for _, n := range []int{tv.Nodes, tv.Total, tv.Used, tv.MaxPerNode} {
 			if n < 0 || n > maxCount {
 				return fmt.Errorf("%w: type %q count %d", errBadState, t, n)
+			}
+		}
+		for p, gs := range tv.Shapes {
+			for i, g := range gs {
+				// The rule stops at the first group too small: most GPUs first.
+				if g.GPUs < 1 || g.GPUs > maxCount || g.Nodes < 1 || g.Nodes > maxCount || i > 0 && g.GPUs > gs[i-1].GPUs {
+					return fmt.Errorf("%w: type %q partition %q node group %d: %d nodes of %d GPUs (most GPUs first)", errBadState, t, p, i, g.Nodes, g.GPUs)
+				}
 			}
 		}
 	}

@@ -15,7 +15,8 @@ func sampleState() wire.PlaceState {
 	return wire.PlaceState{V: wire.Version, Controller: "c1", Gen: 7, At: time.Unix(100, 0).UTC(), Policy: "interim",
 		Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 3.36}, RetypeTyped: true, WalltimeMargin: 1.5, WalltimeOverheadMin: 5},
 		Cluster: &wire.ClusterView{At: time.Unix(90, 0).UTC(), DefaultPartition: "gpu", ByFeature: true,
-			Types:      map[string]wire.TypeView{"v100": {Nodes: 1, Total: 4, Used: 1, MaxPerNode: 4, Partitions: []string{"gpu"}}},
+			Types: map[string]wire.TypeView{"v100": {Nodes: 3, Total: 10, Used: 1, MaxPerNode: 4, Partitions: []string{"gpu"},
+				Shapes: map[string][]wire.NodeGroup{"gpu": {{GPUs: 4, Nodes: 2, Features: []string{"ib", "v100"}}, {GPUs: 2, Nodes: 1}}}}},
 			Partitions: map[string]wire.PartitionView{"gpu": {MaxTimeMin: 2880, DefaultTimeMin: 60}}},
 		Reserved: map[string]int{"v100": 2}, Absorbed: map[string]uint64{"p": 3}}
 }
@@ -42,6 +43,11 @@ func TestPlaceStateRoundTrip(t *testing.T) {
 		{"negative speed", func(s *wire.PlaceState) { s.Rule.Speed["k80"] = -1 }, "speed"},
 		{"negative reservation", func(s *wire.PlaceState) { s.Reserved["v100"] = -1 }, "reserved"},
 		{"huge total", func(s *wire.PlaceState) { s.Cluster.Types["x"] = wire.TypeView{Total: 1 << 30} }, "count"},
+		// The rule stops at the first node group too small for a job.
+		{"node groups not largest first", func(s *wire.PlaceState) {
+			s.Cluster.Types["v100"].Shapes["gpu"][0].GPUs = 1
+		}, "most GPUs first"},
+		{"empty node group", func(s *wire.PlaceState) { s.Cluster.Types["v100"].Shapes["gpu"][1].Nodes = 0 }, "node group"},
 		{"ok", func(*wire.PlaceState) {}, ""},
 	} {
 		s := sampleState()
@@ -71,6 +77,7 @@ func FuzzPlaceState(f *testing.F) {
 		{GPU: wire.GPUAsk{PerNode: 1}},
 		{GPU: wire.GPUAsk{PerTask: 2, Tasks: 3}, Partition: "gpu,debug", Hints: wire.Hints{Steps: 1 << 40, Throughput: map[string]float64{"a": 1e-300}}},
 		{GPU: wire.GPUAsk{PerJob: 1, Type: "v100"}, TimeLimitMin: 10, Hints: wire.Hints{Steps: 5, Throughput: map[string]float64{"zz": 2}}},
+		{GPU: wire.GPUAsk{PerSocket: 3, SocketsPerNode: 2, Nodes: 2, MaxNodes: 3, TasksPerNode: 4}, Features: "ib|x"},
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var st wire.PlaceState

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -184,15 +185,7 @@ func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType 
 	}
 	qj := func(j *slurm.Job) queuewait.QueueJob {
 		r, _ := j.GPURequest()
-		gpus := 0
-		switch a := r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0))); {
-		case a.PerJob > 0:
-			gpus = int(a.PerJob)
-		case a.PerNode > 0:
-			gpus = int(a.PerNode) * max(j.NumNodes, 1)
-		case a.PerTask > 0:
-			gpus = int(a.PerTask) * max(j.NumTasks, 1)
-		}
+		gpus := rule.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
 		return queuewait.QueueJob{ID: fmt.Sprint(j.ID), User: j.User, Partition: partition, Nodes: j.NumNodes, GPUs: gpus,
 			TimeLimit: time.Duration(j.TimeLimitMin) * time.Minute, Submit: j.Submit, Start: j.Start}
 	}

@@ -5,11 +5,15 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
 )
 
 // Snapshot is the cluster at one moment.
@@ -37,7 +41,18 @@ type TypeCap struct {
 	MaxPerNode int // most GPUs of this type on one node
 	// Partitions that contain nodes of this type.
 	Partitions map[string]bool
+	// Shapes are its nodes per partition, alike ones grouped, most GPUs
+	// first: what the placement rule checks a job's node count, GPUs per
+	// node and constraint against (rule.Holds), on the plugin's side too.
+	Shapes map[string][]wire.NodeGroup
 }
+
+// maxGroups bounds a type's node groups in one partition: the state sent
+// to the plugins is at most 64 KiB. Past it (nodes whose features all
+// differ) nodes are grouped by GPU count alone and their features left
+// out: a job with a constraint then fits no type and is left as asked,
+// never given a type that cannot run it.
+const maxGroups = 32
 
 // Free is Total - Used, never negative.
 func (t *TypeCap) Free() int {
@@ -87,6 +102,8 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 		}
 	}
 	s.ByFeature = true
+	type shapeKey struct{ typ, part string }
+	groups := map[shapeKey]map[string]*wire.NodeGroup{}
 	for _, n := range nodes {
 		for typ, count := range n.GPUs {
 			if typ != "" && count > 0 && !slices.Contains(n.Features, typ) {
@@ -111,15 +128,60 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 			if count > tc.MaxPerNode {
 				tc.MaxPerNode = count
 			}
+			feats := slices.Compact(slices.Sorted(slices.Values(n.Features)))
+			key := strconv.Itoa(count) + "\x00" + strings.Join(feats, ",")
 			for _, p := range n.Partitions {
 				tc.Partitions[p] = true
+				k := shapeKey{typ, p}
+				if groups[k] == nil {
+					groups[k] = map[string]*wire.NodeGroup{}
+				}
+				if g := groups[k][key]; g != nil {
+					g.Nodes++
+				} else {
+					groups[k][key] = &wire.NodeGroup{GPUs: count, Nodes: 1, Features: feats}
+				}
 			}
 		}
+	}
+	for k, m := range groups {
+		tc := s.Types[k.typ]
+		if tc.Shapes == nil {
+			tc.Shapes = map[string][]wire.NodeGroup{}
+		}
+		tc.Shapes[k.part] = nodeGroups(m)
 	}
 	if len(s.Types) == 0 {
 		s.ByFeature = false
 	}
 	return s
+}
+
+// nodeGroups lists m's groups most GPUs first (then by features, so the
+// state is the same for the same nodes), merged by GPU count alone past
+// maxGroups.
+func nodeGroups(m map[string]*wire.NodeGroup) []wire.NodeGroup {
+	gs := make([]wire.NodeGroup, 0, len(m))
+	for _, g := range m {
+		gs = append(gs, *g)
+	}
+	if len(gs) > maxGroups {
+		byGPUs := map[int]int{}
+		for _, g := range gs {
+			byGPUs[g.GPUs] += g.Nodes
+		}
+		gs = gs[:0]
+		for c, n := range byGPUs {
+			gs = append(gs, wire.NodeGroup{GPUs: c, Nodes: n})
+		}
+	}
+	slices.SortFunc(gs, func(a, b wire.NodeGroup) int {
+		if a.GPUs != b.GPUs {
+			return cmp.Compare(b.GPUs, a.GPUs)
+		}
+		return slices.Compare(a.Features, b.Features)
+	})
+	return gs
 }
 
 // TypeNames lists the GPU types in name order.

@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
 )
 
 func TestUsable(t *testing.T) {
@@ -61,5 +64,37 @@ func TestByFeature(t *testing.T) {
 		if got := Build(time.Now(), c.nodes, nil).ByFeature; got != c.want {
 			t.Errorf("%s: ByFeature=%v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// Build groups each type's usable nodes per partition by GPU count and
+// features, most GPUs first: what the placement rule checks a job's
+// shape against. Too many kinds of nodes merge by GPU count alone.
+func TestShapes(t *testing.T) {
+	t.Parallel()
+	node := func(name string, gpus int, parts []string, feats ...string) slurm.Node {
+		return slurm.Node{Name: name, State: "idle", Partitions: parts, GPUs: map[string]int{"v100": gpus}, Features: feats}
+	}
+	gpu, both := []string{"gpu"}, []string{"gpu", "debug"}
+	s := Build(time.Unix(0, 0), []slurm.Node{
+		node("a1", 4, gpu, "v100", "ib"), node("a2", 4, both, "ib", "v100"), node("a3", 8, gpu, "v100"),
+		node("a4", 2, both, "v100"), {Name: "a5", State: "down", Partitions: gpu, GPUs: map[string]int{"v100": 16}},
+	}, nil)
+	want := map[string][]wire.NodeGroup{
+		"gpu": {{GPUs: 8, Nodes: 1, Features: []string{"v100"}}, {GPUs: 4, Nodes: 2, Features: []string{"ib", "v100"}},
+			{GPUs: 2, Nodes: 1, Features: []string{"v100"}}},
+		"debug": {{GPUs: 4, Nodes: 1, Features: []string{"ib", "v100"}}, {GPUs: 2, Nodes: 1, Features: []string{"v100"}}},
+	}
+	if got := s.Types["v100"].Shapes; !reflect.DeepEqual(got, want) {
+		t.Fatalf("shapes %+v\nwant %+v", got, want)
+	}
+
+	var many []slurm.Node
+	for i := range maxGroups + 1 {
+		many = append(many, node(fmt.Sprint("r", i), 4-i%2, gpu, fmt.Sprint("rack", i)))
+	}
+	got := Build(time.Unix(0, 0), many, nil).Types["v100"].Shapes["gpu"]
+	if want := []wire.NodeGroup{{GPUs: 4, Nodes: maxGroups/2 + 1}, {GPUs: 3, Nodes: maxGroups / 2}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d kinds of node: %+v, want %+v (features left out)", maxGroups+1, got, want)
 	}
 }

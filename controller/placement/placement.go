@@ -88,7 +88,8 @@ func View(s *cluster.Snapshot) *wire.ClusterView {
 			}
 		}
 		sort.Strings(parts)
-		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts}
+		// Shapes are shared, never changed: the snapshot is immutable.
+		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts, Shapes: tc.Shapes}
 	}
 	for n, p := range s.Partitions {
 		v.Partitions[n] = wire.PartitionView{MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin}

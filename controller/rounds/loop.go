@@ -15,6 +15,8 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/observe"
+	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -307,7 +309,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		l.log.Warn().Err(err).Msg("cannot read jobs' Rota annotations; jobs already known are still scheduled")
 	}
 
-	views, byID := l.views(jobs, types, nodeType, memPerGPU, now)
+	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now)
 	var unannotated uint64
 	l.mu.Lock()
 	for i := range jobs {
@@ -424,7 +426,7 @@ func (l *Loop) decisionIDs(ctx context.Context, jobs []slurm.Job) (map[uint32]st
 }
 
 // views builds the planner's picture of the managed jobs.
-func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time) ([]JobView, map[uint32]*slurm.Job) {
+func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time) ([]JobView, map[uint32]*slurm.Job) {
 	var out []JobView
 	byID := map[uint32]*slurm.Job{}
 	l.mu.Lock()
@@ -452,8 +454,8 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		if !ok {
 			continue
 		}
-		a := req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))
-		total := int(max(a.PerJob, a.PerNode*uint32(max(j.NumNodes, 1)), a.PerTask*uint32(max(j.NumTasks, 1))))
+		// The GPUs it holds or will: Slurm's node and task counts now.
+		total := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
 		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(total, 1),
 			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg, MoveCost: l.cfg.MoveCost}
 		if v.Entity == "" {
@@ -464,6 +466,10 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		}
 		asked := tr.decision.Asked
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
+		if !v.UserTyped {
+			// Rota may choose its type: only among those that hold it.
+			v.Fits, v.Unfit = fitTypes(cv, types, req, &asked, j.Partition)
+		}
 		ft := featureType(j.Features, types)
 		switch {
 		case v.Running && len(j.Nodes) > 0:
@@ -521,14 +527,24 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 		if l.est != nil {
 			v.Rates, v.RateSource = l.est.Rates(tr.key, types)
 			tr.stepsLeft, tr.typ, tr.rates = v.StepsLeft, v.Type, map[string]float64{}
+			if v.Unfit != "" {
+				// No type to pin its chain's next segment to: its first
+				// node's type may not hold it (it may run across types).
+				tr.typ = ""
+			}
 			for k, t := range types {
 				if k < len(v.Rates) && v.RateSource[k] != SourceRelative && v.Rates[k] > 0 {
 					tr.rates[t] = v.Rates[k]
 				}
 			}
-			v.Fits = make([]bool, len(types))
+			if v.Fits == nil {
+				v.Fits = make([]bool, len(types))
+				for k := range v.Fits {
+					v.Fits[k] = true
+				}
+			}
 			for k, t := range types {
-				v.Fits[k] = memPerGPU[t] == 0 || l.est.MemoryFits(tr.key, memPerGPU[t])
+				v.Fits[k] = v.Fits[k] && (memPerGPU[t] == 0 || l.est.MemoryFits(tr.key, memPerGPU[t]))
 			}
 		}
 		out = append(out, v)
@@ -536,6 +552,27 @@ func (l *Loop) views(jobs []slurm.Job, types []string, nodeType map[string]strin
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out, byID
+}
+
+// fitTypes says which types can hold the job as the user asked it
+// (rule.Holds, the plugin's check at submission), and why none can: its
+// GPU counts as Slurm has them now, its node and task shape and its
+// constraint as the plugin recorded them (squeue shows a pending job's
+// node count as Slurm's estimate, not as asked).
+func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *wire.PlaceRequest, partition string) (fit []bool, why string) {
+	a := req.Ask(asked.GPU.Nodes, asked.GPU.Tasks)
+	a.MaxNodes, a.TasksPerNode, a.SocketsPerNode = asked.GPU.MaxNodes, asked.GPU.TasksPerNode, asked.GPU.SocketsPerNode
+	need := rule.NeedOf(a)
+	fit = make([]bool, len(types))
+	some := false
+	for k, t := range types {
+		fit[k] = rule.Holds(cv, t, need, partition, asked.Features)
+		some = some || fit[k]
+	}
+	if !some {
+		why = rule.NoTypeReason(need, partition, asked.Features)
+	}
+	return fit, why
 }
 
 // featureType finds a GPU type named in a constraint ("ib&v100" -> v100).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ import (
 	"github.com/rota-hpc/rota/wire"
 )
 
-// fakeSched is Slurm in memory: three one-node types of 4 GPUs.
+// fakeSched is Slurm in memory: three one-node types of 4 GPUs, unless
+// nodes says otherwise.
 type fakeSched struct {
+	nodes     []slurm.Node
 	mu        sync.Mutex
 	jobs      map[uint32]*slurm.Job
 	decisions map[uint32]string
@@ -36,6 +39,9 @@ func newFake() *fakeSched {
 }
 
 func (f *fakeSched) Nodes(context.Context) ([]slurm.Node, error) {
+	if f.nodes != nil {
+		return f.nodes, nil
+	}
 	var out []slurm.Node
 	for _, t := range []string{"k80", "p100", "v100"} {
 		out = append(out, slurm.Node{Name: "node-" + t, State: "mixed", Partitions: []string{"gpu"},
@@ -455,5 +461,80 @@ func TestLoopLeavesChainSegments(t *testing.T) {
 	}
 	if _, ok := l.ChainInfo(99); ok {
 		t.Error("info for an unknown job")
+	}
+}
+
+// The round loop retypes a job only onto a type that can hold it as the
+// user asked it (the plugin's check, rule.Holds), and leaves a job no
+// single type holds as asked: no constraint, no priority, no migration,
+// and its round explains why.
+func TestRoundsRetypeOnlyWhereTheJobHolds(t *testing.T) {
+	t.Parallel()
+	node := func(name, typ string) slurm.Node {
+		return slurm.Node{Name: name, State: "mixed", Partitions: []string{"gpu"}, GPUs: map[string]int{typ: 4},
+			GPUsUsed: map[string]int{typ: 0}, Features: []string{typ}}
+	}
+	perType := []slurm.Node{node("node-k80", "k80"), node("node-p100", "p100"), node("node-v100", "v100")}
+	twoV100 := append([]slurm.Node{node("node-v100b", "v100")}, perType...)
+	n2 := wire.GPUAsk{PerNode: 2, Nodes: 2, MaxNodes: 2}
+	gpus8 := wire.GPUAsk{PerJob: 8, Nodes: 2, MaxNodes: 2}
+	for _, tc := range []struct {
+		name        string
+		nodes       []slurm.Node
+		state, node string // the job's state, and its first node when running
+		tres        string
+		ask         wire.GPUAsk
+		want        string // the constraint after the round
+		why         string
+		moved       bool
+	}{
+		{"-N2 --gres=gpu:2, one node per type", perType, "PENDING", "", "gres:gpu:2", n2, "",
+			"no single GPU type has 2 nodes with 2 GPUs each in partition gpu; left as asked", false},
+		{"-N2 --gres=gpu:2, two v100 nodes", twoV100, "PENDING", "", "gres:gpu:2", n2, "v100", "", false},
+		{"--gpus=8 -N2, one node per type", perType, "PENDING", "", "gres:gpu:8", gpus8, "",
+			"no single GPU type has 2 nodes with 8 GPUs in all in partition gpu; left as asked", false},
+		{"--gpus=8 -N2, two v100 nodes", twoV100, "PENDING", "", "gres:gpu:8", gpus8, "v100", "", false},
+		{"one GPU: any type", perType, "PENDING", "", "gres:gpu:1", wire.GPUAsk{PerNode: 1}, "v100", "", false},
+		// Slurm ran it on a p100 and a v100 node: Rota must not requeue
+		// it onto one type, where it would never run again.
+		{"running across types is never moved", perType, "RUNNING", "node-p100", "gres:gpu:2", n2, "",
+			"no single GPU type has 2 nodes", false},
+		{"running on one type is moved where it holds", perType, "RUNNING", "node-k80", "gres:gpu:2", wire.GPUAsk{PerNode: 2}, "v100", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.nodes = tc.nodes
+			f.add(1, tc.state, tc.node, "", &wire.Decision{Asked: wire.PlaceRequest{GPU: tc.ask,
+				Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+			j := f.jobs[1]
+			j.TresPerNode, j.NumNodes = tc.tres, int(max(tc.ask.Nodes, 1))
+			if tc.ask.PerJob > 0 {
+				j.TresPerNode, j.TresPerJob = "", tc.tres
+			}
+			if tc.node == "node-p100" {
+				j.Nodes = []string{"node-p100", "node-v100"}
+			}
+			l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.wg.Wait()
+			if moved := len(f.requeued) > 0; moved != tc.moved || j.Features != tc.want {
+				t.Errorf("constraint %q, requeued %v; want %q, moved %v (updates %v)", j.Features, f.requeued, tc.want, tc.moved, f.updates)
+			}
+			a, _, ok := l.Explain(1)
+			if !ok || !strings.Contains(a.Why, tc.why) {
+				t.Errorf("round explains %q (%v), want %q", a.Why, ok, tc.why)
+			}
+			if tc.why != "" && (j.Priority != 0 || a.Priority != 0 || a.Migrate) {
+				t.Errorf("a job left as asked got priority %d (action %+v)", j.Priority, a)
+			}
+			// A chain's next segment is pinned to the type ChainInfo
+			// gives for the running one: none for a job no type holds.
+			if in, ok := l.ChainInfo(1); tc.state == "RUNNING" && (!ok || (in.Type == "") != (tc.why != "")) {
+				t.Errorf("ChainInfo type %q (%v)", in.Type, ok)
+			}
+		})
 	}
 }

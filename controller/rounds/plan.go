@@ -50,9 +50,13 @@ type JobView struct {
 	StepsLeft float64
 	// MoveCost is the measured (or default) checkpoint + restart time.
 	MoveCost time.Duration
-	// Fits[k] is false when the type's GPU memory is below the job's
-	// observed peak.
+	// Fits[k] is false when type k cannot hold the job as asked
+	// (rule.Holds: too few nodes, GPUs per node or in all, or features)
+	// or its GPU memory is below the job's observed peak.
 	Fits []bool
+	// Unfit says why no single type can hold the job as asked ("" when
+	// one can): Rota leaves it as the user asked it, out of the policy.
+	Unfit string
 	// Target is the type Rota requeued the job onto (pending after a
 	// migration): its preferred type until it runs.
 	Target string
@@ -141,8 +145,38 @@ func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
 }
 
 // Decide computes one round. types and capacity describe the usable GPUs;
-// jobs are the managed jobs (pending and running).
+// jobs are the managed jobs (pending and running). A job no single type
+// can hold (Unfit) is left as the user asked it: the policy never sees
+// it, and its action, with neither type nor priority to set, says why.
 func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
+	fit := make([]JobView, 0, len(jobs))
+	for _, j := range jobs {
+		if j.Unfit == "" {
+			fit = append(fit, j)
+		}
+	}
+	if len(fit) == len(jobs) {
+		return p.decide(types, capacity, jobs, solve)
+	}
+	plan, err := p.decide(types, capacity, fit, solve)
+	if err != nil {
+		return plan, err
+	}
+	actions, f := make([]Action, 0, len(jobs)), 0 // in the order given
+	for _, j := range jobs {
+		if j.Unfit == "" {
+			actions = append(actions, plan.Actions[f])
+			f++
+			continue
+		}
+		actions = append(actions, Action{JobID: j.ID, Type: j.Type, Why: j.Unfit, Running: j.Running, GPUs: max(j.GPUs, 1),
+			Remaining: math.Inf(1)})
+	}
+	plan.Actions = actions
+	return plan, nil
+}
+
+func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
 	K := len(types)
 	plan := Plan{Types: types, Capacity: capacity, Policy: p.pol.Name(), Actions: make([]Action, len(jobs))}
 	if !slices.Equal(types, p.types) || !slices.Equal(capacity, p.capa) || p.mech == nil {

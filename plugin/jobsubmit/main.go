@@ -264,20 +264,23 @@ func outcomeMessage(o submit.Outcome) string {
 
 func toJob(j *C.rota_job_t) submit.Job {
 	job := submit.Job{
-		Modify:        j.modify != 0,
-		JobID:         uint32(j.job_id),
-		UID:           uint32(j.uid),
-		TresPerJob:    gostr(j.tres_per_job),
-		TresPerNode:   gostr(j.tres_per_node),
-		TresPerSocket: gostr(j.tres_per_socket),
-		TresPerTask:   gostr(j.tres_per_task),
-		Account:       gostr(j.account),
-		Partition:     gostr(j.partition),
-		Name:          gostr(j.name),
-		TimeLimit:     uint32(j.time_limit),
-		MinNodes:      uint32(j.min_nodes),
-		NumTasks:      uint32(j.num_tasks),
-		Features:      gostr(j.features),
+		Modify:         j.modify != 0,
+		JobID:          uint32(j.job_id),
+		UID:            uint32(j.uid),
+		TresPerJob:     gostr(j.tres_per_job),
+		TresPerNode:    gostr(j.tres_per_node),
+		TresPerSocket:  gostr(j.tres_per_socket),
+		TresPerTask:    gostr(j.tres_per_task),
+		Account:        gostr(j.account),
+		Partition:      gostr(j.partition),
+		Name:           gostr(j.name),
+		TimeLimit:      uint32(j.time_limit),
+		MinNodes:       uint32(j.min_nodes),
+		NumTasks:       uint32(j.num_tasks),
+		MaxNodes:       uint32(j.max_nodes),
+		TasksPerNode:   uint16(j.ntasks_per_node),
+		SocketsPerNode: uint16(j.sockets_per_node),
+		Features:       gostr(j.features),
 	}
 	if j.script != nil {
 		// Hashed in place: scripts can be large, and only the hash leaves.

@@ -187,6 +187,9 @@ func (a *arena) job(j *submit.Job) *C.rota_job_t {
 	k.time_limit = C.uint32_t(j.TimeLimit)
 	k.min_nodes = C.uint32_t(j.MinNodes)
 	k.num_tasks = C.uint32_t(j.NumTasks)
+	k.max_nodes = C.uint32_t(j.MaxNodes)
+	k.ntasks_per_node = C.uint16_t(j.TasksPerNode)
+	k.sockets_per_node = C.uint16_t(j.SocketsPerNode)
 	for _, f := range []struct {
 		dst **C.char
 		s   string

@@ -21,6 +21,7 @@ const spank = "_SLURM_SPANK_OPTION_rota_"
 func keyJob() *submit.Job {
 	return &submit.Job{UID: 1000, JobID: submit.NoVal, TresPerNode: "gres/gpu:1", Account: "ml", Partition: "gpu",
 		Name: "train", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal, Features: "",
+		MaxNodes: submit.NoVal, TasksPerNode: 0xfffe, SocketsPerNode: 0xfffe, // unset, as Slurm passes them
 		SpankEnv: []string{spank + "rota_steps=6000", "SPANK_OTHER=1", spank + "rota_throughput=k80:2"}}
 }
 
@@ -63,6 +64,9 @@ func TestServeMatchesTheKeyOnly(t *testing.T) {
 		{"time limit", func(j *submit.Job) { j.TimeLimit = 60 }, false},
 		{"nodes", func(j *submit.Job) { j.MinNodes = 2 }, false},
 		{"tasks", func(j *submit.Job) { j.NumTasks = 4 }, false},
+		{"max nodes", func(j *submit.Job) { j.MaxNodes = 2 }, false},
+		{"tasks per node", func(j *submit.Job) { j.TasksPerNode = 2 }, false},
+		{"sockets per node", func(j *submit.Job) { j.SocketsPerNode = 2 }, false},
 		{"job id", func(j *submit.Job) { j.JobID = 77 }, false},
 		{"an update", func(j *submit.Job) { j.Modify = true }, false},
 		{"a rota option", func(j *submit.Job) { j.SpankEnv[0] = spank + "rota_steps=7000" }, false},

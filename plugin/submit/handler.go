@@ -27,7 +27,9 @@ type Job struct {
 	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
 	Account, Partition, Name                            string
 	TimeLimit                                           uint32 // minutes; NoVal unset, Infinite
-	MinNodes, NumTasks                                  uint32 // NoVal or 0 unset
+	MinNodes, NumTasks, MaxNodes                        uint32 // NoVal, Infinite or 0 unset
+	// --ntasks-per-node and --sockets-per-node: NoVal16, 0xffff or 0 unset.
+	TasksPerNode, SocketsPerNode uint16
 	// SpankEnv holds the SPANK plugin's options as
 	// "_SLURM_SPANK_OPTION_rota_<option>=<value>".
 	SpankEnv []string
@@ -115,6 +117,8 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 		Features:   job.Features,
 		ScriptHash: job.ScriptHash,
 	}
+	// The job's shape: the rule gives it only a type that can hold it.
+	preq.GPU.MaxNodes, preq.GPU.TasksPerNode, preq.GPU.SocketsPerNode = unset(job.MaxNodes), unset16(job.TasksPerNode), unset16(job.SocketsPerNode)
 	if userLimit(job.TimeLimit) {
 		preq.TimeLimitMin = job.TimeLimit
 	}
@@ -237,6 +241,14 @@ func unset(v uint32) uint32 {
 		return 0
 	}
 	return v
+}
+
+// unset16 is unset for Slurm's 16-bit fields (NO_VAL16, INFINITE16).
+func unset16(v uint16) uint32 {
+	if v >= 0xfffe {
+		return 0
+	}
+	return uint32(v)
 }
 
 func contains(xs []string, x string) bool {

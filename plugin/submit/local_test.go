@@ -17,14 +17,19 @@ func placeState(absorbed uint64, origin string) []byte {
 	s := wire.PlaceState{V: wire.Version, Controller: "c", Gen: 1, Policy: "las",
 		Rule: wire.PlaceRule{Speed: map[string]float64{"v100": 3}, WalltimeMargin: 1.5},
 		Cluster: &wire.ClusterView{DefaultPartition: "gpu", Types: map[string]wire.TypeView{
-			"v100": {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}},
-			"k80":  {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}}}},
+			"v100": {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}, Shapes: oneNode(4, "v100")},
+			"k80":  {Nodes: 1, Total: 4, MaxPerNode: 4, Partitions: []string{"gpu"}, Shapes: oneNode(4, "k80")}}},
 		Absorbed: map[string]uint64{origin: absorbed}}
 	if absorbed > 0 {
 		s.Reserved = map[string]int{"v100": int(absorbed)} // the controller counted them
 	}
 	b, _ := json.Marshal(&s)
 	return b
+}
+
+// oneNode is a type's shape on one node of gpus GPUs in partition gpu.
+func oneNode(gpus int, feats ...string) map[string][]wire.NodeGroup {
+	return map[string][]wire.NodeGroup{"gpu": {{GPUs: gpus, Nodes: 1, Features: feats}}}
 }
 
 func gpuJob() *Job {

@@ -51,7 +51,8 @@ type Shelf interface {
 // update never matches.
 func SameRequest(a, b *Job) bool {
 	return !a.Modify && !b.Modify && a.JobID == b.JobID && a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
-		a.NumTasks == b.NumTasks && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
+		a.NumTasks == b.NumTasks && a.MaxNodes == b.MaxNodes && a.TasksPerNode == b.TasksPerNode &&
+		a.SocketsPerNode == b.SocketsPerNode && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
 		a.TresPerSocket == b.TresPerSocket && a.TresPerTask == b.TresPerTask && a.Account == b.Account &&
 		a.Partition == b.Partition && a.Features == b.Features && slices.Equal(a.SpankEnv, b.SpankEnv)
 }

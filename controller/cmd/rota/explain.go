@@ -107,7 +107,8 @@ func printDecision(w io.Writer, d *wire.Decision) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\t%d\n", d.JobID)
 	fmt.Fprintf(tw, "decision\t%s at %s by policy %s\n", d.ID, d.At.Format("2006-01-02 15:04:05 MST"), g.Policy)
-	fmt.Fprintf(tw, "asked\tgpu %s (per job %d, per node %d, per task %d), time %s\n", asked, a.GPU.PerJob, a.GPU.PerNode, a.GPU.PerTask, minutes(a.TimeLimitMin))
+	fmt.Fprintf(tw, "asked\tgpu %s (per job %d, per node %d, per task %d)%s, time %s\n", asked, a.GPU.PerJob, a.GPU.PerNode, a.GPU.PerTask,
+		nodesAsked(a.GPU), minutes(a.TimeLimitMin))
 	if a.Hints.Steps > 0 || len(a.Hints.Throughput) > 0 {
 		fmt.Fprintf(tw, "hints\tsteps %d, throughput %v\n", a.Hints.Steps, a.Hints.Throughput)
 	}
@@ -138,6 +139,18 @@ func printLimits(w io.Writer, limits []wire.LimitChange) {
 		fmt.Fprintf(w, "  %s -> %s %s at %s, %s into its run: %s\n", slurmtime.Format(c.FromMin), slurmtime.Format(c.ToMin), what,
 			c.At.Local().Format("2006-01-02 15:04:05 MST"), time.Duration(c.RanSeconds*float64(time.Second)).Round(time.Second), c.Why)
 	}
+}
+
+// nodesAsked is the node count a job asked for (-N), which decides
+// which GPU types can hold it: "" when not given.
+func nodesAsked(g wire.GPUAsk) string {
+	switch {
+	case g.MaxNodes > g.Nodes && g.Nodes > 0:
+		return fmt.Sprintf(" on %d-%d nodes", g.Nodes, g.MaxNodes)
+	case g.Nodes > 1:
+		return fmt.Sprintf(" on %d nodes", g.Nodes)
+	}
+	return ""
 }
 
 func minutes(m uint32) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,5 +34,26 @@ func TestPrintLimits(t *testing.T) {
 	printLimits(&b, nil)
 	if b.Len() != 0 {
 		t.Errorf("no changes printed as %q", b.String())
+	}
+}
+
+// explain shows the node count a job asked for beside its GPUs: it is
+// what decides which types can hold it.
+func TestPrintDecisionShowsNodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		gpu  wire.GPUAsk
+		want string
+	}{
+		{wire.GPUAsk{PerNode: 2}, "(per job 0, per node 2, per task 0), time"},
+		{wire.GPUAsk{PerNode: 2, Nodes: 1, MaxNodes: 1}, "(per job 0, per node 2, per task 0), time"},
+		{wire.GPUAsk{PerNode: 2, Nodes: 2, MaxNodes: 2}, "(per job 0, per node 2, per task 0) on 2 nodes, time"},
+		{wire.GPUAsk{PerJob: 8, Nodes: 2, MaxNodes: 4}, "(per job 8, per node 0, per task 0) on 2-4 nodes, time"},
+	} {
+		var b bytes.Buffer
+		printDecision(&b, &wire.Decision{Asked: wire.PlaceRequest{GPU: tc.gpu}, Given: wire.PlaceReply{Reason: "r"}})
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%+v: %q lacks %q", tc.gpu, b.String(), tc.want)
+		}
 	}
 }

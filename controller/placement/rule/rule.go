@@ -33,22 +33,6 @@ type Result struct {
 	Reserve *wire.Reservation
 }
 
-// Demand is how many GPUs a request needs in all and on its busiest node.
-func Demand(a wire.GPUAsk) (total, perNode int) {
-	nodes := int(max(a.Nodes, 1))
-	tasks := int(max(a.Tasks, 1))
-	perNode = int(max(a.PerNode, a.PerSocket, a.PerTask))
-	total = max(int(a.PerJob), int(a.PerNode)*nodes, int(a.PerSocket)*nodes, int(a.PerTask)*tasks)
-	if a.Nodes == 1 {
-		// Everything lands on the one node.
-		perNode = max(perNode, total)
-	}
-	if total > 0 {
-		perNode = max(perNode, 1)
-	}
-	return total, perNode
-}
-
 // Speed is type t's relative speed in r; a missing or non-positive entry
 // counts as 1.
 func Speed(r *wire.PlaceRule, t string) float64 {
@@ -168,14 +152,16 @@ func (v *View) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
 //
 // The rule: a request that names a type (or several, or a constraint
 // naming one) keeps it unless the admin allows retyping. Otherwise, of the
-// GPU types that can hold the job (in its partition, enough GPUs on one
-// node and in all): a job whose work is known (steps and a rate hint) goes
-// where it would finish first, counting the wait for a GPU there (list
-// scheduling over free GPUs, the round loop's estimates of when busy ones
-// free, and earlier bookings); any other job goes to the type with the
-// most free GPUs weighted by its speed there, or, when none has room now,
-// the most capacity weighted by speed (it queues where it runs fastest on
-// average). The walltime comes from the hints (walltime).
+// GPU types that can hold the whole job as asked (Holds: in its
+// partition, enough nodes with enough GPUs each and in all, with the
+// features it asks for; when none can, it is left as asked): a job whose
+// work is known (steps and a rate hint) goes where it would finish first,
+// counting the wait for a GPU there (list scheduling over free GPUs, the
+// round loop's estimates of when busy ones free, and earlier bookings);
+// any other job goes to the type with the most free GPUs weighted by its
+// speed there, or, when none has room now, the most capacity weighted by
+// speed (it queues where it runs fastest on average). The walltime comes
+// from the hints (walltime).
 func Place(s *wire.PlaceState, extra []wire.Reservation, req *wire.PlaceRequest) Result {
 	return NewView(s, extra).Place(req)
 }
@@ -213,15 +199,18 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
 	}
 	cv, r := s.Cluster, &s.Rule
-	total, perNode := Demand(req.GPU)
+	need := NeedOf(req.GPU)
+	total := need.Total
 	num.set("need.total", float64(total))
-	num.set("need.per_node", float64(perNode))
-	part := req.Partition
-	if part == "" {
-		part = cv.DefaultPartition
+	num.set("need.per_node", float64(need.PerNode))
+	num.set("need.nodes", float64(need.Nodes))
+	parts := req.Partition
+	if parts == "" {
+		parts = cv.DefaultPartition
 	}
+	part := parts
 	if i := strings.IndexByte(part, ','); i >= 0 {
-		part = part[:i] // several partitions: judge by the first
+		part = part[:i] // several partitions: MaxTime by the first
 	}
 
 	var res Result
@@ -246,12 +235,13 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 
 	var fitsBuf [8]cand // no allocation for the usual handful of types
 	fits := fitsBuf[:0]
+	cons := readConstraint(req.Features)
 	for _, t := range v.types {
 		tc := cv.Types[t]
-		if part != "" && !slices.Contains(tc.Partitions, part) {
-			continue
-		}
-		if tc.MaxPerNode < perNode || tc.Total < total {
+		if !holds(&tc, need, parts, cons) {
+			// Only types that can hold the whole job as asked: any other
+			// would leave it refused or pending for good.
+			num.set2("holds.", t, 0)
 			continue
 		}
 		free := max(tc.Free()-v.taken(t), 0)
@@ -264,9 +254,9 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
 	}
 	if len(fits) == 0 {
-		res.Reason = "no GPU type can hold the job; request kept for Slurm to judge"
+		res.Reason = "no single GPU type can hold the job as asked; left as asked"
 		if explain {
-			res.Reason = fmt.Sprintf("no GPU type in partition %q can hold %d GPUs (%d per node); request kept for Slurm to judge", part, total, perNode)
+			res.Reason = NoTypeReason(need, parts, req.Features)
 		}
 		return withNumbers(res, num)
 	}

@@ -72,28 +72,6 @@ func TestPlace(t *testing.T) {
 	}
 }
 
-func TestDemand(t *testing.T) {
-	tests := []struct {
-		ask            wire.GPUAsk
-		total, perNode int
-	}{
-		{wire.GPUAsk{PerNode: 2}, 2, 2},
-		{wire.GPUAsk{PerNode: 2, Nodes: 3}, 6, 2},
-		{wire.GPUAsk{PerJob: 4}, 4, 1},
-		{wire.GPUAsk{PerJob: 4, Nodes: 1}, 4, 4},
-		{wire.GPUAsk{PerTask: 1, Tasks: 4}, 4, 1},
-		{wire.GPUAsk{PerTask: 1, Tasks: 4, Nodes: 1}, 4, 4},
-		{wire.GPUAsk{PerSocket: 1}, 1, 1},
-		{wire.GPUAsk{}, 0, 0},
-	}
-	for _, tc := range tests {
-		total, per := Demand(tc.ask)
-		if total != tc.total || per != tc.perNode {
-			t.Errorf("Demand(%+v) = %d,%d want %d,%d", tc.ask, total, per, tc.total, tc.perNode)
-		}
-	}
-}
-
 // A View kept up to date with Add decides as Decide does from the whole
 // list of reservations, and as a state with the reservations applied
 // (Apply: what the controller's next state will hold), booked slots
