@@ -131,6 +131,8 @@ func freePorts() (slurm, nats int, err error) {
 	return base, base + 4, err
 }
 
+var placedRe = regexp.MustCompile(`AdminComment=rota: gpu any->(\w+)`)
+
 func waitPlaced() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -141,7 +143,9 @@ func waitPlaced() error {
 		id := strings.TrimSpace(out)
 		show, _ := run("scontrol", "show", "job", id)
 		run("scancel", id)
-		if strings.Contains(show, "AdminComment=rota:") {
+		// Given a type: right after slurmctld (re)starts, the controller
+		// may briefly see no node usable and leave jobs as asked.
+		if m := placedRe.FindStringSubmatch(show); m != nil && m[1] != "any" {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
