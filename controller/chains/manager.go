@@ -35,6 +35,10 @@ type Info struct {
 	Rates map[string]float64
 	// Step and Total from the job's progress (0 unknown).
 	Step, Total uint64
+	// LimitFollowed: the job runs under a limit Rota shortened, below its
+	// user's (or MaxTime), which the round loop raises as its progress
+	// needs (rounds.FollowLimit).
+	LimitFollowed bool
 }
 
 // JobInfo is the round loop (rounds.Loop.ChainInfo).
@@ -233,13 +237,6 @@ func (m *Manager) Tick(ctx context.Context) error {
 	return m.save(ctx)
 }
 
-// shortenedByRota: the job runs under the limit Rota gave it, shorter
-// than its user's (or under none the user gave).
-func shortenedByRota(j *slurm.Job, d *wire.Decision) bool {
-	given, asked := d.Given.TimeLimitMin, d.Asked.TimeLimitMin
-	return given > 0 && j.TimeLimitMin == given && (asked == 0 || asked > given)
-}
-
 // consider makes a chain of a job that needs (or asked for) one.
 func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 	_, seg := m.bySeg[j.ID]
@@ -264,7 +261,7 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 		}
 		return
 	}
-	if h.Chain != "on" && shortenedByRota(j, in.Decision) {
+	if h.Chain != "on" && in.LimitFollowed {
 		// The round loop raises a limit Rota shortened as the job's
 		// progress needs (rounds.FollowLimit), up to the user's own; a
 		// chain is for work the user's own limit will not hold, judged

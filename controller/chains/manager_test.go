@@ -29,6 +29,8 @@ type fakeSlurm struct {
 	total    uint64
 	dec      *wire.Decision
 	onSignal string // "" checkpoint and exit 0; "ignore"; "die" (FAILED 143)
+	// limitFollowed: the round loop says it follows the job's limit.
+	limitFollowed bool
 	// noResume: the program starts from step 0 every time.
 	noResume bool
 	// every: the program also checkpoints every this many steps.
@@ -234,6 +236,7 @@ func (f *fakeSlurm) ChainInfo(id uint32) (Info, bool) {
 	if j.job.State == "RUNNING" && f.now.Sub(j.job.Start) < f.quiet {
 		in.Step, in.Total, in.StepsLeft = 0, 0, float64(f.total)
 	}
+	in.LimitFollowed = f.limitFollowed
 	return in, true
 }
 
@@ -421,23 +424,24 @@ func TestNoChain(t *testing.T) {
 		auto  bool
 		steps uint64
 		note  string
-		// given, asked: the decision's time limits (minutes), if any.
-		given, asked uint32
+		// followed: the round loop follows the job's limit (one Rota
+		// shortened below its ceiling).
+		followed bool
 	}{
-		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal", 0, 0},
-		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out", 0, 0},
-		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, "", 0, 0},
-		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, "", 0, 0},
-		// Its 60 minutes are Rota's, its user asked 4 hours: the round
-		// loop raises the limit, no chain.
-		{"limit shortened by Rota", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", 60, 240},
-		{"limit shortened by Rota, user gave none", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", 60, 0},
+		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal", false},
+		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out", false},
+		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, "", false},
+		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, "", false},
+		// Its limit is one Rota shortened: the round loop raises it, no
+		// chain.
+		{"limit followed by the round loop", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			now := t0
 			f := newFakeSlurm(&now)
-			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints, TimeLimitMin: c.asked}, Given: wire.PlaceReply{TimeLimitMin: c.given}}
+			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}}
+			f.limitFollowed = c.followed
 			f.total = c.steps
 			cfg := DefaultConfig()
 			cfg.Auto = c.auto

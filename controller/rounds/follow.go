@@ -23,12 +23,15 @@ func (l *Loop) followLimits(ctx context.Context, jobs []slurm.Job, snap *cluster
 	for i := range jobs {
 		j := &jobs[i]
 		tr, in, ok := l.limitInput(j, snap, nodeType, now)
-		if !ok {
-			continue
+		limit := in.LimitMin
+		if d := FollowLimit(in); ok && d.NewMin != 0 && l.changeLimit(ctx, j, tr, in, d, now) {
+			limit = d.NewMin
 		}
-		if d := FollowLimit(in); d.NewMin != 0 {
-			l.changeLimit(ctx, j, tr, in, d, now)
+		l.mu.Lock()
+		if t := l.known[j.ID]; t != nil {
+			t.limitFollowed = ok && (in.CeilingMin == 0 || limit < in.CeilingMin)
 		}
+		l.mu.Unlock()
 	}
 }
 
@@ -77,8 +80,8 @@ func (l *Loop) limitInput(j *slurm.Job, snap *cluster.Snapshot, nodeType map[str
 }
 
 // changeLimit sets the job's new limit, keeps the change with its
-// decision and logs it.
-func (l *Loop) changeLimit(ctx context.Context, j *slurm.Job, tr *tracked, in LimitInput, d LimitDecision, now time.Time) {
+// decision and logs it; false when Slurm refused it.
+func (l *Loop) changeLimit(ctx context.Context, j *slurm.Job, tr *tracked, in LimitInput, d LimitDecision, now time.Time) bool {
 	to := d.NewMin
 	log := l.log.With().Uint32("job", j.ID).Str("from", slurmtime.Format(j.TimeLimitMin)).Str("to", slurmtime.Format(to)).
 		Dur("ran", in.Elapsed.Round(time.Second)).Logger()
@@ -87,7 +90,7 @@ func (l *Loop) changeLimit(ctx context.Context, j *slurm.Job, tr *tracked, in Li
 		l.stats.SlurmErrors++
 		l.mu.Unlock()
 		log.Info().Err(err).Msg("could not raise the time limit Rota had shortened (the job may have ended meanwhile); the next round tries again")
-		return
+		return false
 	}
 	l.mu.Lock()
 	tr.followed = to // tr.limitMin stays Rota's estimate: its error feeds the walltime estimator
@@ -106,15 +109,16 @@ func (l *Loop) changeLimit(ctx context.Context, j *slurm.Job, tr *tracked, in Li
 	}
 	rec, ok := l.dec.(LimitRecorder)
 	if !ok {
-		return
+		return true
 	}
 	c := wire.LimitChange{At: now.UTC(), FromMin: j.TimeLimitMin, ToMin: to, RanSeconds: j.RunSeconds, Measured: d.Measured, Why: d.Why}
 	nd, err := rec.AddLimit(ctx, id, j.ID, c)
 	if err != nil {
 		log.Warn().Err(err).Msg("the time limit changed but the change could not be kept with the job's decision; rota explain will not show it")
-		return
+		return true
 	}
 	l.mu.Lock()
 	tr.decision = nd
 	l.mu.Unlock()
+	return true
 }

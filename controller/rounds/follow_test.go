@@ -138,6 +138,13 @@ func TestLoopFollowsLimits(t *testing.T) {
 			if c.failSlurm && l.Stats().SlurmErrors == 0 {
 				t.Error("a refused update not counted")
 			}
+			// The chain manager leaves a job alone while the loop follows
+			// its limit: one Rota set, below the ceiling (120, or MaxTime).
+			followed := f.jobs[1].State == "RUNNING" && !c.segment && !c.moving && f.jobs[1].TimeLimitMin != 6 &&
+				f.jobs[1].TimeLimitMin < 120 && c.name != "the user's own limit: left alone"
+			if in, _ := l.ChainInfo(1); in.LimitFollowed != followed {
+				t.Errorf("ChainInfo.LimitFollowed = %v, want %v", in.LimitFollowed, followed)
+			}
 			// The next round, a minute on at the same pace, changes nothing.
 			n := len(f.updates)
 			f.jobs[1].RunSeconds += 60

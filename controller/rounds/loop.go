@@ -142,6 +142,10 @@ type tracked struct {
 	// followed is the limit FollowLimit last raised it to (0 none);
 	// limitMin stays the estimate, whose error the estimator learns.
 	followed uint32
+	// limitFollowed: at the last round the job ran under a limit Rota
+	// set below its ceiling, which followLimits raises as it needs (the
+	// chain manager leaves such a job alone: chains.Info.LimitFollowed).
+	limitFollowed bool
 	// The last round's estimate, for chains: steps left (0 unknown), the
 	// type it is on or given, steps/s per type (relative-only rates left
 	// out).
@@ -184,7 +188,7 @@ func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
 		return chains.Info{}, false
 	}
 	in := chains.Info{Decision: tr.decision, StepsLeft: tr.stepsLeft, Type: tr.typ, Rates: tr.rates,
-		Rate: tr.rates[tr.typ], Step: tr.step, Total: tr.total}
+		Rate: tr.rates[tr.typ], Step: tr.step, Total: tr.total, LimitFollowed: tr.limitFollowed}
 	if measured {
 		in.Step, in.Total = m.Step, m.Total
 	}
