@@ -22,13 +22,6 @@ import (
 // the one before checkpointed, nothing is lost, the last step is the total,
 // and the chain is one job in status and explain.
 func TestChainPastMaxTime(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(repo, "bin/rota-synthtrain")); err != nil {
-		t.Fatal("bin/rota-synthtrain missing: run make build")
-	}
-	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
-	if _, err := os.Stat(table); err != nil {
-		t.Fatalf("Gavel's table: %v", err)
-	}
 	// MaxTime of one minute for this test, the partition's own restored
 	// after it.
 	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
@@ -58,12 +51,7 @@ func TestChainPastMaxTime(t *testing.T) {
 	// ResNet-18 (batch size 64) on a V100: 24.09 steps/s (Gavel's table);
 	// 3600 steps are 150 s, 2.5 x the one-minute MaxTime.
 	const steps = 3600
-	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps %d --time-scale 1 --throughputs %s --ckpt-dir %s --log %s/$SLURM_JOB_ID.log\n",
-		filepath.Join(repo, "bin/rota-synthtrain"), steps, table, filepath.Join(dir, "ckpt"), logs)
-	sf := filepath.Join(dir, "train.sh")
-	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	sf := trainScript(t, dir, "train.sh", steps, logs+"/$SLURM_JOB_ID.log")
 	out, err := run("sbatch", "--parsable", "-J", "chain-e2e", "-o", filepath.Join(dir, "out-%j"), "--gres=gpu:v100:1",
 		"--rota-checkpoint-signal=USR1", fmt.Sprintf("--rota-steps=%d", steps), "--rota-throughput=v100:24.09", sf)
 	if err != nil {

@@ -67,12 +67,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	env = append(os.Environ(),
-		"ROTA_DEV_DIR="+devDir, "ROTA_DEV_NODE_PREFIX="+nodePrefix, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
-		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
-		// bin/rota signs in with the dev cluster's read-only credential.
-		"ROTA_NATS_NKEY_SEED="+filepath.Join(devDir, "creds", "cli.nk"),
-		"SLURM_CONF="+filepath.Join(devDir, "slurm.conf"))
+	testCluster = newDevCluster(devDir, nodePrefix, slurmPort, natsPort)
+	env = testCluster.env
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
 		os.Exit(1)
@@ -87,25 +83,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	// A clean slurmctld and controller state.
-	for _, f := range []string{"state", "controller"} {
-		os.RemoveAll(filepath.Join(devDir, f))
-	}
-	if out, err := dev("up"); err != nil {
-		fmt.Fprintf(os.Stderr, "dev-cluster up: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	if out, err := dev("controller", "start"); err != nil {
-		fmt.Fprintf(os.Stderr, "controller start: %v\n%s", err, out)
-		dev("down")
-		os.Exit(1)
-	}
-	// slurmctld started before the controller, so the plugin connects on
-	// its next reconnect attempt (about a second): wait until a submission
-	// is placed, as a user would see it.
-	if err := waitPlaced(); err != nil {
+	if err := testCluster.start(true); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		dev("down")
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -119,9 +98,78 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "--- last lines of %s ---\n%s\n", f, strings.Join(lines, "\n"))
 		}
 	}
-	run("scancel", "--user=root")
-	dev("down")
+	testCluster.stop()
 	os.Exit(code)
+}
+
+// devCluster is one dev cluster: its directory and the environment that
+// scripts/dev-cluster, Slurm's clients and bin/rota run with for it.
+type devCluster struct {
+	dir string
+	env []string
+}
+
+// testCluster is the cluster TestMain starts, which most tests use.
+var testCluster devCluster
+
+// newDevCluster is the cluster in dir whose nodes are named prefix-...,
+// with slurmctld on slurmPort and the slurmds on the ports after it, NATS
+// on natsPort and the controller's /metrics on the next one; extra adds
+// scripts/dev-cluster settings (ROTA_DEV_...).
+func newDevCluster(dir, prefix string, slurmPort, natsPort int, extra ...string) devCluster {
+	e := append(os.Environ(),
+		"ROTA_DEV_DIR="+dir, "ROTA_DEV_NODE_PREFIX="+prefix, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
+		// bin/rota signs in with the dev cluster's read-only credential.
+		"ROTA_NATS_NKEY_SEED="+filepath.Join(dir, "creds", "cli.nk"),
+		"SLURM_CONF="+filepath.Join(dir, "slurm.conf"))
+	return devCluster{dir: dir, env: append(e, extra...)}
+}
+
+// start brings the cluster up from a clean slurmctld and controller state;
+// with rota, the controller too, once a submission is placed. What it
+// started is stopped again when it fails.
+func (c devCluster) start(rota bool) error {
+	for _, f := range []string{"state", "controller"} {
+		os.RemoveAll(filepath.Join(c.dir, f))
+	}
+	if out, err := c.dev("up"); err != nil {
+		return fmt.Errorf("dev-cluster up: %v\n%s", err, out)
+	}
+	if !rota {
+		return nil
+	}
+	if out, err := c.dev("controller", "start"); err != nil {
+		c.dev("down")
+		return fmt.Errorf("controller start: %v\n%s", err, out)
+	}
+	// slurmctld started before the controller, so the plugin connects on
+	// its next reconnect attempt (about a second): wait until a submission
+	// is placed, as a user would see it.
+	if err := c.waitPlaced(); err != nil {
+		c.dev("down")
+		return err
+	}
+	return nil
+}
+
+// stop cancels the cluster's jobs and stops its daemons.
+func (c devCluster) stop() {
+	c.run("scancel", "--user=root")
+	c.dev("down")
+}
+
+func (c devCluster) dev(args ...string) (string, error) {
+	return c.run(filepath.Join(repo, "scripts/dev-cluster"), args...)
+}
+
+func (c devCluster) run(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = c.env
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	return b.String(), err
 }
 
 // freePorts: four consecutive ports (slurmctld and three slurmd), the
@@ -133,16 +181,18 @@ func freePorts() (slurm, nats int, err error) {
 
 var placedRe = regexp.MustCompile(`AdminComment=rota: gpu any->(\w+)`)
 
-func waitPlaced() error {
+func waitPlaced() error { return testCluster.waitPlaced() }
+
+func (c devCluster) waitPlaced() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
+		out, err := c.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
 		if err != nil {
 			return fmt.Errorf("sbatch: %v: %s", err, out)
 		}
 		id := strings.TrimSpace(out)
-		show, _ := run("scontrol", "show", "job", id)
-		run("scancel", id)
+		show, _ := c.run("scontrol", "show", "job", id)
+		c.run("scancel", id)
 		// Given a type: right after slurmctld (re)starts, the controller
 		// may briefly see no node usable and leave jobs as asked.
 		if m := placedRe.FindStringSubmatch(show); m != nil && m[1] != "any" {
@@ -165,18 +215,9 @@ func restartController(t *testing.T, extra ...string) {
 	}
 }
 
-func dev(args ...string) (string, error) {
-	return run(filepath.Join(repo, "scripts/dev-cluster"), args...)
-}
+func dev(args ...string) (string, error) { return testCluster.dev(args...) }
 
-func run(name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Env = env
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	err := cmd.Run()
-	return b.String(), err
-}
+func run(name string, args ...string) (string, error) { return testCluster.run(name, args...) }
 
 // sbatch submits a held job (it stays pending, so the cluster never fills
 // up) and returns its id.

@@ -24,14 +24,6 @@ import (
 // its user's back) before it runs out, so it completes, never past the
 // user's ten minutes, and explain shows each change.
 func TestLimitFollowsProgress(t *testing.T) {
-	synth := filepath.Join(repo, "bin/rota-synthtrain")
-	if _, err := os.Stat(synth); err != nil {
-		t.Fatal("bin/rota-synthtrain missing: run make build")
-	}
-	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
-	if _, err := os.Stat(table); err != nil {
-		t.Fatalf("Gavel's table: %v", err)
-	}
 	// Without the dev cluster's 5-minute overhead on every walltime, a
 	// job of seconds gets a limit of a minute.
 	restartController(t, "ROTA_DEV_WALLTIME_OVERHEAD_MIN=0")
@@ -59,12 +51,7 @@ func TestLimitFollowsProgress(t *testing.T) {
 	// so 3614 steps take 150 s; the hint says 240.9, so Rota reckons
 	// 3614 / 240.9 x 1.5 margin = 22.5 s: one minute.
 	const steps, userMin = 3614, 10
-	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps %d --time-scale 1 --throughputs %s --ckpt-dir %s --log %s/$SLURM_JOB_ID.log\n",
-		synth, steps, table, filepath.Join(dir, "ckpt"), dir)
-	sf := filepath.Join(dir, "slow.sh")
-	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	sf := trainScript(t, dir, "slow.sh", steps, dir+"/$SLURM_JOB_ID.log")
 	out, err := run("sbatch", "--parsable", "-J", "limit-follow", "-o", filepath.Join(dir, "out-%j"), "-t", strconv.Itoa(userMin),
 		"--gres=gpu:v100:1", fmt.Sprintf("--rota-steps=%d", steps), "--rota-throughput=v100:240.9", sf)
 	if err != nil {

@@ -101,6 +101,30 @@ type synthEvent struct {
 	T           float64 `json:"t"`
 }
 
+// trainScript writes dir/name, a batch script in which bin/rota-synthtrain
+// trains ResNet-18 (batch size 64) for steps at Gavel's speed on the GPU
+// type Slurm gave it (V100 24.09 steps/s, P100 22.30, K80 7.05),
+// checkpointing into dir/ckpt and appending its events to logPath (the
+// script expands it: $SLURM_JOB_ID works); it returns the script's path.
+func trainScript(t *testing.T, dir, name string, steps int, logPath string) string {
+	t.Helper()
+	synth := filepath.Join(repo, "bin/rota-synthtrain")
+	if _, err := os.Stat(synth); err != nil {
+		t.Fatal("bin/rota-synthtrain missing: run make build")
+	}
+	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
+	if _, err := os.Stat(table); err != nil {
+		t.Fatalf("Gavel's table: %v", err)
+	}
+	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps %d --time-scale 1 --throughputs %s --ckpt-dir %s --log %s\n",
+		synth, steps, table, filepath.Join(dir, "ckpt"), logPath)
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func readSynthLog(t *testing.T, path string) []synthEvent {
 	t.Helper()
 	f, err := os.Open(path)
@@ -124,13 +148,6 @@ func readSynthLog(t *testing.T, path string) []synthEvent {
 // signal, Slurm requeues it constrained to the V100, and it resumes from
 // its checkpoint there, losing no step.
 func TestMigrationEndToEnd(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(repo, "bin/rota-synthtrain")); err != nil {
-		t.Fatal("bin/rota-synthtrain missing: run make build")
-	}
-	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
-	if _, err := os.Stat(table); err != nil {
-		t.Fatalf("Gavel's table: %v", err)
-	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	// Fill the V100 and P100 nodes with jobs whose users chose their type.
@@ -149,12 +166,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 	logf := filepath.Join(dir, "train.log")
 	// ResNet-18 (batch size 64) at time scale 1: about 18 steps/s on a
 	// V100 and 3 on a K80 (Gavel's table); 3000 steps = ~17 min on the K80.
-	script := fmt.Sprintf("#!/bin/bash\nexec %s --model 'ResNet-18 (batch size 64)' --steps 3000 --time-scale 1 --throughputs %s --ckpt-dir %s --log %s\n",
-		filepath.Join(repo, "bin/rota-synthtrain"), table, filepath.Join(dir, "ckpt"), logf)
-	sf := filepath.Join(dir, "train.sh")
-	if err := os.WriteFile(sf, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	sf := trainScript(t, dir, "train.sh", 3000, logf)
 	// A name of its own: the estimators pool rates by user and job name,
 	// and what other tests' train.sh jobs taught them (TestChainPastMaxTime
 	// runs the same model on a V100) would make this job wait for a V100
