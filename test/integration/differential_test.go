@@ -61,8 +61,9 @@ var diffJobs = []diffJob{
 	{name: "gpus-per-node", args: []string{"--gpus-per-node=2"}, sleep: 15},
 	{name: "gpus-per-task", args: []string{"--gpus-per-task=1", "-n", "2"}, sleep: 15},
 	{name: "gpus-per-socket", args: []string{"--gpus-per-socket=1", "--sockets-per-node=1"}, sleep: 15},
-	// 22.05's sbatch has no --tres-per-task: refused there, Rota or not.
-	{name: "tres-per-task", args: []string{"--tres-per-task=gres/gpu=1"}, sleep: 15},
+	// 22.05's sbatch has no --tres-per-task: refused there, Rota or not;
+	// 26.05's wants -n with it.
+	{name: "tres-per-task", args: []string{"--tres-per-task=gres/gpu=1", "-n", "2"}, sleep: 15},
 	{name: "gpus-N2-per-node", args: []string{"-N2", "--gpus-per-node=2"}, sleep: 15},
 	{name: "gpus8-N2", args: []string{"-N2", "--gpus=8"}, sleep: 15},
 	{name: "array", args: []string{"--array=0-2", "--gres=gpu:1"}, sleep: 15, tasks: 3},
@@ -264,8 +265,11 @@ func runJobSet(t *testing.T, c devCluster, label string) *diffRun {
 		}
 	}
 	// One line: the clusters run at once, their logs interleave.
-	t.Logf("%s: %d of %d completed in %s; not: %s", label, len(diffJobs)-len(not), len(diffJobs),
-		time.Since(start).Round(time.Second), strings.Join(not, "; "))
+	line := fmt.Sprintf("%s: %d of %d completed in %s", label, len(diffJobs)-len(not), len(diffJobs), time.Since(start).Round(time.Second))
+	if len(not) > 0 {
+		line += "; not: " + strings.Join(not, "; ")
+	}
+	t.Log(line)
 	return r
 }
 
@@ -346,12 +350,14 @@ func (r *diffRun) at(j diffJob) string {
 	return fmt.Sprintf(", step %d of %d", r.reached[j.name], j.steps)
 }
 
-// sbatchError is the gist of sbatch's complaint: its last line of its own.
+// sbatchError is the gist of sbatch's complaint: its first line of its
+// own (the later ones are more general).
 func sbatchError(out string) string {
 	gist := strings.TrimSpace(out)
 	for _, l := range strings.Split(gist, "\n") {
 		if strings.HasPrefix(l, "sbatch: ") {
 			gist = l
+			break
 		}
 	}
 	for _, p := range []string{"sbatch: error: Batch job submission failed: ", "sbatch: error: ", "sbatch: "} {
