@@ -87,8 +87,9 @@ const (
 	// diffDeadline bounds one cluster's run of the set (plain Slurm on the
 	// V100-only shape needs about four minutes).
 	diffDeadline = 7 * time.Minute
-	// diffStuck: pending jobs on a cluster where nothing has run for this
-	// long will not start (a round is 3 s, backfill every 2 s here).
+	// diffStuck: pending jobs on a cluster where nothing has run (or
+	// squeue has not answered) for this long will not start (a round is
+	// 3 s, backfill every 2 s here).
 	diffStuck = 45 * time.Second
 )
 
@@ -227,16 +228,19 @@ func runJobSet(t *testing.T, c devCluster, label string) *diffRun {
 		r.jobs[j.name] = map[string]slurmJob{}
 	}
 	start, busy := time.Now(), time.Now()
-	for time.Since(start) < diffDeadline {
+	failed := 0
+	for time.Since(start) < diffDeadline && time.Since(busy) < diffStuck {
 		time.Sleep(2 * time.Second)
+		r.readLogs(t)
 		// -r: an array's tasks one per line; -t all: ended jobs too, for
 		// MinJobAge (60 s), polled well within it.
 		out, err := c.run("squeue", "-h", "-a", "-r", "-t", "all", "-o", "%i|%j|%T|%r|%l")
 		if err != nil {
-			t.Logf("squeue: %v %s", err, out)
+			if failed++; failed == 1 { // a cluster that broke (munge) says so once
+				t.Logf("%s: squeue: %v %s", label, err, strings.TrimSpace(out))
+			}
 			continue
 		}
-		r.readLogs(t)
 		active := false
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			f := strings.Split(line, "|")
@@ -253,7 +257,7 @@ func runJobSet(t *testing.T, c devCluster, label string) *diffRun {
 		}
 		// Between a chain's segments nothing may be queued for a moment:
 		// a training job is done when its log says so.
-		if !active && (r.trained() || time.Since(busy) > 20*time.Second) || time.Since(busy) > diffStuck {
+		if !active && (r.trained() || time.Since(busy) > 20*time.Second) {
 			break
 		}
 	}
