@@ -320,7 +320,13 @@ func TestDebPluginsDependOnExactSlurm(t *testing.T) {
 		return exec.Command("dpkg", "--compare-versions", v, "ge", slurmVersion).Run() == nil &&
 			exec.Command("dpkg", "--compare-versions", v, "lt", next+"~").Run() == nil
 	}
-	installed := strings.TrimSpace(run(t, "dpkg-query", "-W", "-f", "${Version}", "slurm-wlm-basic-plugins"))
+	// The installed Slurm of the release built for: the host's, or its chroot's.
+	query := []string{"dpkg-query", "-W", "-f", "${Version}", "slurm-wlm-basic-plugins"}
+	if pluginBin != "bin" {
+		query = append([]string{"exec", release}, query...)
+		query = append([]string{filepath.Join(repo, "scripts/slurm-release")}, query...)
+	}
+	installed := strings.TrimSpace(run(t, query[0], query[1:]...))
 	for v, ok := range map[string]bool{
 		installed:                   true,
 		slurmVersion + "-1":         true,
