@@ -183,6 +183,10 @@ func TestFailOpenControllerStopped(t *testing.T) {
 		if out, err := dev("controller", "start"); err != nil {
 			t.Fatalf("restart controller: %v %s", err, out)
 		}
+		// The next test finds jobs placed again.
+		if err := waitPlaced(); err != nil {
+			t.Fatal(err)
+		}
 	}()
 	n := assertUnchanged(t)
 	away := pluginStats(t)["away"]
