@@ -55,6 +55,10 @@ func TestMain(m *testing.M) {
 	if nodePrefix == "t" {
 		nodePrefix = "test"
 	}
+	// Two checkouts testing at once on one host need names of their own.
+	if p := os.Getenv("ROTA_TEST_NODE_PREFIX"); p != "" {
+		nodePrefix = p
+	}
 	// Outside the checkout, which may sit in a directory that munge, the
 	// daemons and the test users cannot enter.
 	sum := sha256.Sum256([]byte(repo))
@@ -67,7 +71,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	testCluster = newDevCluster(devDir, nodePrefix, slurmPort, natsPort)
+	// rota-test: the user TestJobModify submits as, in an account.
+	testCluster = newDevCluster(devDir, nodePrefix, slurmPort, natsPort, "ROTA_DEV_USERS=rota-test:lab-a")
 	env = testCluster.env
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
@@ -114,12 +119,13 @@ var testCluster devCluster
 
 // newDevCluster is the cluster in dir whose nodes are named prefix-...,
 // with slurmctld on slurmPort and the slurmds on the ports after it, NATS
-// on natsPort and the controller's /metrics on the next one; extra adds
+// on natsPort, the controller's /metrics on the next one and slurmdbd on
+// the one after (its MariaDB has a socket only); extra adds
 // scripts/dev-cluster settings (ROTA_DEV_...).
 func newDevCluster(dir, prefix string, slurmPort, natsPort int, extra ...string) devCluster {
 	e := append(os.Environ(),
 		"ROTA_DEV_DIR="+dir, "ROTA_DEV_NODE_PREFIX="+prefix, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
-		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1),
+		fmt.Sprintf("ROTA_DEV_METRICS_PORT=%d", natsPort+1), fmt.Sprintf("ROTA_DEV_DBD_PORT=%d", natsPort+2),
 		// bin/rota signs in with the dev cluster's read-only credential.
 		"ROTA_NATS_NKEY_SEED="+filepath.Join(dir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(dir, "slurm.conf"))
@@ -173,9 +179,9 @@ func (c devCluster) run(name string, args ...string) (string, error) {
 }
 
 // freePorts: four consecutive ports (slurmctld and three slurmd), the
-// next one for NATS and the one after for the controller's /metrics.
+// next one for NATS, then the controller's /metrics and slurmdbd.
 func freePorts() (slurm, nats int, err error) {
-	base, err := freeport.Consecutive(6)
+	base, err := freeport.Consecutive(7)
 	return base, base + 4, err
 }
 

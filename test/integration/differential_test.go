@@ -96,7 +96,7 @@ const (
 func TestDifferential(t *testing.T) {
 	n := 0
 	for _, s := range diffShapes {
-		n += 2 * (s.nodes + 3)
+		n += 2 * (s.nodes + 4)
 	}
 	// One run of ports for every cluster, so no two of them draw the same.
 	port, err := freeport.Consecutive(n)
@@ -121,10 +121,10 @@ func TestDifferential(t *testing.T) {
 			// Node names of their own (cgroups are named by node), a
 			// directory of its own (short: slurmd's sockets go under it,
 			// and a socket's path has at most 108 bytes), ports of its
-			// own: slurmctld, the slurmds, NATS and /metrics.
+			// own: slurmctld, the slurmds, NATS, /metrics and slurmdbd.
 			tag := fmt.Sprintf("d%d%c", i+1, mode[0])
 			c := newDevCluster(devDir+"-"+tag, nodePrefix+tag, port, port+s.nodes+1, extra...)
-			port += s.nodes + 3
+			port += s.nodes + 4
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -95,6 +95,7 @@ func TestInstall(t *testing.T) {
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	env := append(os.Environ(),
 		"ROTA_DEV_DIR="+dir, fmt.Sprintf("ROTA_DEV_PORT=%d", slurmPort), fmt.Sprintf("ROTA_DEV_NATS_PORT=%d", natsPort),
+		fmt.Sprintf("ROTA_DEV_DBD_PORT=%d", natsPort+1),
 		"ROTA_DEV_PLUGIN_DIR="+debPluginDir, "ROTA_DEV_SPANK_SO="+spank,
 		"SLURM_CONF="+filepath.Join(dir, "slurm.conf"))
 	sh := func(name string, args ...string) (string, error) {
@@ -315,10 +316,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// freePorts: four consecutive ports (slurmctld and three slurmd) and the
-// next one for NATS, so no other cluster on this machine collides.
+// freePorts: four consecutive ports (slurmctld and three slurmd), the
+// next one for NATS and the one after for slurmdbd, so no other cluster on
+// this machine collides.
 func freePorts(t *testing.T) (slurm, nats int) {
-	base, err := freeport.Consecutive(5)
+	base, err := freeport.Consecutive(6)
 	if err != nil {
 		t.Fatal(err)
 	}
