@@ -425,6 +425,9 @@ func (c *Controller) refresh(ctx context.Context) error {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
 	s := cluster.Build(time.Now(), nodes, parts)
+	if loop := c.rounds.Load(); loop != nil && loop.TypeByGres() {
+		s.ByFeature = false // as the round loop's snapshots (rounds.Loop.TypeByGres)
+	}
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.refreshSite(ctx, nodes, parts)

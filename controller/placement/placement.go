@@ -153,6 +153,16 @@ func (p *Interim) SetBusy(busy map[string][]float64) {
 	p.mu.Unlock()
 }
 
+// SetHeadroom replaces what the site's typed GPU limits leave each user
+// (the round loop counts it from the jobs it read); placements take from
+// it until the next.
+func (p *Interim) SetHeadroom(h map[uint32]wire.UserHeadroom) {
+	p.mu.Lock()
+	p.state.Headroom = h
+	p.state.Gen++
+	p.mu.Unlock()
+}
+
 // Update implements Placer. Reservations and bookings end: the new
 // snapshot's use includes the jobs that have started. Absorbed stays: a
 // plugin's placements up to it are covered by this view as much as by a
