@@ -129,6 +129,7 @@ type Loop struct {
 	limitSet      *limits.Set
 	limitsFailing bool
 	headroom      map[uint32]wire.UserHeadroom
+	headroomAt    time.Time
 }
 
 // tracked is what the loop remembers of a job between rounds.
@@ -333,7 +334,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	}
 	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now, usage, counted)
 	l.mu.Lock()
-	l.headroom = nil
+	l.headroom, l.headroomAt = nil, now
 	if usage != nil {
 		l.headroom = headroomOf(lim, usage, types)
 	}

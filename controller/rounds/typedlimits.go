@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/placement/rule"
@@ -39,12 +40,13 @@ func (l *Loop) TypeByGres() bool {
 	return l.retypeGres || l.limitSet.Typed()
 }
 
-// Headroom is what the typed limits left each user after the last round
-// (nil: none), for the placement state.
-func (l *Loop) Headroom() map[uint32]wire.UserHeadroom {
+// Headroom is what the typed limits left each user (nil: none), for the
+// placement state, counted from the queue as the last round read it at
+// asOf.
+func (l *Loop) Headroom() (h map[uint32]wire.UserHeadroom, asOf time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.headroom
+	return l.headroom, l.headroomAt
 }
 
 // readLimits reads the limits, keeping the last ones read when

@@ -58,7 +58,13 @@ func Apply(s *wire.PlaceState, r wire.Reservation) {
 	if r.FinishS > 0 && len(s.Slots[r.Type]) > 0 {
 		s.Slots[r.Type] = book(s.Slots[r.Type], r.GPUs, r.FinishS)
 	}
-	if h, ok := s.Headroom[r.UID]; ok && r.Room != "" {
+	TakeRoom(s, r)
+}
+
+// TakeRoom takes r's GPUs off its user's headroom in s (typed limits),
+// when r carries one.
+func TakeRoom(s *wire.PlaceState, r wire.Reservation) {
+	if h, ok := s.Headroom[r.UID]; ok && r.Room != "" && r.GPUs > 0 {
 		if _, limited := h.Left[r.Room][r.Type]; limited {
 			// Copies all the way down: states handed out share these maps.
 			left := maps.Clone(h.Left[r.Room])
