@@ -13,6 +13,33 @@ const sacct2205 = `1|COMPLETED|rota-a|lab-a|gpu|2026-11-25T21:42:36|2026-11-25T2
 6|COMPLETED|root|root|gpu|2026-11-25T21:42:36|2026-11-25T21:42:36|2026-11-25T21:42:39|2026-11-25T21:42:40|2880|1|billing=1,cpu=1,node=1|hist-k80|wrap
 `
 
+// Lines as sacct 26.05.5 printed them (same fields; a job cancelled
+// while pending has Start "None" and TimelimitRaw "Partition_Limit").
+const sacct2605 = `1|COMPLETED|root|root|gpu|2026-11-25T21:44:25|2026-11-25T21:44:25|2026-11-25T21:44:26|2026-11-25T21:44:27|2880|1|billing=1,cpu=1,node=1|hist26-k80|wrap
+2|RUNNING|root|root|gpu|2026-11-25T21:44:25|2026-11-25T21:44:25|2026-11-25T21:44:26|Unknown|2880|1|billing=1,cpu=1,gres/gpu:k80=1,gres/gpu=1,node=1|hist26-k80|wrap
+4|CANCELLED by 0|root|root|gpu|2026-11-25T21:44:37|2026-11-25T21:44:37|None|2026-11-25T21:44:39|Partition_Limit|3||None assigned|wrap
+`
+
+func TestParseSacct2605(t *testing.T) {
+	jobs, st := ParseSacct(sacct2605, time.UTC)
+	if st.Bad != 0 || len(jobs) != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	want := []struct {
+		state   string
+		started bool
+		ended   bool
+		gpuType string
+		limit   uint32
+	}{{"COMPLETED", true, true, "", 2880}, {"RUNNING", true, false, "k80", 2880}, {"CANCELLED", false, true, "", 0}}
+	for i, w := range want {
+		j := jobs[i]
+		if j.State != w.state || j.Started() != w.started || !j.End.IsZero() != w.ended || j.GPUType() != w.gpuType || j.TimeLimitMin != w.limit {
+			t.Errorf("job %d: %+v, want %+v", j.ID, j, w)
+		}
+	}
+}
+
 func at(s string) time.Time {
 	t, err := time.ParseInLocation(sacctTimeLayout, s, time.UTC)
 	if err != nil {
@@ -123,6 +150,7 @@ func TestSacctArgs(t *testing.T) {
 // either a job or counted as bad, and a job read back is consistent.
 func FuzzParseSacct(f *testing.F) {
 	f.Add(sacct2205)
+	f.Add(sacct2605)
 	f.Add("9|PENDING|u|acc|gpu|2026-01-02T03:04:05|2026-01-02T03:04:05|Unknown|Unknown|UNLIMITED|1||None assigned|x\n")
 	f.Add("1|COMPLETED|u|a|p|2026-01-02T03:04:05|||||1|gres/gpu:a=1,gres/gpu:b=2|n[01-03]|x|y|\n")
 	f.Fuzz(func(t *testing.T, s string) {
