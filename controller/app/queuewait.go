@@ -37,8 +37,11 @@ type waitPredictor struct {
 	// as started (seed), so that the model's recent waits outlive the
 	// jobs themselves and a restart (bounded by maxStarted).
 	started map[uint32]startedJob
-	// history says where the started jobs came from (Source in words).
+	// history says where the started jobs came from; unread, why
+	// slurmdbd was not read ("" while it was, or is being, read).
 	history wire.QueueWaitHistory
+	unread  string
+	window  string
 }
 
 // startedJob is a job that started, and whether slurmdbd told of it.
@@ -60,8 +63,7 @@ const trainHint = "train one with `rota queuewait train --trace sacct.tsv --out 
 // newWaitPredictor loads the model at path. A missing or broken file is
 // logged once, here, and leaves the predictor answering "unknown".
 func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
-	w := &waitPredictor{started: map[uint32]startedJob{},
-		history: wire.QueueWaitHistory{Source: "waits of the jobs seen starting since the controller started"}}
+	w := &waitPredictor{started: map[uint32]startedJob{}, unread: "slurmdbd not read yet"}
 	if path == "" {
 		w.status = "no model: " + trainHint
 		log.Info().Msg("no queue-wait model configured (queuewait_model); rota estimate reports queue waits as unknown")
@@ -186,9 +188,7 @@ func (w *waitPredictor) Seed(jobs []slurm.AcctJob, since time.Time, window strin
 		n++
 	}
 	w.trimLocked()
-	w.history.Since = since
-	w.history.Source = fmt.Sprintf("%d jobs from slurmdbd since %s (history_window %s), then the starts the controller sees",
-		n, since.Format("2006-01-02 15:04"), window)
+	w.history.Since, w.window, w.unread = since, window, ""
 	return n
 }
 
@@ -196,7 +196,7 @@ func (w *waitPredictor) Seed(jobs []slurm.AcctJob, since time.Time, window strin
 func (w *waitPredictor) HistoryUnread(why string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.history.Source = why + "; waits of the jobs seen starting since the controller started"
+	w.unread = why
 }
 
 // AcctAsJob is a job slurmdbd recorded, as the queue would show it once
@@ -251,7 +251,15 @@ func (w *waitPredictor) History(kb *wire.Site) *wire.QueueWaitHistory {
 			last[k] = j.Start
 		}
 	}
+	unread, window := w.unread, w.window
 	w.mu.Unlock()
+	seen := fmt.Sprintf("%d seen starting since the controller started", h.Seen)
+	if unread == "" {
+		h.Source = fmt.Sprintf("%d jobs from slurmdbd since %s (history_window %s), %s", h.FromAccounting,
+			h.Since.Format("2006-01-02 15:04"), window, seen)
+	} else {
+		h.Source = seen + "; " + unread
+	}
 	for k, ws := range waits {
 		sort.Float64s(ws)
 		sum := 0.0

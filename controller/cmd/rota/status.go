@@ -164,7 +164,7 @@ func printChains(w io.Writer, cs []wire.ChainStatus) error {
 // printQueueWaits prints where the queue-wait history came from and
 // the waits per partition and GPU type.
 func printQueueWaits(w io.Writer, q *wire.QueueWaitHistory) error {
-	fmt.Fprintf(w, "\nqueue waits: %s; %d jobs from slurmdbd, %d seen starting\n", q.Source, q.FromAccounting, q.Seen)
+	fmt.Fprintf(w, "\nqueue waits: %s\n", q.Source)
 	if len(q.Groups) == 0 {
 		return nil
 	}

@@ -36,7 +36,7 @@ func TestPrintChains(t *testing.T) {
 func TestPrintQueueWaits(t *testing.T) {
 	var b bytes.Buffer
 	last := time.Date(2026, 11, 25, 21, 42, 40, 0, time.UTC)
-	err := printQueueWaits(&b, &wire.QueueWaitHistory{Source: "3 jobs from slurmdbd since 2026-11-18 21:40 (history_window 7d)",
+	err := printQueueWaits(&b, &wire.QueueWaitHistory{Source: "3 jobs from slurmdbd since 2026-11-18 21:40 (history_window 7d), 1 seen starting since the controller started",
 		FromAccounting: 3, Seen: 1, Groups: []wire.QueueWaitGroup{
 			{Partition: "gpu", GPUType: "v100", Jobs: 3, MeanWaitSec: 65.4, MedianWaitSec: 60, MaxWaitSec: 3600, LastStart: last},
 			{Partition: "gpu", Jobs: 1, LastStart: last}}})
@@ -44,7 +44,7 @@ func TestPrintQueueWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, re := range []string{
-		`(?m)^queue waits: 3 jobs from slurmdbd since 2026-11-18 21:40 \(history_window 7d\); 3 jobs from slurmdbd, 1 seen starting$`,
+		`(?m)^queue waits: 3 jobs from slurmdbd since 2026-11-18 21:40 \(history_window 7d\), 1 seen starting since the controller started$`,
 		`(?m)^gpu\s+v100\s+3\s+1m5s\s+1m0s\s+1h0m0s\s+2026-11-25 21:42:40$`,
 		`(?m)^gpu\s+-\s+1\s+0s\s+0s\s+0s\s+2026-11-25 21:42:40$`,
 	} {
