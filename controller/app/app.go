@@ -106,6 +106,9 @@ func Run(ctx context.Context, o Options) error {
 	c.estimator = est
 
 	c.loadSite()
+	// In the background: a week of a busy cluster's sacct must not hold
+	// up placements.
+	go c.readHistory(ctx)
 	stopWaitPlugin, err := c.startQueueWaitPlugin(c.site.waits)
 	defer stopWaitPlugin()
 	if err != nil {
