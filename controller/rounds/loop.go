@@ -128,6 +128,7 @@ type Loop struct {
 	retypeGres    bool
 	limitSet      *limits.Set
 	limitsFailing bool
+	noAccounting  bool
 	headroom      map[uint32]wire.UserHeadroom
 	headroomAt    time.Time
 }

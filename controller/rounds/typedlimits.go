@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"context"
+	"errors"
 	"os/user"
 	"sort"
 	"strconv"
@@ -61,6 +62,14 @@ func (l *Loop) readLimits(ctx context.Context) *limits.Set {
 	s, err := r.Limits(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if errors.Is(err, slurm.ErrNoAccounting) {
+		if l.limitSet != nil || !l.noAccounting {
+			l.log.Info().Msg("the cluster keeps no accounting: no typed GPU limits to respect")
+		}
+		l.noAccounting, l.limitSet, l.limitsFailing = true, nil, false
+		return nil
+	}
+	l.noAccounting = false
 	if err != nil {
 		if !l.limitsFailing {
 			l.log.Warn().Err(err).Msg("cannot read the site's limits from accounting (sacctmgr); placing by the last limits read, if any, until it answers")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,10 @@ func (c *CLI) Limits(ctx context.Context) (*limits.Set, error) {
 	}
 	qos, err := c.run(ctx, "sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtrespu,maxtrespa,grptres,maxtres")
 	if err != nil {
+		if strings.Contains(err.Error(), "accounting_storage") {
+			// "You are not running a supported accounting_storage plugin"
+			return nil, ErrNoAccounting
+		}
 		return nil, err
 	}
 	assoc, err := c.run(ctx, "sacctmgr", "-n", "-P", "show", "assoc", "where", "cluster="+cluster,
@@ -34,6 +39,10 @@ func (c *CLI) Limits(ctx context.Context) (*limits.Set, error) {
 	}
 	return ParseLimits(qos, assoc, users)
 }
+
+// ErrNoAccounting: the cluster keeps no accounting (no slurmdbd), so it
+// has no limits to read.
+var ErrNoAccounting = errors.New("no accounting (AccountingStorageType is not slurmdbd)")
 
 // clusterName is slurmctld's ClusterName (scontrol show config).
 func (c *CLI) clusterName(ctx context.Context) (string, error) {
