@@ -137,7 +137,14 @@ type Planner struct {
 	types  []string
 	capa   []int
 	jobSet map[uint32]bool
+	// weights are the entities' weights (hierarchical policies); nil:
+	// every entity alike.
+	weights map[string]float64
 }
+
+// SetEntityWeights sets the entity weights the next rounds' problems
+// carry.
+func (p *Planner) SetEntityWeights(w map[string]float64) { p.weights = w }
 
 // NewPlanner makes a planner for one policy.
 func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
@@ -189,7 +196,7 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		p.types, p.capa = append([]string(nil), types...), append([]int(nil), capacity...)
 		p.jobSet = map[uint32]bool{}
 	}
-	prob := &policy.Problem{Types: types, Capacity: capacity}
+	prob := &policy.Problem{Types: types, Capacity: capacity, EntityWeights: p.weights}
 	for _, j := range jobs {
 		rates := make([]float64, K)
 		for k := range rates {
