@@ -56,7 +56,10 @@ func (l *Loop) order(u *slurm.JobUpdate, a *Action, j *slurm.Job, tr *tracked, n
 	case OrderNice:
 		if n, ok := nices[a.JobID]; ok {
 			want := clampNice(int64(tr.baseNice) + int64(n))
-			if want != j.Nice || !tr.niceSet {
+			// Each job that starts moves every rank behind it by one: a
+			// nice within a twentieth of the span of its place is close
+			// enough, and saves an update per pending job per round.
+			if d := int64(want) - int64(j.Nice); !tr.niceSet || max(d, -d) > int64(l.cfg.OrderNiceSpan/20) {
 				u.Nice = &want
 			}
 		}
