@@ -265,7 +265,7 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 		return nil, fmt.Errorf("shares = %q: want %s or %s", cfg.Shares, SharesSlurm, SharesNone)
 	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
-		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase}, pol),
+		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg)}, pol),
 		known:   map[uint32]*tracked{}, moving: map[uint32]bool{}}
 	return l, nil
 }
@@ -543,6 +543,10 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 				v.Type = ts[0]
 			}
 		}
+		if j.Pending() && j.Priority > 0 {
+			// Slurm's priority less the nice Rota gave: multifactor's own.
+			v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
+		}
 		if v.Running && tr.lastType != v.Type {
 			tr.lastType = v.Type
 			if tr.moved.IsZero() {
@@ -649,10 +653,6 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 	for i := range views {
 		viewOf[views[i].ID] = &views[i]
 	}
-	var nices map[uint32]int32
-	if l.cfg.Order == OrderNice {
-		nices = NiceOrder(plan.Actions, func(id uint32) bool { j := byID[id]; return j != nil && j.Pending() }, l.cfg.OrderNiceSpan)
-	}
 	for i := range plan.Actions {
 		a := &plan.Actions[i]
 		j, v := byID[a.JobID], viewOf[a.JobID]
@@ -686,7 +686,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			// lifetime) would idle its GPUs for two minutes.
 			u.StartNow = true
 		}
-		l.order(&u, a, j, tr, nices)
+		l.order(&u, a, j, tr)
 		if u.Features == nil && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
 			continue
 		}

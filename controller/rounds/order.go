@@ -45,7 +45,7 @@ func NiceOrder(actions []Action, pending func(uint32) bool, span uint32) map[uin
 // site chose (Config.Order), and hands back an admin priority Rota set
 // earlier when the order is not "priority": a job requeued by a
 // migration keeps its priority until it runs again.
-func (l *Loop) order(u *slurm.JobUpdate, a *Action, j *slurm.Job, tr *tracked, nices map[uint32]int32) {
+func (l *Loop) order(u *slurm.JobUpdate, a *Action, j *slurm.Job, tr *tracked) {
 	switch l.cfg.Order {
 	case OrderPriority:
 		if a.Priority > 0 && a.Priority != j.Priority {
@@ -54,8 +54,8 @@ func (l *Loop) order(u *slurm.JobUpdate, a *Action, j *slurm.Job, tr *tracked, n
 		}
 		return
 	case OrderNice:
-		if n, ok := nices[a.JobID]; ok {
-			want := clampNice(int64(tr.baseNice) + int64(n))
+		if a.Niced {
+			want := clampNice(int64(tr.baseNice) + int64(a.Nice))
 			// Each job that starts moves every rank behind it by one: a
 			// nice within a twentieth of the span of its place is close
 			// enough, and saves an update per pending job per round.
@@ -86,6 +86,15 @@ func (l *Loop) unfix(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked)
 	l.mu.Lock()
 	tr.prioFixed = false
 	l.mu.Unlock()
+}
+
+// niceSpan is the planner's NiceSpan: the order's span with order =
+// nice, else 0.
+func niceSpan(cfg Config) uint32 {
+	if cfg.Order == OrderNice {
+		return cfg.OrderNiceSpan
+	}
+	return 0
 }
 
 // clampNice keeps a nice value inside what Slurm accepts.

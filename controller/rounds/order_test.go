@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -208,6 +209,54 @@ func TestEntityWeightsFromShares(t *testing.T) {
 			}
 			if !reflect.DeepEqual(l.planner.weights, c.want) || s.reads != c.reads {
 				t.Errorf("weights %v after %d reads, want %v after %d", l.planner.weights, s.reads, c.want, c.reads)
+			}
+		})
+	}
+}
+
+// With order = nice the plan ranks pending jobs as Slurm will (its
+// priority less Rota's nice), so the GPUs handed out now go to the jobs
+// Slurm starts first: a job ahead by more than the span keeps its lead,
+// Rota's order decides within it.
+func TestSlurmOrder(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		base []uint32 // Slurm's priority without Rota's nice, per job 1..3
+		want []uint32 // job ids, first to last
+	}{
+		{"unknown priorities: Rota's order", []uint32{0, 0, 0}, []uint32{1, 2, 3}},
+		{"equal priorities: Rota's order", []uint32{500, 500, 500}, []uint32{1, 2, 3}},
+		{"fair share ahead by more than the span wins", []uint32{1000, 1000, 70000}, []uint32{3, 1, 2}},
+		{"ahead by less than the span: Rota's order", []uint32{1000, 1000, 1400}, []uint32{1, 2, 3}},
+		{"running job left out", []uint32{1000, 0, 1000}, []uint32{1, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var jobs []JobView
+			plan := Plan{}
+			for k, b := range c.base {
+				id := uint32(k + 1)
+				jobs = append(jobs, JobView{ID: id, BasePriority: b, Running: c.name == "running job left out" && id == 2})
+				// Rota's own order: 1, 2, 3.
+				plan.Actions = append(plan.Actions, Action{JobID: id, Priority: uint32(100 - k)})
+			}
+			slurmOrder(&plan, jobs, 1000)
+			var got []uint32
+			idx := []int{}
+			for i, a := range plan.Actions {
+				if a.Niced {
+					idx = append(idx, i)
+				}
+			}
+			sort.Slice(idx, func(x, y int) bool { return plan.Actions[idx[x]].Priority > plan.Actions[idx[y]].Priority })
+			for _, i := range idx {
+				got = append(got, plan.Actions[i].JobID)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("order %v, want %v (actions %+v)", got, c.want, plan.Actions)
+			}
+			// Nices follow Rota's order whatever Slurm's.
+			if n := plan.Actions[0].Nice; n != -500 {
+				t.Errorf("job 1 nice %d, want -500", n)
 			}
 		})
 	}

@@ -57,6 +57,9 @@ type JobView struct {
 	// Unfit says why no single type can hold the job as asked ("" when
 	// one can): Rota leaves it as the user asked it, out of the policy.
 	Unfit string
+	// BasePriority is Slurm's priority of a pending job without the nice
+	// Rota gave it (multifactor: fair share, age, QOS...); 0 unknown.
+	BasePriority uint32
 	// Target is the type Rota requeued the job onto (pending after a
 	// migration): its preferred type until it runs.
 	Target string
@@ -70,6 +73,10 @@ type PlanConfig struct {
 	// this round get PriorityBase+100000-rank, the others
 	// PriorityBase-rank.
 	PriorityBase uint32
+	// NiceSpan, when set (order = nice), makes the plan's order Slurm's:
+	// its priority less Rota's nice within the span, which is the order
+	// in which Slurm will start the jobs, so GPUs free now go to them.
+	NiceSpan uint32
 }
 
 // Action is what the loop should do to one job this round.
@@ -79,6 +86,9 @@ type Action struct {
 	Type string
 	// Priority for a pending job (0: leave).
 	Priority uint32
+	// Nice is Rota's nice for a pending job when Niced (order = nice).
+	Nice  int32
+	Niced bool
 	// Migrate: checkpoint and requeue this running job onto Type.
 	Migrate bool
 	// Placed: the mechanism gave the job GPUs this round.
@@ -318,8 +328,48 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 			}
 		}
 	}
+	if p.cfg.NiceSpan > 0 {
+		slurmOrder(&plan, jobs, p.cfg.NiceSpan)
+	}
 	fill(&plan, jobs)
 	return plan, nil
+}
+
+// slurmOrder gives pending jobs their nice from Rota's order and then
+// ranks them as Slurm will: by their priority less that nice. Types are
+// handed out (fill) in this order: Slurm starts whichever job leads among
+// those constrained to a type that frees, so a type handed out in Rota's
+// own order would let a job of an account below its fair share overtake
+// the others (measured: lab-a got 0.53 of GPU time for its 0.75 share).
+func slurmOrder(plan *Plan, jobs []JobView, span uint32) {
+	pending := map[uint32]bool{}
+	for _, j := range jobs {
+		pending[j.ID] = !j.Running
+	}
+	nices := NiceOrder(plan.Actions, func(id uint32) bool { return pending[id] }, span)
+	type keyed struct {
+		i   int
+		key int64
+	}
+	var ks []keyed
+	for i := range plan.Actions {
+		a := &plan.Actions[i]
+		n, ok := nices[a.JobID]
+		if !ok {
+			continue
+		}
+		a.Nice, a.Niced = n, true
+		ks = append(ks, keyed{i, int64(jobs[i].BasePriority) - int64(n)})
+	}
+	sort.SliceStable(ks, func(x, y int) bool {
+		if ks[x].key != ks[y].key {
+			return ks[x].key > ks[y].key
+		}
+		return plan.Actions[ks[x].i].Priority > plan.Actions[ks[y].i].Priority
+	})
+	for rank, k := range ks {
+		plan.Actions[k.i].Priority = uint32(max(int64(1), int64(len(ks))+1-int64(rank)))
+	}
 }
 
 // fill keeps the cluster busy. Gavel's mechanism assumes it can preempt
