@@ -79,7 +79,7 @@ type JobUpdate struct {
 	Nice *int32
 	// ResetPriority hands an admin priority back to Slurm's priority
 	// plugin (`scontrol release`, which clears it and recalculates; verified
-	// on 22.05 and 26.05 for pending and running jobs). Never for a held job:
+	// on 22.05 for pending and running jobs). Never for a held job:
 	// it would release the hold.
 	ResetPriority bool
 	// TimeLimitMin sets the time limit (an admin may raise it too);
