@@ -227,6 +227,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	job.tres_per_socket = job_desc->tres_per_socket;
 	job.tres_per_task = job_desc->tres_per_task;
 	job.account = job_desc->account;
+	job.qos = job_desc->qos;
 	job.partition = job_desc->partition;
 	job.name = job_desc->name;
 	job.time_limit = job_desc->time_limit;

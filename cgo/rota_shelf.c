@@ -82,6 +82,7 @@ static void free_key(rota_job_t *k)
 	free((char *) k->tres_per_socket);
 	free((char *) k->tres_per_task);
 	free((char *) k->account);
+	free((char *) k->qos);
 	free((char *) k->partition);
 	free((char *) k->features);
 	for (uint32_t i = 0; i < k->spank_env_size; i++)
@@ -104,12 +105,13 @@ static void empty_locked(void)
 }
 
 /* copy_key keeps the fields a match compares (and nothing else: the
- * job's own uid, name and script are not part of the key). Non-NULL SPANK
+ * job's own name and script are not part of the key). Non-NULL SPANK
  * entries only, in order, as Go reads them. */
 static int copy_key(rota_job_t *dst, const rota_job_t *k)
 {
 	memset(dst, 0, sizeof(*dst));
 	dst->job_id = k->job_id;
+	dst->uid = k->uid;
 	dst->time_limit = k->time_limit;
 	dst->min_nodes = k->min_nodes;
 	dst->num_tasks = k->num_tasks;
@@ -121,6 +123,7 @@ static int copy_key(rota_job_t *dst, const rota_job_t *k)
 	dst->tres_per_socket = dup_or_null(k->tres_per_socket);
 	dst->tres_per_task = dup_or_null(k->tres_per_task);
 	dst->account = dup_or_null(k->account);
+	dst->qos = dup_or_null(k->qos);
 	dst->partition = dup_or_null(k->partition);
 	dst->features = dup_or_null(k->features);
 	if (k->spank_env_size && k->spank_env) {
@@ -249,13 +252,14 @@ static int matches_locked(const rota_job_t *job)
 {
 	const rota_job_t *k = &shelf.key;
 
-	return !job->modify && job->job_id == k->job_id && job->time_limit == k->time_limit &&
+	return !job->modify && job->job_id == k->job_id && job->uid == k->uid && job->time_limit == k->time_limit &&
 	       job->min_nodes == k->min_nodes && job->num_tasks == k->num_tasks &&
 	       job->max_nodes == k->max_nodes && job->ntasks_per_node == k->ntasks_per_node &&
 	       job->sockets_per_node == k->sockets_per_node &&
 	       same(job->tres_per_node, k->tres_per_node) && same(job->tres_per_job, k->tres_per_job) &&
 	       same(job->tres_per_socket, k->tres_per_socket) && same(job->tres_per_task, k->tres_per_task) &&
 	       same(job->partition, k->partition) && same(job->account, k->account) &&
+	       same(job->qos, k->qos) &&
 	       same(job->features, k->features) && spank_same(job);
 }
 

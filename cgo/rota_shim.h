@@ -22,6 +22,7 @@ typedef struct {
 	const char *tres_per_socket;
 	const char *tres_per_task;
 	const char *account;
+	const char *qos;          /* --qos; NULL when unset (the association's default) */
 	const char *partition;
 	const char *name;
 	uint32_t time_limit;      /* minutes; ROTA_NO_VAL unset, ROTA_INFINITE */
@@ -55,9 +56,11 @@ typedef struct {
  * The shelf (cgo/rota_shelf.c; plugin/submit/shelf.go says why): decisions
  * Go made in advance for submissions identical to one it placed. A job
  * matches the stock's key when every field that Go's decision reads is
- * equal byte for byte: the four TRES strings, account, partition,
+ * equal byte for byte: uid, the four TRES strings, account, qos, partition,
  * constraint, job_id, time_limit, min_nodes, num_tasks, max_nodes,
- * ntasks_per_node, sockets_per_node and the SPANK env entries in order, NULL counting as "". uid, name and script may differ;
+ * ntasks_per_node, sockets_per_node and the SPANK env entries in order, NULL
+ * counting as "" (uid, account and qos: the site's typed GPU limits differ
+ * by user, account and QOS). name and script may differ;
  * the shelf keeps them for the job's record. job_modify never matches.
  */
 typedef struct {

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // ExplainRequest asks why a job got its GPU type and walltime.
 type ExplainRequest struct {
 	V     int    `json:"v"`
@@ -95,6 +97,36 @@ type StatusReply struct {
 	Site *Site `json:"site,omitempty"`
 	// Chains are the jobs run as chains of segments (with Jobs).
 	Chains []ChainStatus `json:"chains,omitempty"`
+	// QueueWaits is the queue-wait history the controller holds (read
+	// from slurmdbd at start, then the starts it sees itself).
+	QueueWaits *QueueWaitHistory `json:"queue_waits,omitempty"`
+}
+
+// QueueWaitHistory is where the controller's recent queue waits came
+// from and what they are, per partition and GPU type.
+type QueueWaitHistory struct {
+	// Source says in words where the history came from, e.g. "12 jobs
+	// from slurmdbd since 2026-11-18 10:00" or why slurmdbd was not read.
+	Source string `json:"source"`
+	// FromAccounting counts the started jobs read from slurmdbd (sacct)
+	// and Since is the start of the window read (zero: not read).
+	FromAccounting int       `json:"from_accounting"`
+	Since          time.Time `json:"since,omitempty"`
+	// Seen counts the starts the controller saw itself in the queue.
+	Seen   int              `json:"seen"`
+	Groups []QueueWaitGroup `json:"groups,omitempty"`
+}
+
+// QueueWaitGroup is the waits of the jobs of one partition and GPU type
+// (type "" for jobs without GPUs or of an unknown type).
+type QueueWaitGroup struct {
+	Partition     string    `json:"partition"`
+	GPUType       string    `json:"gpu_type"`
+	Jobs          int       `json:"jobs"`
+	MeanWaitSec   float64   `json:"mean_wait_s"`
+	MedianWaitSec float64   `json:"median_wait_s"`
+	MaxWaitSec    float64   `json:"max_wait_s"`
+	LastStart     time.Time `json:"last_start"`
 }
 
 // RoundsStatus is what the round loop did and its last plan.

@@ -18,8 +18,10 @@ type PlaceRequest struct {
 	Modify bool   `json:"modify,omitempty"`
 	JobID  uint32 `json:"job_id,omitempty"` // known only for Modify
 	UID    uint32 `json:"uid"`
-	// Account, Partition and Name as the user gave them; empty when unset.
+	// Account, QOS, Partition and Name as the user gave them; empty when
+	// unset (the user's default account, the association's default QOS).
 	Account   string `json:"account,omitempty"`
+	QOS       string `json:"qos,omitempty"`
 	Partition string `json:"partition,omitempty"`
 	Name      string `json:"name,omitempty"`
 	GPU       GPUAsk `json:"gpu"`

@@ -53,6 +53,47 @@ type PlaceState struct {
 	// Decision.Seq whose GPUs Reserved already counts (or the cluster view
 	// already saw): the plugin stops counting its own reservations up to it.
 	Absorbed map[string]uint64 `json:"absorbed,omitempty"`
+	// Headroom is what the site's typed GPU limits (accounting's QOS and
+	// association limits on gres/gpu:<type>) leave each user, by uid; a
+	// user not listed has no typed limit (controller/limits).
+	Headroom map[uint32]UserHeadroom `json:"headroom,omitempty"`
+}
+
+// UserHeadroom is how many more GPUs of each type a user's jobs may hold,
+// per account and QOS the user may submit with.
+type UserHeadroom struct {
+	// DefaultAccount stands for a request that names no account.
+	DefaultAccount string `json:"default_account,omitempty"`
+	// Left is keyed "account/qos" ("account/": a request naming no QOS,
+	// the association's default), then by GPU type: GPUs left. A type
+	// not listed is not limited.
+	Left map[string]map[string]int `json:"left"`
+	// Why names, for the same keys, the limit that leaves so little.
+	Why map[string]map[string]string `json:"why,omitempty"`
+}
+
+// RoomKey is the key of UserHeadroom.Left for a request with account
+// and qos as given ("" unset), or "" when the user has no typed limit.
+func (s *PlaceState) RoomKey(uid uint32, account, qos string) string {
+	h, ok := s.Headroom[uid]
+	if !ok {
+		return ""
+	}
+	if account == "" {
+		account = h.DefaultAccount
+	}
+	return account + "/" + qos
+}
+
+// Room is the GPUs of type t left to user uid under key (RoomKey), and
+// the binding limit; limited is false when no typed limit applies.
+func (s *PlaceState) Room(uid uint32, key, t string) (left int, why string, limited bool) {
+	if key == "" {
+		return 0, "", false
+	}
+	h := s.Headroom[uid]
+	left, limited = h.Left[key][t]
+	return left, h.Why[key][t], limited
 }
 
 // PlaceRule is the placement rule's settings (see controller/placement).
@@ -116,6 +157,10 @@ type Reservation struct {
 	Type    string  `json:"type"`
 	GPUs    int     `json:"gpus"`
 	FinishS float64 `json:"finish_s,omitempty"`
+	// UID and Room (a PlaceState.RoomKey), when the user has typed
+	// limits: the GPUs also come off that user's headroom.
+	UID  uint32 `json:"uid,omitempty"`
+	Room string `json:"room,omitempty"`
 }
 
 // maxSeconds bounds slot times: a century.

@@ -106,6 +106,9 @@ func Run(ctx context.Context, o Options) error {
 	c.estimator = est
 
 	c.loadSite()
+	// In the background: a week of a busy cluster's sacct must not hold
+	// up placements.
+	go c.readHistory(ctx)
 	stopWaitPlugin, err := c.startQueueWaitPlugin(c.site.waits)
 	defer stopWaitPlugin()
 	if err != nil {
@@ -425,6 +428,9 @@ func (c *Controller) refresh(ctx context.Context) error {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
 	s := cluster.Build(time.Now(), nodes, parts)
+	if loop := c.rounds.Load(); loop != nil && loop.TypeByGres() {
+		s.ByFeature = false // as the round loop's snapshots (rounds.Loop.TypeByGres)
+	}
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.refreshSite(ctx, nodes, parts)

@@ -2,6 +2,8 @@ package app
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +85,10 @@ type Config struct {
 	// QueueWaitModel is a model file from `rota queuewait train --out`
 	// ("" none: queue waits are unknown).
 	QueueWaitModel string
+	// HistoryWindow is how far back the controller reads slurmdbd's
+	// job history (sacct) at start, to seed its queue-wait history; 0
+	// does not read it.
+	HistoryWindow time.Duration
 	// ThroughputTable is Gavel's simulation_throughputs.json, whose job
 	// types `rota estimate --model` names ("" none).
 	ThroughputTable string
@@ -102,6 +108,7 @@ func DefaultConfig() Config {
 		Placement:     placement.DefaultConfig(),
 		Rounds:        rounds.DefaultConfig(),
 		Chains:        chains.DefaultConfig(),
+		HistoryWindow: 7 * 24 * time.Hour,
 	}
 }
 
@@ -176,6 +183,15 @@ func LoadConfig(path string) (Config, error) {
 		c.Placement.Speed[t] = s
 	}
 	v.String("queuewait_model", &c.QueueWaitModel)
+	var window string
+	v.String("history_window", &window)
+	if window != "" {
+		d, err := ParseWindow(window)
+		if err != nil {
+			return c, fmt.Errorf("%s: history_window: %w", path, err)
+		}
+		c.HistoryWindow = d
+	}
 	v.String("throughput_table", &c.ThroughputTable)
 	sc, err := site.ReadConfig(v)
 	if err != nil {
@@ -223,3 +239,41 @@ func (c Config) elected() bool { return c.NATSURL != "" }
 // decision to a local file before answering instead (decisions.Journal),
 // which a restart replays, so a kill -9 loses nothing it answered.
 func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }
+
+// maxHistoryWindow bounds history_window: a year of sacct is already
+// far more than the queue-wait history keeps (maxStarted jobs).
+const maxHistoryWindow = 366 * 24 * time.Hour
+
+// ParseWindow reads a history window: days as "7d", or a Go duration
+// ("36h", "90m"); "0" is none.
+func ParseWindow(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var d time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseFloat(n, 64)
+		if err != nil || math.IsNaN(days) || math.IsInf(days, 0) {
+			return 0, fmt.Errorf("%q: want days like 7d, a duration like 36h, or 0", s)
+		}
+		d = time.Duration(days * 24 * float64(time.Hour))
+		if days > maxHistoryWindow.Hours()/24 {
+			d = maxHistoryWindow + 1
+		}
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: want days like 7d, a duration like 36h, or 0", s)
+		}
+	}
+	if d < 0 || d > maxHistoryWindow {
+		return 0, fmt.Errorf("%q: must be 0 (off) to 366d", s)
+	}
+	return d, nil
+}
+
+// FormatWindow prints a window as ParseWindow reads it, in days when whole.
+func FormatWindow(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}

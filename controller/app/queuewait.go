@@ -33,9 +33,21 @@ type waitPredictor struct {
 	mu     sync.Mutex
 	read   []slurm.Job
 	readAt time.Time
-	// started remembers jobs seen running, so that the model's recent
-	// waits outlive the jobs themselves (bounded by maxStarted).
-	started map[uint32]slurm.Job
+	// started remembers jobs seen running, and those slurmdbd recorded
+	// as started (seed), so that the model's recent waits outlive the
+	// jobs themselves and a restart (bounded by maxStarted).
+	started map[uint32]startedJob
+	// history says where the started jobs came from; unread, why
+	// slurmdbd was not read ("" while it was, or is being, read).
+	history wire.QueueWaitHistory
+	unread  string
+	window  string
+}
+
+// startedJob is a job that started, and whether slurmdbd told of it.
+type startedJob struct {
+	job      slurm.Job
+	fromAcct bool
 }
 
 // queueTTL is how long one squeue read serves estimates: a burst of
@@ -51,7 +63,7 @@ const trainHint = "train one with `rota queuewait train --trace sacct.tsv --out 
 // newWaitPredictor loads the model at path. A missing or broken file is
 // logged once, here, and leaves the predictor answering "unknown".
 func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
-	w := &waitPredictor{started: map[uint32]slurm.Job{}}
+	w := &waitPredictor{started: map[uint32]startedJob{}, unread: "slurmdbd not read yet"}
 	if path == "" {
 		w.status = "no model: " + trainHint
 		log.Info().Msg("no queue-wait model configured (queuewait_model); rota estimate reports queue waits as unknown")
@@ -68,6 +80,50 @@ func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
 		m.Trained.Jobs, m.Trained.From.Format(time.DateOnly), m.Trained.To.Format(time.DateOnly), m.Capacity)
 	log.Info().Str("queuewait_model", path).Int("trees", len(m.Trees)).Int("trained_jobs", m.Trained.Jobs).Msg("queue-wait model loaded")
 	return w
+}
+
+// readHistory seeds the queue-wait history from slurmdbd (sacct) over
+// the configured window. slurmdbd being down, or no accounting at all,
+// costs only the history: the controller runs on and says why, once.
+func (c *Controller) readHistory(ctx context.Context) {
+	w := c.site.waits
+	if c.cfg.HistoryWindow <= 0 {
+		w.HistoryUnread("history_window = 0: slurmdbd not read")
+		c.log.Info().Msg("history_window = 0: queue-wait history starts from the jobs the controller sees")
+		return
+	}
+	acct, ok := c.slurm.(slurm.AccountingReader)
+	if !ok {
+		w.HistoryUnread("slurmdbd not read: the controller's Slurm client cannot read accounting")
+		return
+	}
+	window := FormatWindow(c.cfg.HistoryWindow)
+	since := time.Now().Add(-c.cfg.HistoryWindow)
+	start := time.Now()
+	jobs, st, err := acct.Accounting(ctx, since, time.Time{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		w.HistoryUnread(fmt.Sprintf("slurmdbd not read at start (%v)", lastLine(err.Error())))
+		c.log.Warn().Err(err).Str("history_window", window).Msg("cannot read job history from slurmdbd (sacct); " +
+			"the controller runs on, and queue-wait history starts from the jobs it sees from now on. " +
+			"Check that slurmdbd runs and answers (sacctmgr show cluster), then restart the controller; or set history_window = 0 to not read it")
+		return
+	}
+	n := w.Seed(jobs, since, window)
+	c.log.Info().Int("jobs", st.Jobs).Int("started", n).Int("bad_lines", st.Bad).Str("history_window", window).
+		Dur("took", time.Since(start)).Msg("queue-wait history read from slurmdbd")
+	if st.Bad > 0 {
+		c.log.Warn().Int("bad_lines", st.Bad).Strs("examples", st.BadExamples).Msg("sacct lines skipped: they could not be read")
+	}
+}
+
+// lastLine is s's last line: sacct's last error line is the one that
+// says what went wrong ("Problem talking to the database: ...").
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndex(s, "\n")+1:]
 }
 
 // Status says which model is used, or why none.
@@ -90,20 +146,141 @@ func (w *waitPredictor) queue(ctx context.Context, now time.Time) ([]slurm.Job, 
 	w.read, w.readAt = jobs, now
 	for _, j := range jobs {
 		if j.Running() && !j.Start.IsZero() {
-			w.started[j.ID] = j
+			w.started[j.ID] = startedJob{job: j}
 		}
 	}
-	if len(w.started) > maxStarted {
-		all := make([]slurm.Job, 0, len(w.started))
-		for _, j := range w.started {
-			all = append(all, j)
-		}
-		sort.Slice(all, func(a, b int) bool { return all[a].Start.After(all[b].Start) })
-		for _, j := range all[maxStarted:] {
-			delete(w.started, j.ID)
-		}
-	}
+	w.trimLocked()
 	return jobs, nil
+}
+
+// trimLocked keeps the latest maxStarted starts.
+func (w *waitPredictor) trimLocked() {
+	if len(w.started) <= maxStarted {
+		return
+	}
+	all := make([]slurm.Job, 0, len(w.started))
+	for _, j := range w.started {
+		all = append(all, j.job)
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a].Start.After(all[b].Start) })
+	for _, j := range all[maxStarted:] {
+		delete(w.started, j.ID)
+	}
+}
+
+// Seed adds the jobs slurmdbd recorded as started in [since, now) to
+// the history, so a restarted controller predicts from the site's own
+// recent waits at once. A job the queue has shown since is kept as
+// seen. It returns how many jobs it added.
+func (w *waitPredictor) Seed(jobs []slurm.AcctJob, since time.Time, window string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for i := range jobs {
+		a := &jobs[i]
+		if !a.Started() {
+			continue
+		}
+		if _, ok := w.started[a.ID]; ok {
+			continue
+		}
+		w.started[a.ID] = startedJob{job: AcctAsJob(a), fromAcct: true}
+		n++
+	}
+	w.trimLocked()
+	w.history.Since, w.window, w.unread = since, window, ""
+	return n
+}
+
+// HistoryUnread records why slurmdbd's history was not read.
+func (w *waitPredictor) HistoryUnread(why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unread = why
+}
+
+// AcctAsJob is a job slurmdbd recorded, as the queue would show it once
+// started: its wait runs from when it became eligible, and its GPUs
+// are those it was given (AllocTRES) as a per-job request.
+func AcctAsJob(a *slurm.AcctJob) slurm.Job {
+	j := slurm.Job{ID: a.ID, State: a.State, User: a.User, Account: a.Account, Name: a.Name, Partition: a.Partition,
+		Submit: a.QueuedFrom(), Start: a.Start, TimeLimitMin: a.TimeLimitMin, Nodes: a.Nodes, NumNodes: a.NumNodes}
+	if a.GPUs > 0 {
+		if t := a.GPUType(); t != "" {
+			j.TresPerJob = fmt.Sprintf("gres:gpu:%s:%d", t, a.GPUs)
+		} else {
+			j.TresPerJob = fmt.Sprintf("gres:gpu:%d", a.GPUs)
+		}
+	}
+	return j
+}
+
+// History is the queue-wait history by partition and GPU type. A job's
+// type is the one it asked for or, failing that, its first node's.
+func (w *waitPredictor) History(kb *wire.Site) *wire.QueueWaitHistory {
+	nodeType := map[string]string{}
+	if kb != nil {
+		for _, n := range kb.Nodes {
+			for t, c := range n.GPUs {
+				if c > 0 && t != "" {
+					nodeType[n.Name] = t
+				}
+			}
+		}
+	}
+	type key struct{ p, t string }
+	waits := map[key][]float64{}
+	last := map[key]time.Time{}
+	w.mu.Lock()
+	h := w.history
+	for _, s := range w.started {
+		j := s.job
+		if s.fromAcct {
+			h.FromAccounting++
+		} else {
+			h.Seen++
+		}
+		k := key{p: j.Partition}
+		if r, ok := j.GPURequest(); ok && len(r.Types()) == 1 {
+			k.t = r.Types()[0]
+		} else if len(j.Nodes) > 0 {
+			k.t = nodeType[j.Nodes[0]]
+		}
+		waits[k] = append(waits[k], max(j.Start.Sub(j.Submit).Seconds(), 0))
+		if j.Start.After(last[k]) {
+			last[k] = j.Start
+		}
+	}
+	unread, window := w.unread, w.window
+	w.mu.Unlock()
+	seen := fmt.Sprintf("%d seen starting since the controller started", h.Seen)
+	if unread == "" {
+		h.Source = fmt.Sprintf("%d jobs from slurmdbd since %s (history_window %s), %s", h.FromAccounting,
+			h.Since.Format("2006-01-02 15:04"), window, seen)
+	} else {
+		h.Source = seen + "; " + unread
+	}
+	for k, ws := range waits {
+		sort.Float64s(ws)
+		sum := 0.0
+		for _, v := range ws {
+			sum += v
+		}
+		med := ws[len(ws)/2]
+		if len(ws)%2 == 0 {
+			med = (ws[len(ws)/2-1] + ws[len(ws)/2]) / 2
+		}
+		h.Groups = append(h.Groups, wire.QueueWaitGroup{Partition: k.p, GPUType: k.t, Jobs: len(ws), MeanWaitSec: sum / float64(len(ws)),
+			MedianWaitSec: med, MaxWaitSec: ws[len(ws)-1], LastStart: last[k]})
+	}
+	sort.Slice(h.Groups, func(a, b int) bool {
+		x, y := h.Groups[a], h.Groups[b]
+		if x.Partition != y.Partition {
+			return x.Partition < y.Partition
+		}
+		return x.GPUType < y.GPUType
+	})
+	return &h
 }
 
 // Predict is the model's wait for one job shape on one partition and
@@ -122,7 +299,7 @@ func (w *waitPredictor) Predict(ctx context.Context, kb *wire.Site, q forecast.W
 	w.mu.Lock()
 	started := make([]slurm.Job, 0, len(w.started))
 	for _, j := range w.started {
-		started = append(started, j)
+		started = append(started, j.job)
 	}
 	w.mu.Unlock()
 	st := QueueStateFor(kb, jobs, started, q.Partition, q.GPUType, now)

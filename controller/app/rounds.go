@@ -51,9 +51,19 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		loop.SetStore(st)
 	}
 	c.startChains(ctx, sched, loop, st)
+	if cli, ok := c.slurm.(*slurm.CLI); ok {
+		// Typed GPU limits (docs/rounds.md): read from accounting every
+		// round; Slurm 24.11 and later retype a pending GPU request.
+		major, minor, err := cli.Release(ctx)
+		if err != nil {
+			c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
+		}
+		loop.SetLimits(cli, major > 24 || (major == 24 && minor >= 11))
+	}
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
 		if in, ok := c.placer.(*placement.Interim); ok && p != nil {
 			in.SetBusy(p.Busy())
+			in.SetHeadroom(loop.Headroom())
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)

@@ -113,6 +113,14 @@ type Interim struct {
 	// the maps, and slot lists are replaced, never changed in place.
 	state wire.PlaceState
 	busy  map[string][]float64
+	// roomTaken: placements that took from users' headroom, and when,
+	// kept until a headroom counted from a later queue read replaces them.
+	roomTaken []roomTake
+}
+
+type roomTake struct {
+	at time.Time
+	r  wire.Reservation
 }
 
 // NewInterim returns an Interim placer with no cluster view yet: until the
@@ -151,6 +159,32 @@ func (p *Interim) SetBusy(busy map[string][]float64) {
 	p.mu.Lock()
 	p.busy = busy
 	p.mu.Unlock()
+}
+
+// SetHeadroom replaces what the site's typed GPU limits leave each user,
+// as the round loop counted it from the queue it read at asOf; the
+// placements made since (whose jobs that read may not have seen) are
+// taken off it again.
+func (p *Interim) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state.Headroom = h
+	kept := p.roomTaken[:0]
+	for _, t := range p.roomTaken {
+		if !t.at.Before(asOf) {
+			kept = append(kept, t)
+			rule.TakeRoom(&p.state, t.r)
+		}
+	}
+	p.roomTaken = kept
+	p.state.Gen++
+}
+
+// tookRoom remembers a placement that took from a user's headroom.
+func (p *Interim) tookRoom(r *wire.Reservation) {
+	if r != nil && r.Room != "" {
+		p.roomTaken = append(p.roomTaken, roomTake{at: time.Now(), r: *r})
+	}
 }
 
 // Update implements Placer. Reservations and bookings end: the new
@@ -195,6 +229,7 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 	res := rule.Place(&p.state, nil, req)
 	if r := res.Reserve; r != nil {
 		rule.Apply(&p.state, *r)
+		p.tookRoom(r)
 		p.state.Gen++
 	}
 	return res
@@ -208,6 +243,7 @@ func (p *Interim) Absorb(d *wire.Decision) {
 	defer p.mu.Unlock()
 	if r := d.Reserve; r != nil {
 		rule.Apply(&p.state, *r)
+		p.tookRoom(r)
 	}
 	if d.Origin != "" && d.Seq > p.state.Absorbed[d.Origin] {
 		p.state.Absorbed[d.Origin] = d.Seq

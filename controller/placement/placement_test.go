@@ -274,3 +274,36 @@ func TestSharedStateListSchedules(t *testing.T) {
 		t.Fatalf("an earlier State's slots changed under its reader: %v", st.Slots)
 	}
 }
+
+// A user's typed-limit headroom: placements take from it, and a headroom
+// counted from a queue read before a placement keeps that placement taken.
+func TestInterimHeadroom(t *testing.T) {
+	t.Parallel()
+	room := func(v100 int) map[uint32]wire.UserHeadroom {
+		return map[uint32]wire.UserHeadroom{7: {DefaultAccount: "lab", Left: map[string]map[string]int{"lab/": {"v100": v100}}}}
+	}
+	p := NewInterim(cfg())
+	p.Update(snapshot(nil))
+	before := time.Now()
+	p.SetHeadroom(room(1), before)
+	req := &wire.PlaceRequest{UID: 7, GPU: wire.GPUAsk{PerNode: 1}}
+	if r := p.Place(req); r.GPUType != "v100" {
+		t.Fatalf("first job: %q, want v100 (one left)", r.GPUType)
+	}
+	if r := p.Place(req); r.GPUType == "v100" {
+		t.Fatal("second job: v100 beyond the limit")
+	}
+	// The round read the queue before these placements: they stay taken.
+	p.SetHeadroom(room(1), before)
+	if r := p.Place(req); r.GPUType == "v100" {
+		t.Fatal("after a headroom from an older read: v100 beyond the limit")
+	}
+	// A read after them counts them itself.
+	p.SetHeadroom(room(1), time.Now().Add(time.Second))
+	if r := p.Place(req); r.GPUType != "v100" {
+		t.Fatalf("after a newer read with one left: %q, want v100", r.GPUType)
+	}
+	if s := p.State(time.Now()); s.Headroom[7].Left["lab/"]["v100"] != 0 {
+		t.Fatalf("state headroom %v, want 0 v100 left", s.Headroom[7])
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/estimate"
+	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/placement/rule"
@@ -155,6 +156,15 @@ type Loop struct {
 	// shares are the entity weights last read from Slurm, at sharesAt.
 	shares   map[string]float64
 	sharesAt time.Time
+
+	// Typed GPU limits (typedlimits.go).
+	limitReader   LimitReader
+	retypeGres    bool
+	limitSet      *limits.Set
+	limitsFailing bool
+	noAccounting  bool
+	headroom      map[uint32]wire.UserHeadroom
+	headroomAt    time.Time
 }
 
 // tracked is what the loop remembers of a job between rounds.
@@ -343,6 +353,11 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	}
 	snap := cluster.Build(now, nodes, parts)
 	types := snap.TypeNames()
+	lim := l.readLimits(ctx)
+	if l.TypeByGres() {
+		// Typed in the GPU request, where limits count it (typedlimits.go).
+		snap.ByFeature = false
+	}
 	capacity := make([]int, len(types))
 	for k, t := range types {
 		capacity[k] = snap.Types[t].Total
@@ -369,8 +384,19 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		l.log.Warn().Err(err).Msg("cannot read jobs' Rota annotations; jobs already known are still scheduled")
 	}
 
+	var usage *limits.Usage
+	var counted map[uint32]bool
+	if lim.Typed() {
+		usage, counted = typedUsage(lim, jobs, types, nodeType)
+	}
 	l.planner.SetEntityWeights(l.entityWeights(ctx, now))
-	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now)
+	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now, usage, counted)
+	l.mu.Lock()
+	l.headroom, l.headroomAt = nil, now
+	if usage != nil {
+		l.headroom = headroomOf(lim, usage, types)
+	}
+	l.mu.Unlock()
 	var unannotated uint64
 	l.mu.Lock()
 	for i := range jobs {
@@ -385,6 +411,14 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	})
 	if err != nil {
 		return err
+	}
+	for i := range plan.Actions {
+		a := &plan.Actions[i]
+		for k := range views {
+			if views[k].ID == a.JobID && views[k].LimitNote != "" {
+				a.Why += "; " + views[k].LimitNote
+			}
+		}
 	}
 	l.realise(ctx, &plan, views, byID, snap, now)
 	l.followLimits(ctx, jobs, snap, nodeType, now)
@@ -487,7 +521,8 @@ func (l *Loop) decisionIDs(ctx context.Context, jobs []slurm.Job) (map[uint32]st
 }
 
 // views builds the planner's picture of the managed jobs.
-func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time) ([]JobView, map[uint32]*slurm.Job) {
+func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time,
+	usage *limits.Usage, counted map[uint32]bool) ([]JobView, map[uint32]*slurm.Job) {
 	var out []JobView
 	byID := map[uint32]*slurm.Job{}
 	l.mu.Lock()
@@ -542,6 +577,14 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			if ts := req.Types(); len(ts) == 1 {
 				v.Type = ts[0]
 			}
+		}
+		if usage != nil && !v.UserTyped && v.Fits != nil {
+			// What it holds (running) or will (counted) is its own to keep.
+			self := ""
+			if v.Running || counted[j.ID] {
+				self = v.Type
+			}
+			v.LimitNote = limitFits(usage, j, self, v.GPUs, types, v.Fits)
 		}
 		if j.Pending() && j.Priority > 0 {
 			// Slurm's priority less the nice Rota gave: multifactor's own.
@@ -673,12 +716,9 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			continue
 		}
 		var u slurm.JobUpdate
-		if a.Type != "" && a.Type != v.Type && !v.UserTyped && snap.ByFeature {
-			if f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, a.Type); ok {
-				u.Features = &f
-				if m := a.WalltimeMin; m > 0 {
-					u.TimeLimitMin = &m
-				}
+		if a.Type != "" && a.Type != v.Type && !v.UserTyped && l.retype(&u, j, tr, a.Type, snap) {
+			if m := a.WalltimeMin; m > 0 {
+				u.TimeLimitMin = &m
 			}
 		}
 		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 {
@@ -687,7 +727,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			u.StartNow = true
 		}
 		l.order(&u, a, j, tr)
-		if u.Features == nil && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
+		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
 			continue
 		}
 		if err := l.sched.Update(ctx, j.ID, u); err != nil {
@@ -698,7 +738,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			continue
 		}
 		l.mu.Lock()
-		if u.Features != nil {
+		if u.Retypes() {
 			l.stats.Retyped++
 			tr.moved = now
 		}
@@ -717,10 +757,37 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			tr.prioFixed = false
 		}
 		l.mu.Unlock()
-		if u.Features != nil {
+		if u.Retypes() {
 			l.log.Info().Uint32("job", j.ID).Str("from", v.Type).Str("to", a.Type).Str("why", a.Why).Msg("retyped pending job")
 		}
 	}
+}
+
+// retype sets in u the update that gives pending job j type t, the way
+// its type is written: a node constraint of Rota's (kept while the job
+// has one), else its GPU request where Slurm can retype one (24.11 and
+// later), else a constraint when the cluster types by feature. false: no
+// way to retype it here (a typed request on 22.05).
+func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
+	req, _ := j.GPURequest()
+	byFeature := featureType(j.Features, snap.TypeNames()) != "" || (snap.ByFeature && len(req.Types()) == 0)
+	l.mu.Lock()
+	gres := l.retypeGres
+	l.mu.Unlock()
+	switch {
+	case byFeature:
+		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
+		if ok {
+			u.Features = &f
+		}
+		return ok
+	case gres:
+		req.SetType(t)
+		u.GPU = &slurm.GPURequest{PerJob: req.PerJob.String(), PerNode: req.PerNode.String(),
+			PerSocket: req.PerSocket.String(), PerTask: req.PerTask.String()}
+		return true
+	}
+	return false
 }
 
 // walltimeBasis is the limit for the job's remaining work on type t (see

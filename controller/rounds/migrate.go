@@ -13,7 +13,6 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
-	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // migrate moves a running job to type to: its node agents checkpoint it
@@ -23,11 +22,12 @@ import (
 // it is pending again.
 func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracked, a *Action, snap *cluster.Snapshot) {
 	to, why, limit := a.Type, a.Why, a.WalltimeMin
-	if l.ckpt == nil || !snap.ByFeature {
+	if l.ckpt == nil {
 		return
 	}
-	features, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, to)
-	if !ok {
+	// The update that retypes it once requeued: none, no move.
+	var u slurm.JobUpdate
+	if !l.retype(&u, j, tr, to, snap) {
 		return
 	}
 	l.mu.Lock()
@@ -43,7 +43,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		ok := l.doMigrate(ctx, id, nodes, from, to, features, limit)
+		ok := l.doMigrate(ctx, id, nodes, from, to, u, limit)
 		l.mu.Lock()
 		delete(l.moving, id)
 		if ok {
@@ -59,7 +59,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	}()
 }
 
-func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to, features string, limit uint32) bool {
+func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to string, u slurm.JobUpdate, limit uint32) bool {
 	outcome, err := l.ckpt.Checkpoint(ctx, nodes, id, l.cfg.CheckpointGrace)
 	log := l.log.With().Uint32("job", id).Str("from", from).Str("to", to).Logger()
 	if err != nil {
@@ -78,7 +78,7 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 		return false
 	}
 	p := l.cfg.PriorityBase + 200000 // a moved job goes first on its new type
-	u := slurm.JobUpdate{Features: &features, Priority: &p, StartNow: true}
+	u.Priority, u.StartNow = &p, true
 	if limit > 0 {
 		u.TimeLimitMin = &limit
 	}

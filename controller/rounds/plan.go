@@ -54,6 +54,8 @@ type JobView struct {
 	// (rule.Holds: too few nodes, GPUs per node or in all, or features)
 	// or its GPU memory is below the job's observed peak.
 	Fits []bool
+	// LimitNote says which types the site's typed limits left out ("" none).
+	LimitNote string
 	// Unfit says why no single type can hold the job as asked ("" when
 	// one can): Rota leaves it as the user asked it, out of the policy.
 	Unfit string

@@ -20,6 +20,7 @@ type Job struct {
 	Reason    string
 	User      string
 	Account   string // "" when none
+	QOS       string // "" when none (no accounting)
 	Name      string
 	Partition string
 	Submit    time.Time
@@ -65,12 +66,15 @@ func (j *Job) GPURequest() (gpureq.Request, bool) {
 
 // JobUpdate is what `scontrol update job` may change; nil fields are left.
 type JobUpdate struct {
-	// Features replaces the job's constraint (pending jobs only). Rota
-	// retypes by constraint: Slurm 22.05 cannot change a pending job's
-	// GPU gres from untyped to typed, nor between types (the old gres
-	// record is merged with the new one and the job becomes
-	// unrunnable), while a constraint can be changed freely.
+	// Features replaces the job's constraint (pending jobs only). Slurm
+	// 22.05 cannot change a pending job's GPU gres from untyped to typed,
+	// nor between types (the old gres record is merged with the new one
+	// and the job becomes unrunnable), while a constraint can be changed
+	// freely; docs/rounds.md says when Rota uses which.
 	Features *string
+	// GPU replaces the job's GPU request (pending jobs only, Slurm 24.11
+	// and later: 22.05 merges the new request with the old one).
+	GPU *GPURequest
 	// Priority sets an admin priority (> 0; 0 would hold the job).
 	Priority *uint32
 	// Nice sets the job's nice value. Unlike Priority it leaves the
@@ -91,10 +95,27 @@ type JobUpdate struct {
 	StartNow bool
 }
 
+// GPURequest is a job's four GPU-bearing TRES strings ("" unset).
+type GPURequest struct {
+	PerJob, PerNode, PerSocket, PerTask string
+}
+
+// Retypes says whether u changes the job's GPU type.
+func (u JobUpdate) Retypes() bool { return u.Features != nil || u.GPU != nil }
+
 func (u JobUpdate) args() []string {
 	var a []string
 	if u.Features != nil {
 		a = append(a, "Features="+*u.Features)
+	}
+	if g := u.GPU; g != nil {
+		// Only the fields the job has: an empty one would clear it.
+		for _, f := range []struct{ name, v string }{{"TresPerJob", g.PerJob}, {"TresPerNode", g.PerNode},
+			{"TresPerSocket", g.PerSocket}, {"TresPerTask", g.PerTask}} {
+			if f.v != "" {
+				a = append(a, f.name+"="+f.v)
+			}
+		}
 	}
 	if u.Priority != nil {
 		a = append(a, "Priority="+strconv.FormatUint(uint64(*u.Priority), 10))
@@ -122,7 +143,7 @@ const sep = "\x1f"
 // squeueFields is the -O list Jobs asks for; ParseSqueue reads it back.
 var squeueFields = []string{"JobID", "State", "Reason", "UserName", "Account", "Name", "Partition",
 	"SubmitTime", "StartTime", "TimeLimit", "TimeUsed", "NodeList", "NumNodes", "tres-per-job",
-	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks", "Nice"}
+	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks", "Nice", "QOS"}
 
 // commentFields are the names squeue -O may know a job's AdminComment
 // by, tried in order (22.05 knows "admin_comment"). For a name it does
@@ -233,7 +254,7 @@ func parseJob(f []string, loc *time.Location) (Job, error) {
 	}
 	j := Job{ID: uint32(id), State: f[1], Reason: f[2], User: f[3], Account: null(f[4]), Name: f[5],
 		Partition: f[6], TresPerJob: na(f[13]), TresPerNode: na(f[14]), TresPerSocket: na(f[15]),
-		TresPerTask: na(f[16]), Features: null(f[17])}
+		TresPerTask: na(f[16]), Features: null(f[17]), QOS: null(f[22])}
 	if j.Submit, err = parseTime(f[7], loc); err != nil {
 		return Job{}, fmt.Errorf("job %d submit time: %w", id, err)
 	}

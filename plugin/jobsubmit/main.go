@@ -272,6 +272,7 @@ func toJob(j *C.rota_job_t) submit.Job {
 		TresPerSocket:  gostr(j.tres_per_socket),
 		TresPerTask:    gostr(j.tres_per_task),
 		Account:        gostr(j.account),
+		QOS:            gostr(j.qos),
 		Partition:      gostr(j.partition),
 		Name:           gostr(j.name),
 		TimeLimit:      uint32(j.time_limit),

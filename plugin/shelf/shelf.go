@@ -194,7 +194,7 @@ func (a *arena) job(j *submit.Job) *C.rota_job_t {
 		dst **C.char
 		s   string
 	}{{&k.tres_per_job, j.TresPerJob}, {&k.tres_per_node, j.TresPerNode}, {&k.tres_per_socket, j.TresPerSocket},
-		{&k.tres_per_task, j.TresPerTask}, {&k.account, j.Account}, {&k.partition, j.Partition}, {&k.name, j.Name},
+		{&k.tres_per_task, j.TresPerTask}, {&k.account, j.Account}, {&k.qos, j.QOS}, {&k.partition, j.Partition}, {&k.name, j.Name},
 		{&k.features, j.Features}} {
 		if f.s != "" {
 			*f.dst = a.str(f.s)

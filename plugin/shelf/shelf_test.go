@@ -44,7 +44,7 @@ func stock(t *testing.T, key *submit.Job, n int, valid time.Duration) uint64 {
 }
 
 // A job takes from the shelf exactly when every field the decision
-// reads equals the key's: its own name, user and script do not matter.
+// reads equals the key's: its own name and script do not matter.
 func TestServeMatchesTheKeyOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -52,7 +52,10 @@ func TestServeMatchesTheKeyOnly(t *testing.T) {
 		want bool
 	}{
 		{"identical", func(*submit.Job) {}, true},
-		{"other name, user", func(j *submit.Job) { j.Name, j.UID = "other", 7 }, true},
+		{"other name", func(j *submit.Job) { j.Name = "other" }, true},
+		// Users, accounts and QOS have their own typed-limit headroom.
+		{"other user", func(j *submit.Job) { j.UID = 7 }, false},
+		{"other qos", func(j *submit.Job) { j.QOS = "big" }, false},
 		{"empty string is unset", func(j *submit.Job) { j.TresPerJob = "" }, true},
 		{"gres count", func(j *submit.Job) { j.TresPerNode = "gres/gpu:2" }, false},
 		{"per job", func(j *submit.Job) { j.TresPerJob = "gres/gpu:1" }, false},
@@ -105,7 +108,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 	gen := stock(t, keyJob(), 3, time.Hour)
 	for i := range 3 {
 		j := keyJob()
-		j.Name, j.UID = fmt.Sprintf("job-%d", i), uint32(2000+i)
+		j.Name = fmt.Sprintf("job-%d", i)
 		ch, ok := Shelf{}.Serve(j, []byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
 		if !ok || ch.AdminComment != fmt.Sprintf("rota: #%d", i) {
 			t.Fatalf("job %d: served %v %+v", i, ok, ch)
@@ -128,7 +131,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 	}
 	for i, u := range used {
 		wantHash := submit.ScriptHash([]byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
-		if u.Gen != gen || u.Index != i || u.Name != fmt.Sprintf("job-%d", i) || u.UID != uint32(2000+i) || u.ScriptHash != wantHash ||
+		if u.Gen != gen || u.Index != i || u.Name != fmt.Sprintf("job-%d", i) || u.UID != 1000 || u.ScriptHash != wantHash ||
 			time.Since(u.At) > time.Minute || time.Since(u.At) < 0 {
 			t.Fatalf("record %d: %+v", i, u)
 		}
@@ -268,7 +271,7 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 			feed(gen, map[string]int{"v100": 2})
 		}
 		j := *tmpl
-		j.Name, j.UID = fmt.Sprintf("job-%d", i), uint32(1000+i%3)
+		j.Name = fmt.Sprintf("job-%d", i)
 		script := []byte(fmt.Sprintf("#!/bin/sh\ntrain --seed %d\n", i))
 		ch, ok := Shelf{}.Serve(&j, script)
 		j.ScriptHash = submit.ScriptHash(script)

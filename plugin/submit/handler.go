@@ -25,7 +25,7 @@ type Job struct {
 	UID    uint32 // who submits or updates
 	// The four GPU-bearing TRES strings, "" when unset.
 	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
-	Account, Partition, Name                            string
+	Account, QOS, Partition, Name                       string
 	TimeLimit                                           uint32 // minutes; NoVal unset, Infinite
 	MinNodes, NumTasks, MaxNodes                        uint32 // NoVal, Infinite or 0 unset
 	// --ntasks-per-node and --sockets-per-node: NoVal16, 0xffff or 0 unset.
@@ -110,6 +110,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 		JobID:      unset(job.JobID), // NO_VAL until Slurm assigns it, after job_submit
 		UID:        job.UID,
 		Account:    job.Account,
+		QOS:        job.QOS,
 		Partition:  job.Partition,
 		Name:       job.Name,
 		GPU:        req.Ask(unset(job.MinNodes), unset(job.NumTasks)),

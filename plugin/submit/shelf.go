@@ -47,10 +47,12 @@ type Shelf interface {
 
 // SameRequest says whether b asks what a asks, field for field, as the
 // shelf compares them (cgo/rota_shelf.c; plugin/shelf tests that the two
-// agree): the fields a decision reads, not name, user or script. An
-// update never matches.
+// agree): the fields a decision reads, not name or script. An update
+// never matches. The user, account and QOS count: the site's typed GPU
+// limits leave each its own room (wire.PlaceState.Headroom).
 func SameRequest(a, b *Job) bool {
-	return !a.Modify && !b.Modify && a.JobID == b.JobID && a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
+	return !a.Modify && !b.Modify && a.JobID == b.JobID && a.UID == b.UID && a.QOS == b.QOS &&
+		a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
 		a.NumTasks == b.NumTasks && a.MaxNodes == b.MaxNodes && a.TasksPerNode == b.TasksPerNode &&
 		a.SocketsPerNode == b.SocketsPerNode && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
 		a.TresPerSocket == b.TresPerSocket && a.TresPerTask == b.TresPerTask && a.Account == b.Account &&

@@ -16,8 +16,8 @@ func init() {
 	register("queuewait", command{summary: "train and evaluate the queue-wait model on an sacct trace", run: runQueuewait})
 }
 
-const queuewaitUsage = `usage: rota queuewait train --trace FILE --out model.json [--holdout-days 0] [flags]
-       rota queuewait eval --trace FILE [--model model.json] [--holdout-days 30] [--compare] [--json]`
+const queuewaitUsage = `usage: rota queuewait train (--trace FILE | --from-sacct [--since 7d | --start T --end T]) --out model.json [--holdout-days 0] [flags]
+       rota queuewait eval (--trace FILE | --from-sacct [--since 7d | --start T --end T]) [--model model.json] [--holdout-days 30] [--compare] [--json]`
 
 func runQueuewait(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -25,9 +25,9 @@ func runQueuewait(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	switch args[0] {
 	case "train":
-		return runQueuewaitTrain(args[1:], stdout)
+		return runQueuewaitTrain(ctx, args[1:], stdout)
 	case "eval":
-		return runQueuewaitEval(args[1:], stdout)
+		return runQueuewaitEval(ctx, args[1:], stdout)
 	}
 	return usageError{fmt.Sprintf("queuewait: unknown subcommand %q\n%s", args[0], queuewaitUsage)}
 }
@@ -44,6 +44,10 @@ type qwFlags struct {
 	depth       *int
 	seed        *int64
 	asJSON      *bool
+	fromSacct   *bool
+	since       *string
+	start, end  *string
+	fs          *flag.FlagSet
 }
 
 func newQWFlags(fs *flag.FlagSet, holdout float64) qwFlags {
@@ -61,15 +65,33 @@ func newQWFlags(fs *flag.FlagSet, holdout float64) qwFlags {
 		depth:       fs.Int("depth", d.Depth, "tree depth"),
 		seed:        fs.Int64("seed", d.Seed, "subsampling seed"),
 		asJSON:      fs.Bool("json", false, "print JSON"),
+		fromSacct:   fs.Bool("from-sacct", false, "read the jobs from this cluster's slurmdbd (sacct, with $SLURM_CONF) instead of a trace"),
+		since:       fs.String("since", "7d", "with --from-sacct: the jobs of the last N days (7d) or hours (36h)"),
+		start:       fs.String("start", "", "with --from-sacct: from this time (2026-11-01 or 2026-11-01T08:00:00, local), instead of --since"),
+		end:         fs.String("end", "", "with --from-sacct: up to this time (default now)"),
+		fs:          fs,
 	}
 }
 
-func (f qwFlags) read() ([]queuewait.TraceJob, queuewait.TraceStats, error) {
-	if *f.trace == "" {
-		return nil, queuewait.TraceStats{}, usageError{"queuewait: --trace is required\n" + queuewaitUsage}
+// set says whether the flag name was given.
+func (f qwFlags) set(name string) bool {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
+func (f qwFlags) read(ctx context.Context) ([]queuewait.TraceJob, queuewait.TraceStats, error) {
+	if (*f.trace == "") == !*f.fromSacct {
+		return nil, queuewait.TraceStats{}, usageError{"queuewait: --trace is required, or --from-sacct (one of them)\n" + queuewaitUsage}
 	}
 	if *f.gpusPerNode < 0 || *f.holdout < 0 || *f.warmup < 0 {
 		return nil, queuewait.TraceStats{}, usageError{"queuewait: --gpus-per-node, --holdout-days and --warmup-days must be >= 0"}
+	}
+	if *f.fromSacct {
+		return f.readSacct(ctx)
+	}
+	if f.set("since") || f.set("start") || f.set("end") {
+		return nil, queuewait.TraceStats{}, usageError{"queuewait: --since, --start and --end go with --from-sacct"}
 	}
 	return queuewait.ReadTraceFile(*f.trace, queuewait.TraceOptions{Partition: *f.partition, GPUsPerNode: *f.gpusPerNode})
 }
@@ -102,7 +124,7 @@ type trainSummary struct {
 	Trace        queuewait.TraceStats `json:"trace"`
 }
 
-func runQueuewaitTrain(args []string, stdout io.Writer) error {
+func runQueuewaitTrain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("queuewait train", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := newQWFlags(fs, 0)
@@ -113,9 +135,14 @@ func runQueuewaitTrain(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return usageError{"queuewait train: --out is required\n" + queuewaitUsage}
 	}
-	jobs, st, err := f.read()
+	jobs, st, err := f.read(ctx)
 	if err != nil {
 		return err
+	}
+	if *f.fromSacct && !f.set("warmup-days") {
+		// sacct lists the jobs still pending at the window's start too:
+		// the queue the first jobs saw is complete.
+		*f.warmup = 0
 	}
 	first, last := jobs[0].Submit, jobs[0].Submit
 	for _, j := range jobs {
@@ -152,10 +179,25 @@ func runQueuewaitTrain(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "trained on %d jobs submitted %s .. %s (%d bad trace lines skipped) in %.1fs\n",
 		sum.Jobs, sum.From.Format(time.DateTime), sum.To.Format(time.DateTime), st.Bad, secs)
 	fmt.Fprintf(stdout, "capacity %d nodes, %d trees; wrote %s\n", sum.Capacity, sum.Trees, *out)
+	if *f.fromSacct {
+		// What the model is worth on this cluster: trained on all but
+		// the window's last quarter, scored on that quarter.
+		span := last.Sub(first).Hours() / 24
+		o := queuewait.DefaultEvalOptions()
+		o.HoldoutDays, o.WarmupDays, o.Train = span/4, *f.warmup, f.trainOptions()
+		fmt.Fprintf(stdout, "evaluation on this cluster's own jobs (trained on the first three quarters of the window, scored on the last):\n")
+		rep, err := queuewait.Evaluate(jobs, o)
+		if err != nil {
+			fmt.Fprintf(stdout, "evaluation skipped: %v\n", err)
+			return nil
+		}
+		rep.Trace = &st
+		printEval(stdout, "sacct", st, rep)
+	}
 	return nil
 }
 
-func runQueuewaitEval(args []string, stdout io.Writer) error {
+func runQueuewaitEval(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("queuewait eval", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := newQWFlags(fs, 30)
@@ -167,9 +209,12 @@ func runQueuewaitEval(args []string, stdout io.Writer) error {
 	if !(*f.holdout > 0) {
 		return usageError{"queuewait eval: --holdout-days must be > 0"}
 	}
-	jobs, st, err := f.read()
+	jobs, st, err := f.read(ctx)
 	if err != nil {
 		return err
+	}
+	if *f.fromSacct && !f.set("warmup-days") {
+		*f.warmup = 0
 	}
 	o := queuewait.DefaultEvalOptions()
 	o.HoldoutDays, o.WarmupDays, o.Train, o.Compare = *f.holdout, *f.warmup, f.trainOptions(), *compare
@@ -188,8 +233,18 @@ func runQueuewaitEval(args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "trace: %d jobs, %d bad lines; test: %d jobs submitted from %s (mean wait %.2f h, median %.3f h); train: %d jobs\n",
-		st.Jobs, st.Bad, rep.JobsTest, rep.Cutoff.Format(time.DateTime), rep.TestMeanWaitHours, rep.TestMedianWaitHours, rep.JobsTrain)
+	src := "trace"
+	if *f.fromSacct {
+		src = "sacct"
+	}
+	printEval(stdout, src, st, rep)
+	return nil
+}
+
+// printEval prints an evaluation report as a table.
+func printEval(stdout io.Writer, src string, st queuewait.TraceStats, rep *queuewait.Report) {
+	fmt.Fprintf(stdout, "%s: %d jobs, %d bad lines; test: %d jobs submitted from %s (mean wait %.2f h, median %.3f h); train: %d jobs\n",
+		src, st.Jobs, st.Bad, rep.JobsTest, rep.Cutoff.Format(time.DateTime), rep.TestMeanWaitHours, rep.TestMedianWaitHours, rep.JobsTrain)
 	fmt.Fprintf(stdout, "model:    %s\n", rep.Model)
 	fmt.Fprintf(stdout, "%-22s %10s %14s %10s\n", "", "MAE h", "median AE h", "within 2x")
 	fmt.Fprintf(stdout, "%-22s %10.3f %14.3f %10.3f\n", "model", rep.MAEHours, rep.MedianAEHours, rep.Within2x)
@@ -200,5 +255,4 @@ func runQueuewaitEval(args []string, stdout io.Writer) error {
 	if rep.Note != "" {
 		fmt.Fprintln(stdout, "note:", rep.Note)
 	}
-	return nil
 }

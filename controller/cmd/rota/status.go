@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
@@ -68,6 +69,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if q := rep.QueueWaits; q != nil {
+		if err := printQueueWaits(stdout, q); err != nil {
+			return err
+		}
 	}
 	if in := rep.Ingest; in != nil {
 		fmt.Fprintf(stdout, "\nagents: %d nodes, %d jobs reporting; %d reports received, %d taken in, dropped %d malformed, %d invalid, %d slow consumer; %d pending; %d lost by agents; %d forgotten\n",
@@ -151,6 +157,25 @@ func printChains(w io.Writer, cs []wire.ChainStatus) error {
 			}
 			fmt.Fprintf(tw, "\t\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.N, s.JobID, s.Partition, s.Type, s.State, st, gap, s.Why)
 		}
+	}
+	return tw.Flush()
+}
+
+// printQueueWaits prints where the queue-wait history came from and
+// the waits per partition and GPU type.
+func printQueueWaits(w io.Writer, q *wire.QueueWaitHistory) error {
+	fmt.Fprintf(w, "\nqueue waits: %s\n", q.Source)
+	if len(q.Groups) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tTYPE\tJOBS\tMEAN WAIT\tMEDIAN\tMAX\tLAST START")
+	secs := func(s float64) string {
+		return (time.Duration(s*float64(time.Second)) / time.Second * time.Second).String()
+	}
+	for _, g := range q.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", g.Partition, orDash(g.GPUType, func(s string) string { return s }), g.Jobs,
+			secs(g.MeanWaitSec), secs(g.MedianWaitSec), secs(g.MaxWaitSec), g.LastStart.Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/rota-hpc/rota/wire"
 )
@@ -25,6 +26,27 @@ func TestPrintChains(t *testing.T) {
 		`(?m)^\s+1\s+41\s+gpu\s+v100\s+COMPLETED\s+10-4200\s+-\s+the segment checkpointed and exited$`,
 		`(?m)^\s+2\s+57\s+gpu\s+v100\s+RUNNING\s+4190-5000\s+3s\s*$`,
 		`(?m)^\s+3\s+58\s+gpu\s+PENDING\s+-\s+-\s*$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(b.String()) {
+			t.Errorf("no line matching %s in\n%s", re, b.String())
+		}
+	}
+}
+
+func TestPrintQueueWaits(t *testing.T) {
+	var b bytes.Buffer
+	last := time.Date(2026, 11, 25, 21, 42, 40, 0, time.UTC)
+	err := printQueueWaits(&b, &wire.QueueWaitHistory{Source: "3 jobs from slurmdbd since 2026-11-18 21:40 (history_window 7d), 1 seen starting since the controller started",
+		FromAccounting: 3, Seen: 1, Groups: []wire.QueueWaitGroup{
+			{Partition: "gpu", GPUType: "v100", Jobs: 3, MeanWaitSec: 65.4, MedianWaitSec: 60, MaxWaitSec: 3600, LastStart: last},
+			{Partition: "gpu", Jobs: 1, LastStart: last}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^queue waits: 3 jobs from slurmdbd since 2026-11-18 21:40 \(history_window 7d\), 1 seen starting since the controller started$`,
+		`(?m)^gpu\s+v100\s+3\s+1m5s\s+1m0s\s+1h0m0s\s+2026-11-25 21:42:40$`,
+		`(?m)^gpu\s+-\s+1\s+0s\s+0s\s+0s\s+2026-11-25 21:42:40$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(b.String()) {
 			t.Errorf("no line matching %s in\n%s", re, b.String())

@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -57,6 +58,23 @@ func Apply(s *wire.PlaceState, r wire.Reservation) {
 	if r.FinishS > 0 && len(s.Slots[r.Type]) > 0 {
 		s.Slots[r.Type] = book(s.Slots[r.Type], r.GPUs, r.FinishS)
 	}
+	TakeRoom(s, r)
+}
+
+// TakeRoom takes r's GPUs off its user's headroom in s (typed limits),
+// when r carries one.
+func TakeRoom(s *wire.PlaceState, r wire.Reservation) {
+	if h, ok := s.Headroom[r.UID]; ok && r.Room != "" && r.GPUs > 0 {
+		if _, limited := h.Left[r.Room][r.Type]; limited {
+			// Copies all the way down: states handed out share these maps.
+			left := maps.Clone(h.Left[r.Room])
+			left[r.Type] -= r.GPUs
+			h.Left = maps.Clone(h.Left)
+			h.Left[r.Room] = left
+			s.Headroom = maps.Clone(s.Headroom)
+			s.Headroom[r.UID] = h
+		}
+	}
 }
 
 // book returns a copy of the sorted slots sl with the n earliest held
@@ -83,6 +101,9 @@ type View struct {
 	reserved map[string]int       // extra GPUs per type
 	slots    map[string][]float64 // types whose slots extra bookings changed
 	types    []string             // the cluster's GPU types, sorted: the order candidates are judged in
+	// roomTaken: GPUs extra placements took from users' headroom, by
+	// "uid|room key|type" (typed limits: wire.PlaceState.Headroom).
+	roomTaken map[string]int
 }
 
 // NewView is s with extra (in the order they were placed) counted too.
@@ -106,7 +127,8 @@ func (v *View) State() *wire.PlaceState { return v.s }
 func (v *View) Clone() *View {
 	// Slot lists are replaced by Add, never changed in place, so
 	// sharing them is safe; the maps are not.
-	return &View{s: v.s, reserved: maps.Clone(v.reserved), slots: maps.Clone(v.slots), types: v.types}
+	return &View{s: v.s, reserved: maps.Clone(v.reserved), slots: maps.Clone(v.slots), types: v.types,
+		roomTaken: maps.Clone(v.roomTaken)}
 }
 
 // Add counts one more of the placer's reservations (Result.Reserve of a
@@ -119,6 +141,12 @@ func (v *View) Add(r wire.Reservation) {
 		v.reserved = map[string]int{}
 	}
 	v.reserved[r.Type] += r.GPUs
+	if r.Room != "" {
+		if v.roomTaken == nil {
+			v.roomTaken = map[string]int{}
+		}
+		v.roomTaken[roomID(r.UID, r.Room, r.Type)] += r.GPUs
+	}
 	if r.FinishS > 0 && len(v.slotsOf(r.Type)) > 0 {
 		if v.slots == nil {
 			v.slots = map[string][]float64{}
@@ -145,6 +173,20 @@ func (v *View) slotsOf(t string) []float64 {
 }
 
 func (v *View) taken(t string) int { return v.s.Reserved[t] + v.reserved[t] }
+
+func roomID(uid uint32, key, t string) string {
+	return strconv.FormatUint(uint64(uid), 10) + "|" + key + "|" + t
+}
+
+// room is what the user's typed limits leave of type t to this request,
+// less what v's extra placements took; limited false: no limit.
+func (v *View) room(req *wire.PlaceRequest, key, t string) (left int, why string, limited bool) {
+	left, why, limited = v.s.Room(req.UID, key, t)
+	if limited && v.roomTaken != nil {
+		left -= v.roomTaken[roomID(req.UID, key, t)]
+	}
+	return left, why, limited
+}
 
 // Place decides one request from state s, counting extra (the caller's
 // own placements that s does not count yet; may be nil) as taken too. It
@@ -236,12 +278,27 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	var fitsBuf [8]cand // no allocation for the usual handful of types
 	fits := fitsBuf[:0]
 	cons := readConstraint(req.Features)
+	// The user's typed limits: a type whose limit the job would exceed
+	// is left out while another can hold it (Slurm would keep it pending
+	// there); if every type is at a limit, the job waits at one as if
+	// its user had named the type.
+	roomKey := s.RoomKey(req.UID, req.Account, req.QOS)
+	var limitedBuf [8]cand
+	limited, limitWhy := limitedBuf[:0], ""
 	for _, t := range v.types {
 		tc := cv.Types[t]
 		if !holds(&tc, need, parts, cons) {
 			// Only types that can hold the whole job as asked: any other
 			// would leave it refused or pending for good.
 			num.set2("holds.", t, 0)
+			continue
+		}
+		if left, why, lim := v.room(req, roomKey, t); lim && left < total {
+			num.set2("limit_left.", t, float64(left))
+			limited = append(limited, cand{t: t, free: max(tc.Free()-v.taken(t), 0), score: float64(max(tc.Free()-v.taken(t), 0)) * jobSpeed(r, req, t)})
+			if explain {
+				limitWhy += "; " + t + " left out: " + why + " reached"
+			}
 			continue
 		}
 		free := max(tc.Free()-v.taken(t), 0)
@@ -253,6 +310,12 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		}
 		fits = append(fits, cand{t: t, free: free, score: float64(free) * sp})
 	}
+	if len(fits) == 0 && len(limited) > 0 {
+		// Every type that holds it is at one of the user's limits.
+		fits = limited
+		limitWhy = strings.Replace(limitWhy, " left out: ", " (waits for its limit): ", -1)
+		limited = limited[:0]
+	}
 	if len(fits) == 0 {
 		res.Reason = "no single GPU type can hold the job as asked; left as asked"
 		if explain {
@@ -261,7 +324,7 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		return withNumbers(res, num)
 	}
 	if r, ok := earliestFinish(v, req, fits, total, part, num); ok {
-		return r
+		return withRoom(r, req, roomKey, limitWhy)
 	}
 	best, room := fits[0], false
 	for _, c := range fits {
@@ -289,7 +352,20 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		res.ByFeature = cv.ByFeature
 	}
 	res.TimeLimitMin = walltime(s, req, best.t, part, num)
-	return withNumbers(res, num)
+	return withRoom(withNumbers(res, num), req, roomKey, limitWhy)
+}
+
+// withRoom marks a placement of a user with typed limits, so that its
+// GPUs come off the user's headroom too, and adds to the reason which
+// types a limit left out.
+func withRoom(res Result, req *wire.PlaceRequest, key, why string) Result {
+	if key != "" && res.Reserve != nil {
+		res.Reserve.UID, res.Reserve.Room = req.UID, key
+	}
+	if why != "" && res.Reason != "" {
+		res.Reason += why
+	}
+	return res
 }
 
 // mostCapacity is the type with the most GPUs in all weighted by the

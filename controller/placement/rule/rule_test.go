@@ -20,6 +20,16 @@ func state() *wire.PlaceState {
 		Reserved: map[string]int{}}
 }
 
+// roomFor gives uid 7 (default account lab) v100s left under its
+// default QOS.
+func roomFor(v100 int) func(*wire.PlaceState) {
+	return func(s *wire.PlaceState) {
+		s.Headroom = map[uint32]wire.UserHeadroom{7: {DefaultAccount: "lab",
+			Left: map[string]map[string]int{"lab/": {"v100": v100}},
+			Why:  map[string]map[string]string{"lab/": {"v100": "QOS lim MaxTRESPerUser gres/gpu:v100=1"}}}}
+	}
+}
+
 func TestPlace(t *testing.T) {
 	one := wire.GPUAsk{PerNode: 1}
 	for _, tc := range []struct {
@@ -43,6 +53,20 @@ func TestPlace(t *testing.T) {
 		{"walltime scaled by speed", nil, nil,
 			wire.PlaceRequest{GPU: one, Hints: wire.Hints{Steps: 3600, Throughput: map[string]float64{"k80": 1}}}, "v100", 23, &wire.Reservation{Type: "v100", GPUs: 1}},
 		{"too big for any type", nil, nil, wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 5}}, "", 0, nil},
+		// Typed limits: uid 7's QOS leaves no v100 (account lab, default QOS).
+		{"limit leaves the fastest out", roomFor(0), nil, wire.PlaceRequest{UID: 7, GPU: one}, "k80", 0,
+			&wire.Reservation{Type: "k80", GPUs: 1, UID: 7, Room: "lab/"}},
+		{"room enough", roomFor(1), nil, wire.PlaceRequest{UID: 7, GPU: one}, "v100", 0,
+			&wire.Reservation{Type: "v100", GPUs: 1, UID: 7, Room: "lab/"}},
+		{"own placements take the room", roomFor(1), []wire.Reservation{{Type: "v100", GPUs: 1, UID: 7, Room: "lab/"}},
+			wire.PlaceRequest{UID: 7, GPU: one}, "k80", 0, &wire.Reservation{Type: "k80", GPUs: 1, UID: 7, Room: "lab/"}},
+		{"another user's limit", roomFor(0), nil, wire.PlaceRequest{UID: 8, GPU: one}, "v100", 0, &wire.Reservation{Type: "v100", GPUs: 1}},
+		{"another QOS", roomFor(0), nil, wire.PlaceRequest{UID: 7, QOS: "big", GPU: one}, "v100", 0,
+			&wire.Reservation{Type: "v100", GPUs: 1, UID: 7, Room: "lab/big"}},
+		{"every type at a limit: waits at one", func(s *wire.PlaceState) {
+			roomFor(0)(s)
+			s.Headroom[7].Left["lab/"]["k80"] = 0
+		}, nil, wire.PlaceRequest{UID: 7, GPU: one}, "v100", 0, &wire.Reservation{Type: "v100", GPUs: 1, UID: 7, Room: "lab/"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state()

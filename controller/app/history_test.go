@@ -1,0 +1,145 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+func TestParseWindow(t *testing.T) {
+	cases := []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"7d", 7 * 24 * time.Hour, false},
+		{"0", 0, false},
+		{"0d", 0, false},
+		{"1.5d", 36 * time.Hour, false},
+		{"36h", 36 * time.Hour, false},
+		{" 2d ", 48 * time.Hour, false},
+		{"366d", 366 * 24 * time.Hour, false},
+		{"367d", 0, true},
+		{"1e300d", 0, true},
+		{"-1d", 0, true},
+		{"-5h", 0, true},
+		{"d", 0, true},
+		{"NaNd", 0, true},
+		{"week", 0, true},
+	}
+	for _, c := range cases {
+		got, err := ParseWindow(c.in)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("ParseWindow(%q) = %v, %v; want %v, error %v", c.in, got, err, c.want, c.err)
+		}
+	}
+	if FormatWindow(7*24*time.Hour) != "7d" || FormatWindow(36*time.Hour) != "36h0m0s" {
+		t.Errorf("FormatWindow: %s %s", FormatWindow(7*24*time.Hour), FormatWindow(36*time.Hour))
+	}
+}
+
+// acctSlurm answers sacct with jobs, or err.
+type acctSlurm struct {
+	fakeSlurm
+	jobs  []slurm.AcctJob
+	err   error
+	since time.Time
+}
+
+func (a *acctSlurm) Accounting(_ context.Context, since, _ time.Time) ([]slurm.AcctJob, slurm.SacctStats, error) {
+	a.since = since
+	return a.jobs, slurm.SacctStats{Jobs: len(a.jobs)}, a.err
+}
+
+func historyKB() *wire.Site {
+	return &wire.Site{Nodes: []wire.SiteNode{{Name: "v1", GPUs: map[string]int{"v100": 4}}, {Name: "k1", GPUs: map[string]int{"k80": 4}}}}
+}
+
+func TestReadHistory(t *testing.T) {
+	now := time.Now()
+	min := func(m int) time.Time { return now.Add(time.Duration(m) * time.Minute) }
+	jobs := []slurm.AcctJob{
+		// Waited 10 min on a v100 (typed by AllocTRES).
+		{ID: 1, State: "COMPLETED", Partition: "gpu", Submit: min(-60), Eligible: min(-60), Start: min(-50), End: min(-40),
+			NumNodes: 1, Nodes: []string{"v1"}, GPUs: 1, GPUTypes: map[string]int{"v100": 1}},
+		// Held by --begin for 30 min, then waited 2: its wait is 2 min.
+		{ID: 2, State: "RUNNING", Partition: "gpu", Submit: min(-40), Eligible: min(-10), Start: min(-8),
+			NumNodes: 1, Nodes: []string{"v1"}, GPUs: 2, GPUTypes: map[string]int{"v100": 2}},
+		// Untyped in AllocTRES: typed by its node.
+		{ID: 3, State: "FAILED", Partition: "gpu", Submit: min(-20), Start: min(-20), End: min(-19), NumNodes: 1, Nodes: []string{"k1"}, GPUs: 1},
+		// Never started: no wait to learn.
+		{ID: 4, State: "CANCELLED", Partition: "gpu", Submit: min(-20), End: min(-19)},
+	}
+	cases := []struct {
+		name    string
+		window  time.Duration
+		client  slurm.Client
+		source  string
+		fromAcc int
+		groups  int
+	}{
+		{"read", 7 * 24 * time.Hour, &acctSlurm{jobs: jobs}, "3 jobs from slurmdbd since ", 3, 2},
+		{"slurmdbd down", 7 * 24 * time.Hour, &acctSlurm{err: errors.New("sacct ...: exit status 1: sacct: error: x\nsacct: error: Problem talking to the database: Connection refused")},
+			"slurmdbd not read at start (sacct: error: Problem talking to the database: Connection refused)", 0, 0},
+		{"off", 0, &acctSlurm{jobs: jobs}, "history_window = 0: slurmdbd not read", 0, 0},
+		{"no accounting reader", 7 * 24 * time.Hour, &fakeSlurm{}, "cannot read accounting", 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.HistoryWindow = c.window
+			ctl := &Controller{cfg: cfg, log: zerolog.Nop(), slurm: c.client}
+			ctl.loadSite()
+			ctl.readHistory(context.Background())
+			h := ctl.site.waits.History(historyKB())
+			if !strings.Contains(h.Source, c.source) || h.FromAccounting != c.fromAcc || len(h.Groups) != c.groups {
+				t.Fatalf("history %+v; want source with %q, %d from slurmdbd, %d groups", h, c.source, c.fromAcc, c.groups)
+			}
+			if c.groups == 0 {
+				return
+			}
+			if a := c.client.(*acctSlurm); now.Sub(a.since) < c.window-time.Minute {
+				t.Errorf("read since %v, want %v ago", a.since, c.window)
+			}
+			k, v := h.Groups[0], h.Groups[1]
+			if k.GPUType != "k80" || k.Jobs != 1 || k.MeanWaitSec != 0 {
+				t.Errorf("k80 group %+v", k)
+			}
+			if v.GPUType != "v100" || v.Jobs != 2 || v.MeanWaitSec != 360 || v.MaxWaitSec != 600 || !v.LastStart.Equal(min(-8)) {
+				t.Errorf("v100 group %+v; want 2 jobs, mean 6 min, max 10 min", v)
+			}
+		})
+	}
+}
+
+// Seeded jobs are the recent waits the model reads, as if seen running.
+func TestSeededJobsAreRecent(t *testing.T) {
+	now := time.Now()
+	w := newWaitPredictor("", zerolog.Nop())
+	w.Seed([]slurm.AcctJob{{ID: 7, State: "COMPLETED", Partition: "gpu", Submit: now.Add(-time.Hour), Start: now.Add(-30 * time.Minute),
+		End: now.Add(-time.Minute), NumNodes: 1, Nodes: []string{"v1"}, GPUs: 2, GPUTypes: map[string]int{"v100": 2}}}, now.Add(-time.Hour), "1d")
+	var started []slurm.Job
+	for _, s := range w.started {
+		started = append(started, s.job)
+	}
+	kb := historyKB()
+	kb.Nodes[0].Partitions = []string{"gpu"}
+	kb.Partitions = []wire.SitePartition{{Name: "gpu", Types: []wire.SitePartitionType{{Type: "v100", Nodes: 1}}}}
+	st := QueueStateFor(kb, nil, started, "gpu", "v100", now)
+	want := []queuewait.QueueJob{{ID: "7", Partition: "gpu", Nodes: 1, GPUs: 2, Submit: now.Add(-time.Hour), Start: now.Add(-30 * time.Minute)}}
+	if len(st.Recent) != 1 || st.Recent[0] != want[0] {
+		t.Fatalf("recent %+v, want %+v", st.Recent, want)
+	}
+	// A second seed (a restart reading the same window) adds nothing twice.
+	if n := w.Seed([]slurm.AcctJob{{ID: 7, Submit: now, Start: now}}, now, "1d"); n != 0 {
+		t.Errorf("seeded job 7 again: %d", n)
+	}
+}

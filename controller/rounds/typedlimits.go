@@ -1,0 +1,223 @@
+package rounds
+
+import (
+	"context"
+	"errors"
+	"os/user"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/limits"
+	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// LimitReader reads the site's typed GPU limits (slurm.CLI.Limits).
+type LimitReader interface {
+	Limits(ctx context.Context) (*limits.Set, error)
+}
+
+// SetLimits makes the loop read the site's typed GPU limits every round
+// and treat them as constraints of the policy (docs/rounds.md, "Typed
+// limits"). retypeGres says Slurm accepts a new GPU type in a pending
+// job's GPU request (24.11 and later; 22.05 merges it with the old one and
+// the job never runs): then Rota types jobs in their GPU request, where
+// typed limits count them, rather than by node constraint.
+func (l *Loop) SetLimits(r LimitReader, retypeGres bool) {
+	l.mu.Lock()
+	l.limitReader, l.retypeGres = r, retypeGres
+	l.mu.Unlock()
+}
+
+// TypeByGres says whether jobs get their type in the GPU request (not as
+// a node constraint): where Slurm can retype a request, or where typed
+// limits exist, which count only typed requests.
+func (l *Loop) TypeByGres() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retypeGres || l.limitSet.Typed()
+}
+
+// Headroom is what the typed limits left each user (nil: none), for the
+// placement state, counted from the queue as the last round read it at
+// asOf.
+func (l *Loop) Headroom() (h map[uint32]wire.UserHeadroom, asOf time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.headroom, l.headroomAt
+}
+
+// readLimits reads the limits, keeping the last ones read when
+// accounting does not answer (logged once until it answers again).
+func (l *Loop) readLimits(ctx context.Context) *limits.Set {
+	l.mu.Lock()
+	r := l.limitReader
+	l.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	s, err := r.Limits(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(err, slurm.ErrNoAccounting) {
+		if l.limitSet != nil || !l.noAccounting {
+			l.log.Info().Msg("the cluster keeps no accounting: no typed GPU limits to respect")
+		}
+		l.noAccounting, l.limitSet, l.limitsFailing = true, nil, false
+		return nil
+	}
+	l.noAccounting = false
+	if err != nil {
+		if !l.limitsFailing {
+			l.log.Warn().Err(err).Msg("cannot read the site's limits from accounting (sacctmgr); placing by the last limits read, if any, until it answers")
+		}
+		l.limitsFailing = true
+		return l.limitSet
+	}
+	if l.limitsFailing {
+		l.log.Info().Msg("accounting answers again: typed GPU limits read")
+	}
+	l.limitsFailing = false
+	l.limitSet = s
+	return s
+}
+
+// limitHeld says Slurm holds a pending job back for a limit.
+func limitHeld(reason string) bool {
+	for _, p := range []string{"QOSMax", "QOSGrp", "AssocMax", "AssocGrp", "MaxGRES", "MaxTRES", "GrpGRES", "GrpTRES"} {
+		if strings.Contains(reason, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// typedUsage counts what the queue holds of the typed limits: running
+// jobs, then pending jobs whose type is chosen, in the order Slurm would
+// start them (priority, then submission), each only if its limits leave
+// room for it (else Slurm keeps it pending). counted lists the pending
+// jobs that count.
+func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[string]string) (*limits.Usage, map[uint32]bool) {
+	u := s.NewUsage(nil)
+	counted := map[uint32]bool{}
+	var pending []*slurm.Job
+	for i := range jobs {
+		j := &jobs[i]
+		req, ok := j.GPURequest()
+		if !ok {
+			continue
+		}
+		gpus := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
+		switch {
+		case j.Running() && len(j.Nodes) > 0:
+			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: nodeType[j.Nodes[0]], GPUs: gpus})
+		case j.Pending() && !limitHeld(j.Reason) && jobType(j, req.Types(), types) != "":
+			pending = append(pending, j)
+		}
+	}
+	sort.SliceStable(pending, func(a, b int) bool {
+		if pending[a].Priority != pending[b].Priority {
+			return pending[a].Priority > pending[b].Priority
+		}
+		return pending[a].Submit.Before(pending[b].Submit)
+	})
+	for _, j := range pending {
+		req, _ := j.GPURequest()
+		gpus := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
+		t := jobType(j, req.Types(), types)
+		if left, _, lim := u.Room(j.User, j.Account, j.QOS, t); lim && left < gpus {
+			continue
+		}
+		u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: t, GPUs: gpus})
+		counted[j.ID] = true
+	}
+	return u, counted
+}
+
+// jobType is a pending job's chosen type: its constraint's, else the one
+// its GPU request names.
+func jobType(j *slurm.Job, reqTypes, types []string) string {
+	if t := featureType(j.Features, types); t != "" {
+		return t
+	}
+	if len(reqTypes) == 1 {
+		return reqTypes[0]
+	}
+	return ""
+}
+
+// limitFits takes out of fit the types where the job's limits leave too
+// little for it (what it holds there itself given back), and says why.
+// When that would leave none, fit stays: the job waits at a limit, as if
+// its user had named the type.
+func limitFits(u *limits.Usage, j *slurm.Job, self string, gpus int, types []string, fit []bool) string {
+	var out []string
+	keep := make([]bool, len(fit))
+	some := false
+	for k, t := range types {
+		keep[k] = fit[k]
+		if !fit[k] {
+			continue
+		}
+		left, why, lim := u.Room(j.User, j.Account, j.QOS, t)
+		if t == self {
+			left += gpus
+		}
+		if lim && left < gpus {
+			keep[k] = false
+			out = append(out, t+" left out: "+why+" reached")
+			continue
+		}
+		some = some || keep[k]
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	if !some {
+		return "every type that holds it is at a limit (" + strings.Join(out, "; ") + "); it waits for one"
+	}
+	copy(fit, keep)
+	return "typed limits: " + strings.Join(out, "; ")
+}
+
+// headroomOf is, per user with typed limits (by uid), what they leave of
+// each type for each account and QOS the user may submit with: the
+// placement state's Headroom.
+func headroomOf(s *limits.Set, u *limits.Usage, types []string) map[uint32]wire.UserHeadroom {
+	if !s.Typed() {
+		return nil
+	}
+	out := map[uint32]wire.UserHeadroom{}
+	for _, name := range s.Users() {
+		pw, err := user.Lookup(name)
+		if err != nil {
+			continue // not a user of this host: it submits nothing here
+		}
+		uid, err := strconv.ParseUint(pw.Uid, 10, 32)
+		if err != nil {
+			continue
+		}
+		h := wire.UserHeadroom{DefaultAccount: s.DefaultAccount[name], Left: map[string]map[string]int{}, Why: map[string]map[string]string{}}
+		for _, key := range s.Keys(name) {
+			acct, q, _ := strings.Cut(key, "/")
+			acct, q = s.Resolve(name, acct, q)
+			for _, t := range types {
+				left, why, lim := u.Room(name, acct, q, t)
+				if !lim {
+					continue
+				}
+				if h.Left[key] == nil {
+					h.Left[key], h.Why[key] = map[string]int{}, map[string]string{}
+				}
+				h.Left[key][t], h.Why[key][t] = left, why
+			}
+		}
+		if len(h.Left) > 0 {
+			out[uint32(uid)] = h
+		}
+	}
+	return out
+}
