@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -259,5 +260,32 @@ func TestSlurmOrder(t *testing.T) {
 				t.Errorf("job 1 nice %d, want -500", n)
 			}
 		})
+	}
+}
+
+// The head of Slurm's order takes the GPUs that free first, whatever type
+// the policy gave it; the next job takes the next one.
+func TestCoverHead(t *testing.T) {
+	t.Parallel()
+	rates := []float64{3, 1}
+	src := []string{SourceRelative, SourceRelative}
+	jobs := []JobView{
+		{ID: 1, Running: true, Type: "v100", GPUs: 1, RunningFor: 10 * time.Second, Rates: rates, RateSource: src},
+		{ID: 2, Running: true, Type: "k80", GPUs: 1, RunningFor: 100 * time.Second, Rates: rates, RateSource: src},
+		{ID: 3, GPUs: 1, Rates: rates, RateSource: src}, // first in Slurm's order
+		{ID: 4, GPUs: 1, Rates: rates, RateSource: src},
+		{ID: 5, GPUs: 1, Rates: rates, RateSource: src}, // beyond the cluster's GPUs
+		{ID: 6, GPUs: 1, Rates: rates, RateSource: src, UserTyped: true, Type: "k80"},
+	}
+	plan := &Plan{Types: []string{"v100", "k80"}, Capacity: []int{1, 1}, Actions: []Action{
+		{JobID: 1, Type: "v100", Running: true}, {JobID: 2, Type: "k80", Running: true},
+		{JobID: 3, Type: "k80", Priority: 9}, {JobID: 4, Type: "v100", Priority: 8},
+		{JobID: 5, Type: "k80", Priority: 7}, {JobID: 6, Type: "k80", Priority: 10},
+	}}
+	coverHead(plan, jobs)
+	for id, want := range map[uint32]string{3: "v100", 4: "k80", 5: "k80", 6: "k80"} {
+		if got := plan.Actions[id-1].Type; got != want {
+			t.Errorf("job %d: %s, want %s", id, got, want)
+		}
 	}
 }
