@@ -151,6 +151,11 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("min_lease", &c.Rounds.MinLease, 0, 7*24*time.Hour)
 	v.Duration("move_cost", &c.Rounds.MoveCost, 0, 24*time.Hour)
 	v.Duration("checkpoint_grace", &c.Rounds.CheckpointGrace, time.Second, time.Hour)
+	v.String("order", &c.Rounds.Order)
+	span := int(c.Rounds.OrderNiceSpan)
+	v.Int("order_nice_span", &span, 2, 2_000_000)
+	c.Rounds.OrderNiceSpan = uint32(span)
+	v.String("shares", &c.Rounds.Shares)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
 	v.Bool("chains_off", &c.Chains.Off)
 	v.Bool("chain_auto", &c.Chains.Auto)

@@ -36,6 +36,13 @@ type Config struct {
 	// SIGTERM.
 	CheckpointGrace time.Duration
 	PriorityBase    uint32
+	// Order is how Rota's order of pending jobs reaches Slurm (OrderNice,
+	// OrderPriority, OrderNone); OrderNiceSpan bounds the nice values.
+	Order         string
+	OrderNiceSpan uint32
+	// Shares is where the hierarchical policy's entity weights come from:
+	// SharesSlurm (the accounts' fair-share shares) or SharesNone (equal).
+	Shares string
 	// WalltimeMargin and WalltimeOverheadMin size walltimes as the
 	// placement does.
 	WalltimeMargin      float64
@@ -45,8 +52,32 @@ type Config struct {
 // DefaultConfig are the production defaults: minutes-long rounds.
 func DefaultConfig() Config {
 	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
-		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5}
+		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
+		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm}
 }
+
+// How Rota's order reaches Slurm (docs/rounds.md, "Order and fair share").
+const (
+	// OrderNice sets nice values within OrderNiceSpan: Slurm's multifactor
+	// plugin keeps recalculating priorities (fair share, age, QOS).
+	OrderNice = "nice"
+	// OrderPriority sets admin priorities: Rota's order is Slurm's, and
+	// multifactor no longer recalculates those jobs.
+	OrderPriority = "priority"
+	// OrderNone leaves the order to Slurm (Rota still retypes and sets
+	// walltimes).
+	OrderNone = "none"
+)
+
+// Where entity weights come from.
+const (
+	SharesSlurm = "slurm"
+	SharesNone  = "none"
+)
+
+// sharesRefresh is how often the loop re-reads the site's shares: an
+// admin's change, not something that moves per round.
+const sharesRefresh = 5 * time.Minute
 
 // Decisions finds a job's placement decision (hints, identity, what the
 // user asked).
@@ -122,6 +153,9 @@ type Loop struct {
 	lastErr error
 	stats   Stats
 	wg      sync.WaitGroup
+	// shares are the entity weights last read from Slurm, at sharesAt.
+	shares   map[string]float64
+	sharesAt time.Time
 
 	// Typed GPU limits (typedlimits.go).
 	limitReader   LimitReader
@@ -152,6 +186,15 @@ type tracked struct {
 	// followed is the limit FollowLimit last raised it to (0 none);
 	// limitMin stays the estimate, whose error the estimator learns.
 	followed uint32
+	// prioFixed: Rota set the job an admin priority that the loop hands
+	// back to Slurm's priority plugin when the order is not "priority"
+	// (a migrated job, once it runs again).
+	prioFixed bool
+	// baseNice is the job's nice before Rota's ordering (its user's
+	// --nice), which Rota's offset adds to; niceRead says it was read,
+	// niceSet that Rota has set a nice since.
+	baseNice          int32
+	niceRead, niceSet bool
 	// limitFollowed: at the last round the job ran under a limit Rota
 	// set below its ceiling, which followLimits raises as it needs (the
 	// chain manager leaves such a job alone: chains.Info.LimitFollowed).
@@ -218,8 +261,21 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 	if cfg.Round <= 0 {
 		return nil, fmt.Errorf("round length must be positive, got %s", cfg.Round)
 	}
+	switch cfg.Order {
+	case OrderNice, OrderPriority, OrderNone:
+	default:
+		return nil, fmt.Errorf("order = %q: want %s, %s or %s", cfg.Order, OrderNice, OrderPriority, OrderNone)
+	}
+	if cfg.Order == OrderNice && (cfg.OrderNiceSpan < 2 || cfg.OrderNiceSpan > maxNiceSpan) {
+		return nil, fmt.Errorf("order_nice_span = %d: want 2 to %d", cfg.OrderNiceSpan, maxNiceSpan)
+	}
+	switch cfg.Shares {
+	case SharesSlurm, SharesNone:
+	default:
+		return nil, fmt.Errorf("shares = %q: want %s or %s", cfg.Shares, SharesSlurm, SharesNone)
+	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
-		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase}, pol),
+		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg)}, pol),
 		known:   map[uint32]*tracked{}, moving: map[uint32]bool{}}
 	return l, nil
 }
@@ -333,6 +389,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	if lim.Typed() {
 		usage, counted = typedUsage(lim, jobs, types, nodeType)
 	}
+	l.planner.SetEntityWeights(l.entityWeights(ctx, now))
 	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now, usage, counted)
 	l.mu.Lock()
 	l.headroom, l.headroomAt = nil, now
@@ -441,7 +498,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 			l.est.Hint(key, d.Asked.Hints.Throughput)
 		}
 		l.mu.Lock()
-		l.known[j.ID] = &tracked{decision: d, key: key}
+		l.known[j.ID] = &tracked{decision: d, key: key, baseNice: j.Nice, niceRead: true}
 		l.mu.Unlock()
 	}
 	return nil
@@ -528,6 +585,10 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 				self = v.Type
 			}
 			v.LimitNote = limitFits(usage, j, self, v.GPUs, types, v.Fits)
+		}
+		if j.Pending() && j.Priority > 0 {
+			// Slurm's priority less the nice Rota gave: multifactor's own.
+			v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
 		}
 		if v.Running && tr.lastType != v.Type {
 			tr.lastType = v.Type
@@ -651,6 +712,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			continue
 		}
 		if !j.Pending() {
+			l.unfix(ctx, j, v, tr)
 			continue
 		}
 		var u slurm.JobUpdate
@@ -664,11 +726,8 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			// lifetime) would idle its GPUs for two minutes.
 			u.StartNow = true
 		}
-		if a.Priority > 0 && a.Priority != j.Priority {
-			p := a.Priority
-			u.Priority = &p
-		}
-		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow {
+		l.order(&u, a, j, tr)
+		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
 			continue
 		}
 		if err := l.sched.Update(ctx, j.ID, u); err != nil {
@@ -688,6 +747,14 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		}
 		if u.Priority != nil {
 			l.stats.Reprioritised++
+			tr.prioFixed = true
+		}
+		if u.Nice != nil {
+			l.stats.Reprioritised++
+			tr.niceSet = true
+		}
+		if u.ResetPriority {
+			tr.prioFixed = false
 		}
 		l.mu.Unlock()
 		if u.Retypes() {

@@ -28,6 +28,9 @@ type fakeSched struct {
 	failJobs  bool
 	failOn    map[uint32]bool
 	requeued  []uint32
+	// niced: jobs Rota gave a nice; resets: priority hand-backs, in order.
+	niced  map[uint32]bool
+	resets []uint32
 	// commentRead makes Jobs carry the decision ids, as squeue does when
 	// it has an AdminComment field; idReads counts DecisionIDs calls.
 	commentRead bool
@@ -35,7 +38,7 @@ type fakeSched struct {
 }
 
 func newFake() *fakeSched {
-	return &fakeSched{jobs: map[uint32]*slurm.Job{}, decisions: map[uint32]string{}, failOn: map[uint32]bool{}}
+	return &fakeSched{jobs: map[uint32]*slurm.Job{}, decisions: map[uint32]string{}, failOn: map[uint32]bool{}, niced: map[uint32]bool{}}
 }
 
 func (f *fakeSched) Nodes(context.Context) ([]slurm.Node, error) {
@@ -103,11 +106,27 @@ func (f *fakeSched) Update(_ context.Context, id uint32, u slurm.JobUpdate) erro
 	if u.Priority != nil {
 		j.Priority = *u.Priority
 	}
+	if u.Nice != nil {
+		j.Nice = *u.Nice
+		f.niced[id] = true
+	}
+	if u.ResetPriority {
+		// Slurm recalculates it; a stand-in for multifactor's figure.
+		j.Priority = 1
+		f.resets = append(f.resets, id)
+	}
 	if u.TimeLimitMin != nil {
 		j.TimeLimitMin = *u.TimeLimitMin
 		f.updates = append(f.updates, fmt.Sprintf("%d time=%d", id, *u.TimeLimitMin))
 	}
 	return nil
+}
+
+// ordered says Rota gave the job its order, as a priority or a nice.
+func (f *fakeSched) ordered(id uint32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.jobs[id].Priority > 1 || f.niced[id]
 }
 
 func (f *fakeSched) Requeue(_ context.Context, id uint32) error {
@@ -218,7 +237,7 @@ func TestPendingJobsRetypedAndOrdered(t *testing.T) {
 	got := map[string]int{}
 	for id := uint32(1); id <= 6; id++ {
 		got[f.jobs[id].Features]++
-		if f.jobs[id].Priority == 0 {
+		if !f.ordered(id) {
 			t.Errorf("job %d got no priority", id)
 		}
 	}
@@ -319,8 +338,8 @@ func TestSlurmErrorsDoNotStopTheLoop(t *testing.T) {
 	if err := l.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if l.Stats().SlurmErrors == 0 || f.jobs[2].Priority == 0 || f.jobs[3].Priority == 0 {
-		t.Errorf("stats %+v; other jobs' priorities %d %d", l.Stats(), f.jobs[2].Priority, f.jobs[3].Priority)
+	if l.Stats().SlurmErrors == 0 || !f.ordered(2) || !f.ordered(3) {
+		t.Errorf("stats %+v; other jobs ordered: %v %v", l.Stats(), f.ordered(2), f.ordered(3))
 	}
 	f.failJobs = true
 	if err := l.Round(context.Background()); err == nil {
@@ -452,8 +471,8 @@ func TestLoopLeavesChainSegments(t *testing.T) {
 	if len(f.requeued) != 1 {
 		t.Errorf("requeued %v, want job 2 alone", f.requeued)
 	}
-	if f.jobs[3].Priority != 0 || f.jobs[3].Features != "k80" || f.jobs[4].Priority == 0 {
-		t.Errorf("successor priority %d features %q; other pending job priority %d", f.jobs[3].Priority, f.jobs[3].Features, f.jobs[4].Priority)
+	if f.ordered(3) || f.jobs[3].Features != "k80" || !f.ordered(4) {
+		t.Errorf("successor ordered %v features %q; other pending job ordered %v", f.ordered(3), f.jobs[3].Features, f.ordered(4))
 	}
 	in, ok := l.ChainInfo(4)
 	if !ok || in.Decision == nil || in.StepsLeft != 3600 || in.Rates["v100"] != 4 {

@@ -93,13 +93,15 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 			continue
 		}
 		if uerr = l.sched.Update(ctx, id, u); uerr == nil {
-			if u.TimeLimitMin != nil {
-				l.mu.Lock()
-				if tr := l.known[id]; tr != nil {
+			l.mu.Lock()
+			if tr := l.known[id]; tr != nil {
+				if u.TimeLimitMin != nil {
 					tr.limitMin = *u.TimeLimitMin
 				}
-				l.mu.Unlock()
+				// Handed back to Slurm once it runs (order nice, none).
+				tr.prioFixed = true
 			}
+			l.mu.Unlock()
 			log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
 			return true
 		}

@@ -48,6 +48,11 @@ type savedJob struct {
 	// Followed is the limit Rota last raised the job's to, so a restarted
 	// controller goes on following it.
 	Followed uint32 `json:"followed_min,omitempty"`
+	// PrioFixed: Rota set an admin priority the loop hands back to Slurm
+	// (order = nice or none); BaseNice: the job's own nice before Rota's.
+	PrioFixed bool  `json:"prio_fixed,omitempty"`
+	BaseNice  int32 `json:"base_nice,omitempty"`
+	NiceSet   bool  `json:"nice_set,omitempty"`
 }
 
 type savedMoved struct {
@@ -73,7 +78,8 @@ func (l *Loop) save(ctx context.Context) error {
 			continue
 		}
 		st.Jobs[id] = savedJob{Decision: tr.decision.ID, Key: tr.key, Moved: tr.moved, Moves: tr.moves,
-			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds(), Followed: tr.followed}
+			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds(), Followed: tr.followed,
+			PrioFixed: tr.prioFixed, BaseNice: tr.baseNice, NiceSet: tr.niceSet}
 	}
 	plan := l.last
 	l.mu.Unlock()
@@ -133,7 +139,8 @@ func (l *Loop) restore(ctx context.Context) error {
 		}
 		l.mu.Lock()
 		l.known[id] = &tracked{decision: d, key: sj.Key, moved: sj.Moved, moves: sj.Moves, lastType: sj.LastType,
-			moveCost: time.Duration(sj.MoveCost * float64(time.Second)), followed: sj.Followed}
+			moveCost: time.Duration(sj.MoveCost * float64(time.Second)), followed: sj.Followed,
+			prioFixed: sj.PrioFixed, baseNice: sj.BaseNice, niceSet: sj.NiceSet, niceRead: true}
 		l.mu.Unlock()
 		restored++
 	}

@@ -37,6 +37,9 @@ type Job struct {
 	Priority                                            uint32
 	Restarts                                            int
 	NumTasks                                            int
+	// Nice is the job's nice value (0 unless its user or an admin, or
+	// Rota's ordering, set one).
+	Nice int32
 	// Decision is the Rota decision id in the job's AdminComment ("" when
 	// it has none). DecisionRead says the queue read carried the
 	// AdminComment at all (squeue's admin_comment field); when it could
@@ -74,6 +77,15 @@ type JobUpdate struct {
 	GPU *GPURequest
 	// Priority sets an admin priority (> 0; 0 would hold the job).
 	Priority *uint32
+	// Nice sets the job's nice value. Unlike Priority it leaves the
+	// multifactor plugin recalculating the job's priority (fair share,
+	// age, QOS), less the nice: Rota orders by it within a bounded span.
+	Nice *int32
+	// ResetPriority hands an admin priority back to Slurm's priority
+	// plugin (`scontrol release`, which clears it and recalculates; verified
+	// on 22.05 for pending and running jobs). Never for a held job:
+	// it would release the hold.
+	ResetPriority bool
 	// TimeLimitMin sets the time limit (an admin may raise it too);
 	// slurmtime.Unlimited lifts it.
 	TimeLimitMin *uint32
@@ -108,6 +120,9 @@ func (u JobUpdate) args() []string {
 	if u.Priority != nil {
 		a = append(a, "Priority="+strconv.FormatUint(uint64(*u.Priority), 10))
 	}
+	if u.Nice != nil {
+		a = append(a, "Nice="+strconv.FormatInt(int64(*u.Nice), 10))
+	}
 	switch {
 	case u.TimeLimitMin == nil:
 	case *u.TimeLimitMin == slurmtime.Unlimited:
@@ -128,7 +143,7 @@ const sep = "\x1f"
 // squeueFields is the -O list Jobs asks for; ParseSqueue reads it back.
 var squeueFields = []string{"JobID", "State", "Reason", "UserName", "Account", "Name", "Partition",
 	"SubmitTime", "StartTime", "TimeLimit", "TimeUsed", "NodeList", "NumNodes", "tres-per-job",
-	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks", "QOS"}
+	"tres-per-node", "tres-per-socket", "tres-per-task", "Feature", "PriorityLong", "RestartCnt", "NumTasks", "Nice", "QOS"}
 
 // commentFields are the names squeue -O may know a job's AdminComment
 // by, tried in order (22.05 knows "admin_comment"). For a name it does
@@ -239,7 +254,7 @@ func parseJob(f []string, loc *time.Location) (Job, error) {
 	}
 	j := Job{ID: uint32(id), State: f[1], Reason: f[2], User: f[3], Account: null(f[4]), Name: f[5],
 		Partition: f[6], TresPerJob: na(f[13]), TresPerNode: na(f[14]), TresPerSocket: na(f[15]),
-		TresPerTask: na(f[16]), Features: null(f[17]), QOS: null(f[21])}
+		TresPerTask: na(f[16]), Features: null(f[17]), QOS: null(f[22])}
 	if j.Submit, err = parseTime(f[7], loc); err != nil {
 		return Job{}, fmt.Errorf("job %d submit time: %w", id, err)
 	}
@@ -263,6 +278,9 @@ func parseJob(f []string, loc *time.Location) (Job, error) {
 	}
 	j.Restarts, _ = strconv.Atoi(f[19])
 	j.NumTasks, _ = strconv.Atoi(f[20])
+	if n, err := strconv.ParseInt(f[21], 10, 32); err == nil {
+		j.Nice = int32(n)
+	}
 	return j, nil
 }
 
@@ -408,12 +426,17 @@ func ParseDecisionIDs(out string) map[uint32]string {
 
 // Update implements Scheduler.
 func (c *CLI) Update(ctx context.Context, jobID uint32, u JobUpdate) error {
-	a := u.args()
-	if len(a) == 0 {
-		return nil
+	id := strconv.FormatUint(uint64(jobID), 10)
+	if a := u.args(); len(a) > 0 {
+		if _, err := c.run(ctx, "scontrol", append([]string{"update", "JobId=" + id}, a...)...); err != nil {
+			return err
+		}
 	}
-	_, err := c.run(ctx, "scontrol", append([]string{"update", "JobId=" + strconv.FormatUint(uint64(jobID), 10)}, a...)...)
-	return err
+	if u.ResetPriority {
+		_, err := c.run(ctx, "scontrol", "release", id)
+		return err
+	}
+	return nil
 }
 
 // Requeue implements Scheduler.

@@ -16,9 +16,9 @@ import (
 // `squeue -h -O SqueueFormat("")`: a running job retyped by constraint, a
 // pending job asking --gpus=p100:1 with an admin priority, a pending job
 // Slurm cannot run (priority 0).
-const squeueCaptured = "11\x1fRUNNING\x1fNone\x1froot\x1f(null)\x1ft1\x1fgpu\x1f2026-11-22T05:24:35\x1f2026-11-22T05:24:52\x1f2-00:00:00\x1f2:08\x1fnode-p100\x1f1\x1fN/A\x1fgres:gpu:1\x1fN/A\x1fN/A\x1fp100\x1f4294901749\x1f0\x1f1\x1fnormal\x1f\n" +
-	"7\x1fPENDING\x1fPriority\x1froot\x1f(null)\x1fwrap\x1fgpu\x1f2026-11-22T05:23:41\x1f2026-11-24T05:24:52\x1f2-00:00:00\x1f0:00\x1f\x1f1\x1fgres:gpu:p100:1\x1fN/A\x1fN/A\x1fN/A\x1f(null)\x1f5000\x1f0\x1f1\x1f(null)\x1f\n" +
-	"18\x1fPENDING\x1fBadConstraints\x1falice\x1fphys\x1fa name with spaces\x1fgpu\x1f2026-11-22T05:24:47\x1fN/A\x1f1-00:00:00\x1f0:00\x1f\x1f1\x1fN/A\x1fgres:gpu:k80:1\x1fN/A\x1fN/A\x1f(null)\x1f0\x1f2\x1f1\x1fgpu-lim\x1f\n"
+const squeueCaptured = "11\x1fRUNNING\x1fNone\x1froot\x1f(null)\x1ft1\x1fgpu\x1f2026-11-22T05:24:35\x1f2026-11-22T05:24:52\x1f2-00:00:00\x1f2:08\x1fnode-p100\x1f1\x1fN/A\x1fgres:gpu:1\x1fN/A\x1fN/A\x1fp100\x1f4294901749\x1f0\x1f1\x1f0\x1fnormal\x1f\n" +
+	"7\x1fPENDING\x1fPriority\x1froot\x1f(null)\x1fwrap\x1fgpu\x1f2026-11-22T05:23:41\x1f2026-11-24T05:24:52\x1f2-00:00:00\x1f0:00\x1f\x1f1\x1fgres:gpu:p100:1\x1fN/A\x1fN/A\x1fN/A\x1f(null)\x1f5000\x1f0\x1f1\x1f-5000\x1f(null)\x1f\n" +
+	"18\x1fPENDING\x1fBadConstraints\x1falice\x1fphys\x1fa name with spaces\x1fgpu\x1f2026-11-22T05:24:47\x1fN/A\x1f1-00:00:00\x1f0:00\x1f\x1f1\x1fN/A\x1fgres:gpu:k80:1\x1fN/A\x1fN/A\x1f(null)\x1f0\x1f2\x1f1\x1f0\x1fgpu-lim\x1f\n"
 
 func TestParseSqueue(t *testing.T) {
 	loc := time.UTC
@@ -33,7 +33,7 @@ func TestParseSqueue(t *testing.T) {
 			Nodes: []string{"node-p100"}, NumNodes: 1, TresPerNode: "gres:gpu:1", Features: "p100", Priority: 4294901749, NumTasks: 1},
 		{ID: 7, State: "PENDING", Reason: "Priority", User: "root", Name: "wrap", Partition: "gpu",
 			Submit: at("2026-11-22T05:23:41"), TimeLimitMin: 2880, NumNodes: 1, TresPerJob: "gres:gpu:p100:1",
-			Priority: 5000, NumTasks: 1},
+			Priority: 5000, NumTasks: 1, Nice: -5000},
 		{ID: 18, State: "PENDING", Reason: "BadConstraints", User: "alice", Account: "phys", QOS: "gpu-lim", Name: "a name with spaces",
 			Partition: "gpu", Submit: at("2026-11-22T05:24:47"), TimeLimitMin: 1440, NumNodes: 1,
 			TresPerNode: "gres:gpu:k80:1", Restarts: 2, NumTasks: 1},
@@ -48,7 +48,7 @@ func TestParseSqueue(t *testing.T) {
 		t.Error("Running/Pending wrong")
 	}
 	for _, bad := range []string{
-		"x\x1fRUNNING\x1f" + strings.Repeat("\x1f", 19),       // id
+		"x\x1fRUNNING\x1f" + strings.Repeat("\x1f", 20),       // id
 		"1\x1fRUNNING\x1fNone\x1f",                            // fields
 		strings.Replace(squeueCaptured, "2:08", "2:xx", 1),    // elapsed
 		strings.Replace(squeueCaptured, "node-p100", "n[", 1), // host list
@@ -253,7 +253,15 @@ func TestJobUpdateArgs(t *testing.T) {
 			t.Errorf("limit %d: args %v, want %s", limit, got, want)
 		}
 	}
-	if got := (JobUpdate{}).args(); got != nil {
-		t.Fatal(got)
+	for nice, want := range map[int32]string{-5000: "Nice=-5000", 0: "Nice=0", 120: "Nice=120"} {
+		if got := (JobUpdate{Nice: &nice}).args(); !reflect.DeepEqual(got, []string{want}) {
+			t.Errorf("nice %d: args %v, want %s", nice, got, want)
+		}
+	}
+	// A reset is its own command (scontrol release), not an update field.
+	for _, u := range []JobUpdate{{}, {ResetPriority: true}} {
+		if got := u.args(); got != nil {
+			t.Errorf("%+v: args %v, want none", u, got)
+		}
 	}
 }
