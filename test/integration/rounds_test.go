@@ -53,9 +53,12 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 	} else {
 		wantEq(t, "raw TresPerNode", j.Raw.TresPerNode, "gres:gpu:1")
 	}
-	prio, _ := run("squeue", "-h", "-j", id, "-o", "%Q")
-	if p, _ := strconv.Atoi(strings.TrimSpace(prio)); p < 1_000_000 || p > 1_200_000 {
-		t.Errorf("priority %q: want Rota's band (1,000,000 + rank)", prio)
+	// Ordered by nice (order = nice, the default): Slurm's multifactor
+	// priority stays, Rota's order moves it by at most half the span.
+	out, _ = run("squeue", "-h", "-j", id, "-o", "%Q %y")
+	var prio, nice int
+	if _, err := fmt.Sscan(out, &prio, &nice); err != nil || prio >= 1_000_000 || nice < -5000 || nice > 5000 {
+		t.Errorf("priority and nice %q: want multifactor's priority (no admin priority) and a nice within ±5000", out)
 	}
 }
 
