@@ -412,12 +412,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	for i := range plan.Actions {
-		a := &plan.Actions[i]
-		for k := range views {
-			if views[k].ID == a.JobID && views[k].LimitNote != "" {
-				a.Why += "; " + views[k].LimitNote
-			}
+	for i := range plan.Actions { // one per view, in order
+		if n := views[i].LimitNote; n != "" {
+			plan.Actions[i].Why += "; " + n
 		}
 	}
 	l.realise(ctx, &plan, views, byID, snap, now)
@@ -551,8 +548,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			continue
 		}
 		// The GPUs it holds or will: Slurm's node and task counts now.
-		total := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
-		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(total, 1),
+		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(jobGPUs(j, req), 1),
 			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg, MoveCost: l.cfg.MoveCost}
 		if v.Entity == "" {
 			v.Entity = j.User
@@ -566,17 +562,11 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			// Rota may choose its type: only among those that hold it.
 			v.Fits, v.Unfit = fitTypes(cv, types, req, &asked, j.Partition)
 		}
-		ft := featureType(j.Features, types)
-		switch {
-		case v.Running && len(j.Nodes) > 0:
+		if v.Running && len(j.Nodes) > 0 {
 			v.Type = nodeType[j.Nodes[0]]
 			v.RunningFor = time.Duration(j.RunSeconds * float64(time.Second))
-		case ft != "":
-			v.Type = ft
-		default:
-			if ts := req.Types(); len(ts) == 1 {
-				v.Type = ts[0]
-			}
+		} else {
+			v.Type = jobType(j, req.Types(), types)
 		}
 		if usage != nil && !v.UserTyped && v.Fits != nil {
 			// What it holds (running) or will (counted) is its own to keep.

@@ -13,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // LimitReader reads the site's typed GPU limits (slurm.CLI.Limits).
@@ -85,14 +86,16 @@ func (l *Loop) readLimits(ctx context.Context) *limits.Set {
 	return s
 }
 
-// limitHeld says Slurm holds a pending job back for a limit.
+// limitHeld says Slurm holds a pending job back for a limit of its QOS
+// or association (QOSMaxGRESPerUser, AssocGrpGRES, ...).
 func limitHeld(reason string) bool {
-	for _, p := range []string{"QOSMax", "QOSGrp", "AssocMax", "AssocGrp", "MaxGRES", "MaxTRES", "GrpGRES", "GrpTRES"} {
-		if strings.Contains(reason, p) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(reason, "QOS") || strings.HasPrefix(reason, "Assoc")
+}
+
+// jobGPUs is the GPUs job j holds or will: its request at Slurm's node
+// and task counts now.
+func jobGPUs(j *slurm.Job, req gpureq.Request) int {
+	return rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
 }
 
 // typedUsage counts what the queue holds of the typed limits: running
@@ -103,35 +106,37 @@ func limitHeld(reason string) bool {
 func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[string]string) (*limits.Usage, map[uint32]bool) {
 	u := s.NewUsage(nil)
 	counted := map[uint32]bool{}
-	var pending []*slurm.Job
+	type waiting struct {
+		j    *slurm.Job
+		typ  string
+		gpus int
+	}
+	var pending []waiting
 	for i := range jobs {
 		j := &jobs[i]
 		req, ok := j.GPURequest()
 		if !ok {
 			continue
 		}
-		gpus := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
-		switch {
-		case j.Running() && len(j.Nodes) > 0:
+		gpus := jobGPUs(j, req)
+		if j.Running() && len(j.Nodes) > 0 {
 			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: nodeType[j.Nodes[0]], GPUs: gpus})
-		case j.Pending() && !limitHeld(j.Reason) && jobType(j, req.Types(), types) != "":
-			pending = append(pending, j)
+		} else if t := jobType(j, req.Types(), types); j.Pending() && !limitHeld(j.Reason) && t != "" {
+			pending = append(pending, waiting{j, t, gpus})
 		}
 	}
 	sort.SliceStable(pending, func(a, b int) bool {
-		if pending[a].Priority != pending[b].Priority {
-			return pending[a].Priority > pending[b].Priority
+		if pending[a].j.Priority != pending[b].j.Priority {
+			return pending[a].j.Priority > pending[b].j.Priority
 		}
-		return pending[a].Submit.Before(pending[b].Submit)
+		return pending[a].j.Submit.Before(pending[b].j.Submit)
 	})
-	for _, j := range pending {
-		req, _ := j.GPURequest()
-		gpus := rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
-		t := jobType(j, req.Types(), types)
-		if left, _, lim := u.Room(j.User, j.Account, j.QOS, t); lim && left < gpus {
+	for _, w := range pending {
+		j := w.j
+		if left, _, lim := u.Room(j.User, j.Account, j.QOS, w.typ); lim && left < w.gpus {
 			continue
 		}
-		u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: t, GPUs: gpus})
+		u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: w.typ, GPUs: w.gpus})
 		counted[j.ID] = true
 	}
 	return u, counted

@@ -44,8 +44,12 @@ func (c *CLI) Limits(ctx context.Context) (*limits.Set, error) {
 // has no limits to read.
 var ErrNoAccounting = errors.New("no accounting (AccountingStorageType is not slurmdbd)")
 
-// clusterName is slurmctld's ClusterName (scontrol show config).
+// clusterName is slurmctld's ClusterName (scontrol show config), read
+// once: it never changes while slurmctld runs on its state.
 func (c *CLI) clusterName(ctx context.Context) (string, error) {
+	if n, ok := c.cluster.Load().(string); ok {
+		return n, nil
+	}
 	out, err := c.run(ctx, "scontrol", "show", "config")
 	if err != nil {
 		return "", err
@@ -54,7 +58,9 @@ func (c *CLI) clusterName(ctx context.Context) (string, error) {
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
 		if ok && strings.TrimSpace(k) == "ClusterName" {
-			return strings.TrimSpace(v), nil
+			n := strings.TrimSpace(v)
+			c.cluster.Store(n)
+			return n, nil
 		}
 	}
 	return "", fmt.Errorf("scontrol show config: no ClusterName")

@@ -92,6 +92,8 @@ type CLI struct {
 	// commentField indexes commentFields: the name this squeue knows
 	// AdminComment by, found on first use (len: none).
 	commentField atomic.Int32
+	// cluster caches ClusterName (limits.go).
+	cluster atomic.Value
 }
 
 // timeout bounds one Slurm command: Timeout, or 10 s.

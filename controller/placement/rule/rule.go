@@ -293,16 +293,16 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 			num.set2("holds.", t, 0)
 			continue
 		}
+		free := max(tc.Free()-v.taken(t), 0)
+		sp := jobSpeed(r, req, t)
 		if left, why, lim := v.room(req, roomKey, t); lim && left < total {
 			num.set2("limit_left.", t, float64(left))
-			limited = append(limited, cand{t: t, free: max(tc.Free()-v.taken(t), 0), score: float64(max(tc.Free()-v.taken(t), 0)) * jobSpeed(r, req, t)})
+			limited = append(limited, cand{t: t, free: free, score: float64(free) * sp})
 			if explain {
 				limitWhy += "; " + t + " left out: " + why + " reached"
 			}
 			continue
 		}
-		free := max(tc.Free()-v.taken(t), 0)
-		sp := jobSpeed(r, req, t)
 		num.set2("free.", t, float64(free))
 		num.set2("speed.", t, Speed(r, t))
 		if len(req.Hints.Throughput) > 0 {
@@ -313,8 +313,7 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	if len(fits) == 0 && len(limited) > 0 {
 		// Every type that holds it is at one of the user's limits.
 		fits = limited
-		limitWhy = strings.Replace(limitWhy, " left out: ", " (waits for its limit): ", -1)
-		limited = limited[:0]
+		limitWhy = strings.ReplaceAll(limitWhy, " left out: ", " (waits for its limit): ")
 	}
 	if len(fits) == 0 {
 		res.Reason = "no single GPU type can hold the job as asked; left as asked"
