@@ -27,6 +27,7 @@ import (
 // (as if the type chosen at submission had gone stale) is moved to the
 // type the policy gives it, with a walltime for that type.
 func TestRoundRetypesPendingJob(t *testing.T) {
+	logOff := controllerLogSize()
 	// --begin keeps it pending without a hold (the loop leaves held jobs
 	// alone): Reason=BeginTime.
 	out, err := run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1",
@@ -42,10 +43,15 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 	}
 	n, _ := strconv.ParseUint(id, 10, 32)
 	var j job
-	waitFor(t, 30*time.Second, "the round loop to retype job "+id+" to v100", func() bool {
-		j = show(t, uint32(n))
-		return rotaType(j) == "v100"
-	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if j = show(t, uint32(n)); rotaType(j) == "v100" {
+			break
+		}
+		if time.Now().After(deadline) {
+			logWhy(t, id, logOff)
+			t.Fatalf("timed out waiting for the round loop to retype job %s to v100 (type %q)", id, rotaType(j))
+		}
+	}
 	// 36000 steps at 10/s, x1.5 margin, + 5 min.
 	wantEq(t, "TimeLimit", j.TimeLimit, "01:35:00")
 	if typeByGres() {
@@ -406,4 +412,19 @@ func rotaType(j job) string {
 		return ""
 	}
 	return j.Features
+}
+
+// logWhy logs what the queue, Rota's explain and the controller's log
+// (from byte off) say, for a job that did not get what a test waited for.
+func logWhy(t *testing.T, id string, off int64) {
+	t.Helper()
+	out, _ := run("squeue", "-a", "-o", "%i %u %T %r %b %f %Q %y %N")
+	t.Logf("squeue:\n%s", out)
+	out, _ = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+	t.Logf("rota explain %s:\n%s", id, out)
+	lines := strings.Split(strings.TrimSpace(controllerLogFrom(off)), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	t.Logf("controller log since the job's submission:\n%s", strings.Join(lines, "\n"))
 }
