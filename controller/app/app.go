@@ -194,6 +194,10 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	// A first look at the cluster before answering: until it succeeds the
 	// placer keeps every request as it is, which is safe.
 	c.restoreSite(ctx)
+	// The round loop first: it knows how this Slurm takes a type (in the
+	// GPU request on 24.11 and later), which the first view must carry,
+	// or the first placements go by node constraint.
+	c.startRounds(ctx)
 	if err := c.refresh(ctx); err != nil {
 		c.log.Warn().Err(err).Msg("cannot read the cluster from Slurm yet; requests are kept as they are until a refresh succeeds")
 	}
@@ -201,7 +205,6 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
-	c.startRounds(ctx)
 	go c.publishStates(ctx)
 	where := c.cfg.NATSURL
 	if where == "" {

@@ -21,11 +21,13 @@ import (
 
 // trapScript records every checkpoint-like signal it gets in marker, and on
 // USR2 reports a checkpoint through its progress file and exits, as a
-// training loop would.
+// training loop would. It waits on a FIFO (marker.fifo, made by the
+// caller) rather than with sleep, so that it has no child processes: the
+// test counts a job's processes and compares with what the agent signalled.
 func trapScript(marker string) string {
 	return `trap 'echo USR1 >> ` + marker + `' USR1
 trap 'echo USR2 >> ` + marker + `; [ -n "$ROTA_PROGRESS_FILE" ] && echo "step=10 ckpt=10" > "$ROTA_PROGRESS_FILE"; exit 0' USR2
-while true; do sleep 0.2; done`
+exec 9<>` + marker + `.fifo; while true; do read -t 0.2 -u 9 _; done`
 }
 
 // A checkpoint command sent to a node's agent reaches exactly the processes
@@ -42,6 +44,11 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	markA, markB, markHost := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "host")
+	for _, m := range []string{markA, markB, markHost} {
+		if err := syscall.Mkfifo(m+".fifo", 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	submit := func(marker string, extra ...string) string {
 		args := append([]string{"--parsable", "-o", "/dev/null", "-w", node("v100"), "--gres=gpu:v100:1", "-t", "5"}, extra...)

@@ -31,6 +31,10 @@ func TestTypedLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run("scancel", "--user="+tc.user)
+			// What an interrupted earlier run left in the kept database.
+			for _, a := range tc.unset {
+				run("sacctmgr", append([]string{"-i"}, a...)...)
+			}
 			for _, a := range tc.set {
 				if out, err := run("sacctmgr", append([]string{"-i"}, a...)...); err != nil {
 					t.Fatalf("sacctmgr %v: %v %s", a, err, out)
