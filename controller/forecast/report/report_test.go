@@ -56,7 +56,9 @@ func TestRequest(t *testing.T) {
 		err      string // another error containing this
 	}{
 		{"job named after its file", script, "/tmp/x/train.sh", Fields{},
-			func(r wire.EstimateRequest) bool { return r.Name == "train.sh" && r.GPUsPerNode == 2 && r.Steps == 100 && r.ScriptHash != "" }, "", ""},
+			func(r wire.EstimateRequest) bool {
+				return r.Name == "train.sh" && r.GPUsPerNode == 2 && r.Steps == 100 && r.ScriptHash != ""
+			}, "", ""},
 		{"pasted script: no name", script, "", Fields{},
 			func(r wire.EstimateRequest) bool { return r.Name == "" }, "", ""},
 		{"fields over the script", script, "a.sh", Fields{GPUs: 4, Steps: 7, Name: "n", Time: "1:00:00", Mem: "2G", GPUMem: "20GiB", Throughput: "v100:3"},
