@@ -87,7 +87,7 @@ type Controller struct {
 	leading atomic.Bool
 	// nodes are the last refresh's Slurm nodes (the web view's agents
 	// and node types).
-	nodes atomic.Pointer[[]slurm.Node]
+	nodes atomic.Pointer[slurmNodes]
 	// The web view's queue read and its fairness and JCT samples (web.go).
 	webQueue webQueue
 	trend    *trend.Sampler
@@ -456,7 +456,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
-	c.nodes.Store(&nodes)
+	c.nodes.Store(&slurmNodes{at: time.Now(), nodes: nodes})
 	s := cluster.Build(time.Now(), nodes, parts)
 	if loop := c.rounds.Load(); loop != nil && loop.TypeByGres() {
 		s.ByFeature = false // as the round loop's snapshots (rounds.Loop.TypeByGres)

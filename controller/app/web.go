@@ -170,11 +170,17 @@ func (c *Controller) queue(ctx context.Context) ([]slurm.Job, time.Time, error) 
 	return jobs, at, nil
 }
 
+// slurmNodes are Slurm's nodes as read at a refresh.
+type slurmNodes struct {
+	at    time.Time
+	nodes []slurm.Node
+}
+
 // nodeTypes maps the last refresh's GPU nodes to their type.
 func (c *Controller) nodeTypes() map[string]string {
 	out := map[string]string{}
 	if p := c.nodes.Load(); p != nil {
-		for _, n := range *p {
+		for _, n := range p.nodes {
 			for t, k := range n.GPUs {
 				if t != "" && k > 0 {
 					out[n.Name] = t
@@ -406,7 +412,8 @@ func (s webSource) Agents() web.Agents {
 		a.Ingest = &st
 	}
 	if p := c.nodes.Load(); p != nil {
-		for _, n := range *p {
+		a.SlurmAt = p.at
+		for _, n := range p.nodes {
 			row := web.AgentNode{Node: n.Name, SlurmState: n.State}
 			for t, k := range n.GPUs {
 				row.GPUs += k

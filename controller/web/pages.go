@@ -204,15 +204,16 @@ type agentRow struct {
 }
 
 type agentsData struct {
-	Ingest *wire.IngestStatus
-	Nodes  []agentRow
-	OK     int
-	Stale  time.Duration
+	SlurmAt time.Time
+	Ingest  *wire.IngestStatus
+	Nodes   []agentRow
+	OK      int
+	Stale   time.Duration
 }
 
 func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 	a := s.src.Agents()
-	d := agentsData{Ingest: a.Ingest, Stale: agentStale}
+	d := agentsData{Ingest: a.Ingest, Stale: agentStale, SlurmAt: a.SlurmAt}
 	now := s.now()
 	for _, n := range a.Nodes {
 		row := agentRow{AgentNode: n, Health: "silent", Age: "never"}

@@ -30,12 +30,17 @@ type Chart struct {
 	Empty                         bool
 }
 
-// Line is one series' polylines (one per stretch without gaps).
+// Line is one series' polylines (one per stretch without gaps), and
+// dots for the stretches of a single point.
 type Line struct {
 	Name, Class string
 	Paths       []string // "x,y x,y ..."
+	Dots        []Dot
 	LegendY     float64
 }
+
+// Dot is a point on its own.
+type Dot struct{ X, Y float64 }
 
 // Tick is an axis mark.
 type Tick struct {
@@ -55,21 +60,23 @@ func newChart(title, ylabel string, series []Series, yMin, yMax float64) Chart {
 	c := Chart{Title: title, YLabel: ylabel, W: chartW, H: chartH,
 		X0: padL, Y0: padT, X1: chartW - padR, Y1: chartH - padB}
 	c.LegendX, c.LegendX2, c.LegendText = c.X1+12, c.X1+32, c.X1+38
+	// The time axis spans every sample, with a value or not, so charts
+	// of one page line up.
 	var t0, t1 time.Time
 	top := 0.0
 	n := 0
 	for _, s := range series {
 		for i, v := range s.V {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				continue
-			}
-			n++
 			if t0.IsZero() || s.T[i].Before(t0) {
 				t0 = s.T[i]
 			}
 			if s.T[i].After(t1) {
 				t1 = s.T[i]
 			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			n++
 			top = max(top, v)
 		}
 	}
@@ -93,11 +100,17 @@ func newChart(title, ylabel string, series []Series, yMin, yMax float64) Chart {
 	for k, s := range series {
 		ln := Line{Name: s.Name, Class: s.Class, LegendY: c.Y0 + 14 + 18*float64(k)}
 		var b strings.Builder
+		var pts int
+		var last Dot
 		flush := func() {
-			if b.Len() > 0 {
+			switch {
+			case pts == 1: // a line of one point is invisible
+				ln.Dots = append(ln.Dots, last)
+			case pts > 1:
 				ln.Paths = append(ln.Paths, b.String())
-				b.Reset()
 			}
+			b.Reset()
+			pts = 0
 		}
 		for i, v := range s.V {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -107,7 +120,9 @@ func newChart(title, ylabel string, series []Series, yMin, yMax float64) Chart {
 			if b.Len() > 0 {
 				b.WriteByte(' ')
 			}
-			fmt.Fprintf(&b, "%.1f,%.1f", x(s.T[i]), y(min(max(v, yMin), yMax)))
+			last = Dot{X: x(s.T[i]), Y: y(min(max(v, yMin), yMax))}
+			fmt.Fprintf(&b, "%.1f,%.1f", last.X, last.Y)
+			pts++
 		}
 		flush()
 		c.Lines = append(c.Lines, ln)

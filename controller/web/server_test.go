@@ -375,11 +375,16 @@ func TestChart(t *testing.T) {
 	ts := []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute), t0.Add(3 * time.Minute)}
 	nan := func() float64 { var z float64; return z / z }()
 	c := newChart("x", "y", []Series{{Name: "a", T: ts, V: []float64{1, nan, 2, 3}}}, 0, nan)
-	if c.Empty || len(c.Lines) != 1 || len(c.Lines[0].Paths) != 2 {
-		t.Fatalf("a gap should split the line in two: %+v", c.Lines)
+	if c.Empty || len(c.Lines) != 1 || len(c.Lines[0].Paths) != 1 || len(c.Lines[0].Dots) != 1 {
+		t.Fatalf("a gap should leave a dot and a line: %+v", c.Lines)
 	}
-	if c.Lines[0].Paths[1] != "438.7,130.0 630.0,92.0" {
-		t.Errorf("paths %q", c.Lines[0].Paths)
+	if c.Lines[0].Paths[0] != "438.7,130.0 630.0,92.0" || c.Lines[0].Dots[0] != (Dot{X: 56, Y: 168}) {
+		t.Errorf("paths %q, dots %v", c.Lines[0].Paths, c.Lines[0].Dots)
+	}
+	// The time axis spans the samples without a value too.
+	late := newChart("x", "y", []Series{{T: ts, V: []float64{nan, nan, nan, 1}}}, 0, 1)
+	if len(late.Lines[0].Dots) != 1 || late.Lines[0].Dots[0].X != late.X1 || late.XTicks[0].Pos != late.X0 {
+		t.Errorf("a last point alone: %+v", late)
 	}
 	if e := newChart("x", "y", []Series{{T: ts[:1], V: []float64{nan}}}, 0, 1); !e.Empty {
 		t.Error("no data, yet not empty")

@@ -35,8 +35,8 @@ type Source interface {
 // Overview is the controller and the cluster's GPU types.
 type Overview struct {
 	// Leading: this controller serves requests and drives Slurm; a
-	// standby shows what it last knew. Leader names the lease holder
-	// when controllers elect one.
+	// standby shows what it last knew. Leader is this controller's lease
+	// candidate id when controllers elect one.
 	Leading bool
 	Leader  string
 	Policy  string
@@ -104,6 +104,9 @@ type Moved struct {
 type Agents struct {
 	Ingest *wire.IngestStatus // nil before the intake started
 	Nodes  []AgentNode
+	// SlurmAt is when the nodes' Slurm state was read (the controller's
+	// refresh).
+	SlurmAt time.Time
 }
 
 // AgentNode is one GPU node: Slurm's view and its agent's last report.
