@@ -28,6 +28,7 @@ import (
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/internal/auth"
 )
 
@@ -81,7 +82,23 @@ type Controller struct {
 	// stateAbsorbed: plugins' decisions were absorbed since the last
 	// state (published within absorbGap).
 	stateAbsorbed atomic.Bool
+
+	// leading: this controller serves requests and reads Slurm now.
+	leading atomic.Bool
+	// nodes are the last refresh's Slurm nodes (the web view's agents
+	// and node types).
+	nodes atomic.Pointer[slurmNodes]
+	// The web view's queue read and its fairness and JCT samples (web.go).
+	webQueue webQueue
+	trend    *trend.Sampler
 }
+
+// The web view keeps trendSamples samples, one a round (five days of
+// 5-minute rounds), JCTs averaged over the hour before each.
+const (
+	trendSamples = 1440
+	trendWindow  = time.Hour
+)
 
 // maxDurableWrites bounds the decisions being stored at once.
 const maxDurableWrites = 256
@@ -89,7 +106,8 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1)}
+		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1),
+		trend: trend.New(trendSamples, trendWindow)}
 	if err := c.cfg.Check(); err != nil {
 		return err
 	}
@@ -150,6 +168,12 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("metrics_listen %s: %w (set metrics_listen = \"\" to turn /metrics off)", c.cfg.MetricsListen, err)
 		}
 	}
+	// Every controller serves the view, a standby too (it says so).
+	if c.cfg.Web.Listen != "" {
+		if err := c.serveWeb(ctx); err != nil {
+			return err
+		}
+	}
 
 	// Only the leader answers requests and reads Slurm. The embedded
 	// server's controller is alone by construction; on an external NATS
@@ -204,6 +228,11 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	subs, err := c.subscribe()
 	if err != nil {
 		return err
+	}
+	c.leading.Store(true)
+	defer c.leading.Store(false)
+	if c.cfg.Web.Listen != "" {
+		go c.sampleTrend(ctx)
 	}
 	go c.publishStates(ctx)
 	where := c.cfg.NATSURL
@@ -430,6 +459,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
+	c.nodes.Store(&slurmNodes{at: time.Now(), nodes: nodes})
 	s := cluster.Build(time.Now(), nodes, parts)
 	if loop := c.rounds.Load(); loop != nil && loop.TypeByGres() {
 		s.ByFeature = false // as the round loop's snapshots (rounds.Loop.TypeByGres)

@@ -13,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/site"
+	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -77,6 +78,8 @@ type Config struct {
 	Chains chains.Config
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
+	// Web is the read-only web view (controller/web, web.go).
+	Web WebConfig
 	// Estimators names external estimators (external.go).
 	Estimators EstimatorPlugins
 	// Site is the admin's part of the knowledge base (charging rates,
@@ -109,6 +112,7 @@ func DefaultConfig() Config {
 		Rounds:        rounds.DefaultConfig(),
 		Chains:        chains.DefaultConfig(),
 		HistoryWindow: 7 * 24 * time.Hour,
+		Web:           WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
 	}
 }
 
@@ -144,6 +148,11 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
 	v.String("metrics_listen", &c.MetricsListen)
+	v.String("web_listen", &c.Web.Listen)
+	v.String("web_auth", &c.Web.Auth)
+	v.String("web_token_file", &c.Web.TokenFile)
+	v.String("web_user_header", &c.Web.UserHeader)
+	v.List("web_trusted_proxies", &c.Web.TrustedProxies)
 	loadEstimatorPlugins(v, &c)
 	v.String("policy", &c.Rounds.Policy)
 	v.Bool("rounds_off", &c.RoundsOff)
@@ -215,6 +224,9 @@ func (c Config) Check() error {
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("lease_ttl = %v: must be at least 1s", c.LeaseTTL)
+	}
+	if err := c.Web.Check(); err != nil {
+		return err
 	}
 	if !c.Chains.Off && !c.RoundsOff {
 		if err := c.Chains.Check(); err != nil {

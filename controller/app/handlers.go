@@ -210,22 +210,27 @@ func (c *Controller) onExplain(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := c.explain(ctx, req.JobID)
+	c.respond(m, c.explainReply(ctx, req.JobID))
+}
+
+// explainReply is what `rota explain` and the web view show of a job:
+// its decision, the last round's plan for it, its chain.
+func (c *Controller) explainReply(ctx context.Context, jobID uint32) wire.ExplainReply {
+	d, err := c.explain(ctx, jobID)
 	if err != nil {
-		c.respond(m, wire.ExplainReply{V: wire.Version, Error: err.Error()})
-		return
+		return wire.ExplainReply{V: wire.Version, Error: err.Error()}
 	}
 	rep := wire.ExplainReply{V: wire.Version, Decision: d}
 	if l := c.rounds.Load(); l != nil {
-		if a, types, ok := l.Explain(req.JobID); ok {
+		if a, types, ok := l.Explain(jobID); ok {
 			rj := roundJob(a, types)
 			rep.Round = &rj
 		}
 	}
 	if cm := c.chains.Load(); cm != nil {
-		rep.Chain, rep.ChainNote = cm.Explain(req.JobID)
+		rep.Chain, rep.ChainNote = cm.Explain(jobID)
 	}
-	c.respond(m, rep)
+	return rep
 }
 
 func (c *Controller) explain(ctx context.Context, jobID uint32) (*wire.Decision, error) {

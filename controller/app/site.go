@@ -224,22 +224,26 @@ func (c *Controller) onEstimate(m *nats.Msg) {
 		c.respond(m, wire.EstimateReply{V: wire.Version, Error: "malformed request: " + err.Error()})
 		return
 	}
-	kb := c.siteKB()
-	if kb == nil {
-		c.respond(m, wire.EstimateReply{V: wire.Version, Error: "the controller has not read the cluster from Slurm yet; try again after its next refresh"})
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	src, notes, err := c.estimateSources(ctx, &req)
-	if err != nil {
-		c.respond(m, wire.EstimateReply{V: wire.Version, Error: err.Error()})
-		return
+	c.respond(m, c.estimateReply(ctx, &req))
+}
+
+// estimateReply is the estimate for req, for `rota estimate` and the web
+// view's form alike.
+func (c *Controller) estimateReply(ctx context.Context, req *wire.EstimateRequest) wire.EstimateReply {
+	kb := c.siteKB()
+	if kb == nil {
+		return wire.EstimateReply{V: wire.Version, Error: "the controller has not read the cluster from Slurm yet; try again after its next refresh"}
 	}
-	rep := forecast.Estimate(kb, &req, src)
+	src, notes, err := c.estimateSources(ctx, req)
+	if err != nil {
+		return wire.EstimateReply{V: wire.Version, Error: err.Error()}
+	}
+	rep := forecast.Estimate(kb, req, src)
 	rep.Notes = append(notes, rep.Notes...)
 	if st := c.site.waits.Status(); !c.site.waits.Loaded() {
 		rep.Notes = append(rep.Notes, "queue wait unknown: "+st)
 	}
-	c.respond(m, rep)
+	return *rep
 }

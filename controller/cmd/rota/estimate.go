@@ -8,14 +8,9 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
-	"github.com/rota-hpc/rota/controller/jobscript"
-	"github.com/rota-hpc/rota/controller/site"
-	"github.com/rota-hpc/rota/internal/slurmtime"
-	"github.com/rota-hpc/rota/plugin/submit"
+	"github.com/rota-hpc/rota/controller/forecast/report"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -68,81 +63,29 @@ func runEstimate(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(scripts) == 1 {
 		script = scripts[0]
 	}
-	req := wire.EstimateRequest{V: wire.Version}
-	if u, err := user.Current(); err == nil {
-		req.User = u.Username
-	}
+	var body []byte
 	if script != "" {
 		b, err := os.ReadFile(script)
 		if err != nil {
 			return err
 		}
-		j, err := jobscript.Parse(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", script, err)
+		body = b
+	}
+	req, optOut, err := report.Request(body, script, report.Fields{GPUs: *gpus, Nodes: *nodes, Steps: *steps, CPUsPerTask: *cpus,
+		Model: *model, Throughput: *tput, GPUMem: *gpuMem, Mem: *mem, Partition: *part, Type: *typ, Time: *tl, Name: *name})
+	if fe, ok := err.(report.FieldError); ok {
+		if fe.Msg == report.NoGPUs {
+			return usageError{"estimate: " + fe.Msg + "\n" + estimateUsage}
 		}
-		if j.Off {
-			fmt.Fprintf(os.Stderr, "note: %s opts out of Rota (--rota=off); estimating it anyway\n", script)
-		}
-		fromScript(&req, j)
-		if req.Name == "" {
-			// Slurm names a job after its script.
-			req.Name = filepath.Base(script)
-		}
-		req.ScriptHash = submit.ScriptHash(b)
+		return usageError{fe.Msg}
+	} else if err != nil {
+		return err
 	}
-	if *gpus > 0 {
-		req.GPUsPerNode, req.GPUsPerJob, req.GPUsPerTask = uint32(*gpus), 0, 0
+	if optOut {
+		fmt.Fprintf(os.Stderr, "note: %s opts out of Rota (--rota=off); estimating it anyway\n", script)
 	}
-	if *nodes > 0 {
-		req.Nodes = uint32(*nodes)
-	}
-	if *steps > 0 {
-		req.Steps = *steps
-	}
-	if *cpus > 0 {
-		req.CPUsPerTask = uint32(*cpus)
-	}
-	req.Model = *model
-	if *tput != "" {
-		h, err := submit.ParseThroughputHint(*tput)
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		req.Throughput = h
-	}
-	if *gpuMem != "" {
-		b, err := site.ParseBytes(*gpuMem)
-		if err != nil || b == 0 {
-			return usageError{fmt.Sprintf("--gpu-mem=%q: want a size such as 20GiB", *gpuMem)}
-		}
-		req.GPUMemBytes = b
-	}
-	if *mem != "" {
-		j, err := jobscript.Parse([]byte("#SBATCH --mem=" + *mem))
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		req.MemPerNodeMB = j.MemMB
-	}
-	if *part != "" {
-		req.Partition = *part
-	}
-	if *typ != "" {
-		req.GPUType = *typ
-	}
-	if *tl != "" {
-		m, err := slurmtime.Parse(*tl)
-		if err != nil {
-			return usageError{fmt.Sprintf("--time=%q: %v", *tl, err)}
-		}
-		req.TimeLimitMin = m
-	}
-	if *name != "" {
-		req.Name = *name
-	}
-	if req.GPUsPerNode == 0 && req.GPUsPerJob == 0 && req.GPUsPerTask == 0 {
-		return usageError{"estimate: the job asks for no GPUs: give --gpus N or a script with #SBATCH --gres=gpu:N (or --gpus)\n" + estimateUsage}
+	if u, err := user.Current(); err == nil {
+		req.User = u.Username
 	}
 	var rep wire.EstimateReply
 	if err := ask(ctx, nc, wire.SubjectEstimate, req, &rep); err != nil {
@@ -162,127 +105,5 @@ func runEstimate(ctx context.Context, args []string, stdout io.Writer) error {
 	if rep.Error != "" {
 		return fmt.Errorf("%s", rep.Error)
 	}
-	return printEstimate(stdout, &req, &rep)
-}
-
-// fromScript copies what the script asks for into the request.
-func fromScript(r *wire.EstimateRequest, j jobscript.Job) {
-	r.Name = j.Name
-	if len(j.Partitions) == 1 {
-		r.Partition = j.Partitions[0]
-	}
-	r.TimeLimitMin, r.Nodes, r.CPUsPerTask, r.MemPerNodeMB = j.TimeMin, j.Nodes, j.CPUsPerTask, j.MemMB
-	r.Tasks = j.Tasks
-	if r.Tasks == 0 && j.TasksPerNode > 0 {
-		r.Tasks = j.TasksPerNode * max(j.Nodes, 1)
-	}
-	r.GPUsPerJob, r.GPUsPerNode, r.GPUsPerTask, r.GPUType = j.GPUsPerJob, j.GPUsPerNode, j.GPUsPerTask, j.GPUType
-	r.Steps, r.Throughput = j.Steps, j.Throughput
-}
-
-func fmtMin(p *float64) string {
-	if p == nil {
-		return "unknown"
-	}
-	m := *p
-	switch {
-	case m < 1:
-		return fmt.Sprintf("%.0fs", m*60)
-	case m < 120:
-		return fmt.Sprintf("%.0fm", m)
-	case m < 48*60:
-		return fmt.Sprintf("%.1fh", m/60)
-	}
-	return fmt.Sprintf("%.1fd", m/1440)
-}
-
-func fmtCost(p *float64, unit string) string {
-	if p == nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(fmt.Sprintf("%.4g %s", *p, unit))
-}
-
-func printEstimate(w io.Writer, req *wire.EstimateRequest, rep *wire.EstimateReply) error {
-	fmt.Fprintf(w, "job: %d GPU(s), %d core(s)", rep.GPUs, rep.Cores)
-	if req.Steps > 0 {
-		fmt.Fprintf(w, ", %d steps", req.Steps)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tTYPE\tFITS\tNODES\tSTEPS/S\tRUN\tCHAIN\tWAIT NOW\tFINISH\tCOST")
-	for _, r := range rep.Rows {
-		p := r.Partition
-		if r.Debug {
-			p += " (debug)"
-		}
-		sps := "unknown"
-		if r.StepsPerSec != nil {
-			sps = fmt.Sprintf("%.4g", *r.StepsPerSec)
-		}
-		chain := "-"
-		switch {
-		case r.Segments > 1:
-			chain = fmt.Sprintf("%d x %s", r.Segments, slurmtime.Format(r.SegmentMin))
-		case r.Segments == 0:
-			chain = "unknown"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p, r.GPUType, r.Fits, r.Nodes, sps, fmtMin(r.RunMin), chain,
-			fmtMin(r.WaitMin), fmtMin(r.FinishMin), fmtCost(r.Cost, rep.Unit))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// Reasons: why a row does not fit, and where each unknown comes from.
-	var why []string
-	for _, r := range rep.Rows {
-		at := r.Partition + "/" + r.GPUType + ": "
-		for _, y := range r.Why {
-			why = append(why, at+y)
-		}
-		if r.RunWhy != "" {
-			why = append(why, at+"run time unknown: "+r.RunWhy)
-		}
-		if r.WaitWhy != "" && r.Fits != "no" {
-			why = append(why, at+r.WaitWhy)
-		}
-		if r.Cost == nil && r.RunMin != nil {
-			why = append(why, at+r.CostBasis)
-		}
-	}
-	if len(why) > 0 {
-		fmt.Fprintln(w)
-		for _, y := range dedupe(why) {
-			fmt.Fprintln(w, "  "+y)
-		}
-	}
-	fmt.Fprintln(w)
-	plan := func(label string, p *wire.Plan) {
-		if p == nil {
-			return
-		}
-		fmt.Fprintf(w, "%s %s on %s: %s\n", label, p.GPUType, p.Partition, p.Why)
-		if p.Segments > 1 {
-			fmt.Fprintf(w, "%*s as a chain of %d jobs, each within its time limit\n", len(label), "", p.Segments)
-		}
-	}
-	plan("fastest: ", rep.Fastest)
-	plan("cheapest:", rep.Cheapest)
-	for _, n := range rep.Notes {
-		fmt.Fprintln(w, "note:", n)
-	}
-	return nil
-}
-
-func dedupe(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
+	return report.Build(&req, &rep).WriteText(stdout)
 }
