@@ -208,7 +208,10 @@ packages: build man
 	done; done
 
 # Installs the .debs on this machine, runs a job through the installed
-# plugin and controller on a dev cluster, removes them again (root).
+# plugin and controller on a dev cluster, removes them again (root); then
+# installs them in a clean Debian bookworm root (scripts/debian-root, no
+# repository inside) and runs the CLI there, and boots that root with
+# systemd-nspawn to start and stop the units (test/packages/debianroot_test.go).
 # On a release other than the host's, the packages are built for it and
 # checked, not installed (the host's Slurm is another release).
 packages-test: build

@@ -4,7 +4,11 @@
 // package's exact Slurm release) and the systemd units (systemd-analyze
 // verify). With -tags install (`make packages-test`, as root) it also
 // installs the .debs on this machine and runs a job through them
-// (install_test.go). -short skips it all; a missing tool is a failure.
+// (install_test.go), and installs them in a clean Debian bookworm root
+// with no repository (debianroot_test.go): the CLI there (help, sim, man
+// pages, completions, estimate against a controller of that root), and
+// the units started and stopped by that root's own systemd
+// (systemd-nspawn). -short skips it all; a missing tool is a failure.
 package packages
 
 import (
