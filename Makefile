@@ -28,7 +28,7 @@ endif
 
 GO_BINARIES := rota-controller rota rota-agent rota-synthtrain rota-estimator-speedtable
 
-.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-cgo-entry bench-policy
+.PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-cgo-entry bench-policy man
 
 all: build
 
@@ -42,6 +42,19 @@ $(BIN)/rota-controller: FORCE
 
 $(BIN)/rota: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota
+
+# The rota CLI's man pages (one per command, gzipped) and its bash and zsh
+# completions, generated from the same command tree that parses its flags:
+# $(BIN)/man/rota*.1.gz, $(BIN)/completion/rota.bash and _rota. The pages'
+# date is the last commit's, so a rebuild makes the same bytes.
+MAN_DATE ?= $(shell git log -1 --format=%ct 2>/dev/null)
+man: $(BIN)/rota
+	rm -rf $(BIN)/man $(BIN)/completion
+	SOURCE_DATE_EPOCH=$(MAN_DATE) $(BIN)/rota gen-man --dir $(BIN)/man
+	gzip -9n $(BIN)/man/*.1
+	mkdir -p $(BIN)/completion
+	$(BIN)/rota completion bash >$(BIN)/completion/rota.bash
+	$(BIN)/rota completion zsh >$(BIN)/completion/_rota
 
 # The synthetic training job of the end-to-end demonstration (issue #5).
 $(BIN)/rota-synthtrain: FORCE
@@ -181,8 +194,9 @@ PKG_BUILD           = $(DIST)/build
 
 .PHONY: packages packages-test
 # RPM and .deb of every part into $(DIST)/: rota-agent, rota-controller (with
-# the rota CLI), rota-slurm-plugins (for Slurm $(SLURM_VERSION)).
-packages: build
+# the rota CLI, its man pages and completions, and Gavel's throughput table),
+# rota-slurm-plugins (for Slurm $(SLURM_VERSION)).
+packages: build man
 	@[ -n "$(SLURM_VERSION)" ] || { echo "no Slurm version from $(SLURM_INCLUDE)/slurm_version.h"; exit 1; }
 	mkdir -p $(PKG_BUILD)/rpm $(PKG_BUILD)/deb
 	cp contrib/slurm/plugstack.conf.snippet $(PKG_BUILD)/rpm/plugstack.conf.snippet
@@ -194,7 +208,10 @@ packages: build
 	done; done
 
 # Installs the .debs on this machine, runs a job through the installed
-# plugin and controller on a dev cluster, removes them again (root).
+# plugin and controller on a dev cluster, removes them again (root); then
+# installs them in a clean Debian bookworm root (scripts/debian-root, no
+# repository inside) and runs the CLI there, and boots that root with
+# systemd-nspawn to start and stop the units (test/packages/debianroot_test.go).
 # On a release other than the host's, the packages are built for it and
 # checked, not installed (the host's Slurm is another release).
 packages-test: build

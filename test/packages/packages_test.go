@@ -4,7 +4,11 @@
 // package's exact Slurm release) and the systemd units (systemd-analyze
 // verify). With -tags install (`make packages-test`, as root) it also
 // installs the .debs on this machine and runs a job through them
-// (install_test.go). -short skips it all; a missing tool is a failure.
+// (install_test.go), and installs them in a clean Debian bookworm root
+// with no repository (debianroot_test.go): the CLI there (help, sim, man
+// pages, completions, estimate against a controller of that root), and
+// the units started and stopped by that root's own systemd
+// (systemd-nspawn). -short skips it all; a missing tool is a failure.
 package packages
 
 import (
@@ -14,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +38,8 @@ var (
 	// from pluginBin.
 	release   string
 	pluginBin = "bin"
+	// manPages: the rota CLI's pages `make man` wrote, as installed.
+	manPages []string
 )
 
 var parts = []string{"rota-agent", "rota-controller", "rota-slurm-plugins"}
@@ -87,6 +94,17 @@ func setup() error {
 	cmd.Dir = repo
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("make packages: %v\n%s", err, b)
+	}
+	// One page per command (controller/cmd/rota's TestManPages checks
+	// that); these must be among them.
+	pages, _ := filepath.Glob(filepath.Join(repo, "bin/man/rota*.1.gz"))
+	for _, p := range pages {
+		manPages = append(manPages, "/usr/share/man/man1/"+filepath.Base(p))
+	}
+	for _, want := range []string{"rota", "rota-status", "rota-explain", "rota-estimate", "rota-sim", "rota-solve", "rota-queuewait-train", "rota-completion-bash"} {
+		if !slices.Contains(manPages, "/usr/share/man/man1/"+want+".1.gz") {
+			return fmt.Errorf("make packages made no %s.1.gz in bin/man: %v", want, pages)
+		}
 	}
 	for _, part := range parts {
 		pkgs[part] = map[string]string{}
@@ -161,9 +179,12 @@ func wants() map[string]want {
 			scripts: []string{"systemctl daemon-reload", "try-restart rota-agent.service", "disable --now rota-agent.service"},
 		},
 		"rota-controller": {
-			files:   []string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/libexec/rota/rota-estimator-speedtable", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md"},
-			config:  []string{"/etc/rota/controller.conf", "/etc/sysconfig/rota-controller"},
-			deb:     map[string]string{"/etc/sysconfig/rota-controller": "/etc/default/rota-controller"},
+			files: append([]string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/libexec/rota/rota-estimator-speedtable", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md",
+				"/usr/share/rota/simulation_throughputs.json", "/usr/share/doc/rota-controller/simulation_throughputs.LICENSE",
+				"/usr/share/bash-completion/completions/rota", "/usr/share/zsh/site-functions/_rota"}, manPages...),
+			config: []string{"/etc/rota/controller.conf", "/etc/sysconfig/rota-controller"},
+			deb: map[string]string{"/etc/sysconfig/rota-controller": "/etc/default/rota-controller",
+				"/usr/share/zsh/site-functions/_rota": "/usr/share/zsh/vendor-completions/_rota"},
 			scripts: []string{"systemctl daemon-reload", "try-restart rota-controller.service", "disable --now rota-controller.service"},
 		},
 		"rota-slurm-plugins": {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
 
 	"github.com/rota-hpc/rota/internal/auth"
 )
@@ -28,7 +28,7 @@ func envOr(name, def string) string {
 }
 
 // natsFlags adds the flags every controller-facing command shares.
-func natsFlags(fs *flag.FlagSet) *natsConn {
+func natsFlags(fs *pflag.FlagSet) *natsConn {
 	c := &natsConn{}
 	fs.StringVar(&c.url, "nats", envOr("ROTA_NATS_URL", "nats://127.0.0.1:4222"), "controller's NATS URL (env ROTA_NATS_URL)")
 	fs.StringVar(&c.seed, "nkey-seed", os.Getenv("ROTA_NATS_NKEY_SEED"), "nkey seed file: cli.nk (read-only) or admin.nk from 'rota-controller creds init' (env ROTA_NATS_NKEY_SEED)")

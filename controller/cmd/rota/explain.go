@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -12,27 +11,37 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
 
-func init() {
-	register("explain", command{summary: "why a job got its GPU type and walltime", run: runExplain})
-}
-
-func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+func newExplainCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain [flags] <jobid>",
+		Short: "why a job got its GPU type and walltime",
+		Long: `rota explain asks the controller for the decision it recorded for a job:
+what the job asked, what it was given and why, the numbers behind it, the
+last round's view of it, every change of its time limit while it ran, and
+its chain when it runs as one.`,
+		Example: `  rota explain 27
+  rota explain --json 27`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+	}
+	fs := cmd.Flags()
 	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return runExplain(cmd.Context(), nc, *asJSON, args[0], cmd.OutOrStdout())
 	}
-	if fs.NArg() != 1 {
-		return usageError{"usage: rota explain [--json] <jobid>"}
-	}
-	id, err := strconv.ParseUint(fs.Arg(0), 10, 32)
+	return cmd
+}
+
+func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdout io.Writer) error {
+	id, err := strconv.ParseUint(job, 10, 32)
 	if err != nil || id == 0 {
-		return usageError{fmt.Sprintf("%q is not a job id", fs.Arg(0))}
+		return usageError{fmt.Sprintf("%q is not a job id", job)}
 	}
 	var rep wire.ExplainReply
 	if err := ask(ctx, nc, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: uint32(id)}, &rep); err != nil {
@@ -41,7 +50,7 @@ func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
 	if rep.Error != "" {
 		return errors.New(rep.Error)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

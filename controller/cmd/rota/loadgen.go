@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,13 +13,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rota-hpc/rota/controller/loadgen"
 )
-
-func init() {
-	register("loadgen", command{summary: "play N agents and a stream of placements against a controller; measure it", run: runLoadgen})
-}
 
 const loadgenHelp = `rota loadgen plays N node agents x 8 GPUs reporting every interval, plus a
 stream of placement requests, and measures the controller: ingest rate,
@@ -33,49 +30,72 @@ Where the controller runs:
                    the simulated fleet; its CPU and memory are measured
   --in-process     the same controller inside this process (figures then
                    include the generator)
-  --nats URL       a running controller (give --controller-pid to measure it)
+  --nats URL       a running controller (give --controller-pid to measure it)`
 
-`
-
-func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), loadgenHelp); fs.PrintDefaults() }
+func newLoadgenCmd() *cobra.Command {
 	var o loadgen.Options
+	var natsURL, logLevel string
+	var inProcess, serve bool
+	cmd := &cobra.Command{
+		Use:     "loadgen [flags]",
+		Short:   "play N agents and a stream of placements against a controller; measure it",
+		Long:    loadgenHelp,
+		Example: "  rota loadgen --nodes 1000 --duration 20s\n  rota loadgen --nats nats://127.0.0.1:4222 --controller-pid $(pidof rota-controller)",
+		Args:    usageArgs(cobra.NoArgs),
+	}
+	fs := cmd.Flags()
 	fs.IntVar(&o.Fleet.Nodes, "nodes", 5000, "simulated nodes (agents)")
-	fs.IntVar(&o.Fleet.GPUsPerNode, "gpus", 8, "GPUs per node")
+	fs.IntVar(&o.Fleet.GPUsPerNode, "gpus-per-node", 8, "GPUs per node")
+	aliasFlag(cmd, "gpus", "gpus-per-node")
 	fs.IntVar(&o.Fleet.JobsPerNode, "jobs-per-node", 2, "jobs per node (each reports on its own subject too)")
 	fs.DurationVar(&o.Fleet.Interval, "interval", time.Second, "agent report interval")
 	fs.IntVar(&o.Conns, "conns", 4, "NATS connections the simulated agents share")
 	fs.Float64Var(&o.PlaceRate, "place-rate", 50, "placement requests per second (0: none)")
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "load before measuring")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long to measure")
-	natsURL := fs.String("nats", "", "a running controller's NATS URL; default: start one (see above)")
+	fs.StringVar(&natsURL, "nats", "", "a running controller's NATS URL; default: start one (see above)")
 	fs.IntVar(&o.ControllerPID, "controller-pid", 0, "with --nats: the controller's pid, to measure its CPU and memory")
-	inProcess := fs.Bool("in-process", false, "run the controller in this process")
-	serve := fs.Bool("serve-controller", false, "internal: run the controller for a parent loadgen and print its URL")
-	logLevel := fs.String("log-level", "warn", "controller log level when started here")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	fs.BoolVar(&inProcess, "in-process", false, "run the controller in this process")
+	fs.BoolVar(&serve, "serve-controller", false, "internal: run the controller for a parent loadgen and print its URL")
+	_ = fs.MarkHidden("serve-controller")
+	fs.StringVar(&logLevel, "log-level", "warn", "controller log level when started here")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runLoadgen(cmd.Context(), o, natsURL, logLevel, inProcess, serve, changedFlags(fs), cmd.OutOrStdout())
+	}
+	return cmd
+}
+
+// changedFlags are the flags given, as --name=value in their current
+// spelling, to pass on to a child process.
+func changedFlags(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.Visit(func(f *pflag.Flag) {
+		name := f.Name
+		if a, ok := f.Value.(aliasValue); ok {
+			name = a.name
 		}
-		return usageError{err.Error()}
-	}
+		args = append(args, "--"+name+"="+f.Value.String())
+	})
+	return args
+}
+
+func runLoadgen(ctx context.Context, o loadgen.Options, natsURL, logLevel string, inProcess, serve bool, args []string, stdout io.Writer) error {
 	if o.Fleet.Nodes < 1 || o.Fleet.GPUsPerNode < 1 || o.Duration <= 0 || o.PlaceRate < 0 {
-		return usageError{"--nodes and --gpus must be positive, --duration too, --place-rate not negative"}
+		return usageError{"--nodes and --gpus-per-node must be positive, --duration too, --place-rate not negative"}
 	}
-	lvl, err := zerolog.ParseLevel(*logLevel)
+	lvl, err := zerolog.ParseLevel(logLevel)
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("service", "rota-controller").Logger()
 
-	if *serve {
+	if serve {
 		return serveController(ctx, o.Fleet, log, stdout)
 	}
 	switch {
-	case *natsURL != "":
-		o.NATSURL = *natsURL
-	case *inProcess:
+	case natsURL != "":
+		o.NATSURL = natsURL
+	case inProcess:
 		dir, err := os.MkdirTemp("", "rota-loadgen-")
 		if err != nil {
 			return err

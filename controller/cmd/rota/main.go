@@ -1,74 +1,159 @@
 // Command rota is Rota's command-line tool: status, explain, estimate, and
 // the policy solver and simulator that run the controller's own code.
 //
-// Each subcommand lives in its own file and registers itself in init(), so
-// adding one never touches this file.
+// The command tree is built with cobra (github.com/spf13/cobra): every
+// subcommand has its own file and one constructor (newSimCmd, ...), wired
+// in newRootCmd below. cobra gives each command -h/--help, the shell
+// completions (`rota completion bash|zsh`) and, through cobra/doc, the man
+// pages (`make man`), all from the same flag definitions.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rota-hpc/rota/internal/buildinfo"
 )
 
-// command is one `rota <name>` subcommand.
-type command struct {
-	summary string
-	// run gets the arguments after the subcommand name and writes its
-	// output to stdout. A returned error is printed and exits 1; a
-	// usageError exits 2.
-	run func(ctx context.Context, args []string, stdout io.Writer) error
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-var commands = map[string]command{}
+// newRootCmd builds the whole command tree. Output (results, help,
+// completion scripts) goes to stdout; errors and warnings to stderr.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rota",
+		Short: "Rota's command-line tool",
+		Long: `rota asks the Rota controller what it decided and why (status, explain,
+estimate), and runs the controller's own policies offline (solve, sim,
+queuewait, loadgen).
 
-func register(name string, c command) {
-	if _, dup := commands[name]; dup {
-		panic("rota: subcommand registered twice: " + name)
+The controller-facing commands reach it over NATS: --nats (default
+$ROTA_NATS_URL, else nats://127.0.0.1:4222), with --nkey-seed and --tls-ca
+where the site secures NATS (docs/operations.md).`,
+		Version:       buildinfo.Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// `rota` alone prints the usage and exits 2; an unknown command is
+		// a usage error with suggestions.
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
-	commands[name] = c
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newStatusCmd(),
+		newExplainCmd(),
+		newEstimateCmd(),
+		newSolveCmd(),
+		newSimCmd(),
+		newQueuewaitCmd(),
+		newLoadgenCmd(),
+		newGenManCmd(),
+	)
+	// Added now rather than at Execute, so the tree is whole for the man
+	// pages and the tests (and the completion scripts go to stdout above).
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.DisableAutoGenTag = true
+	return root
 }
 
-// usageError marks a mistake in how the command was called.
+// execute runs one command line and returns the exit status: 0, 1 for a
+// failure, 2 for a mistake in how the command was called.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		if u.msg != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), u.msg)
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	return 1
+}
+
+// usageError marks a mistake in how the command was called (exit 2). An
+// empty message means the usage was printed already.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: rota <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// usageArgs makes an argument check's error a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err.Error()}
+		}
+		return nil
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nrun 'rota <command> -h' for a command's flags")
 }
 
-func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage(os.Stderr)
-		os.Exit(2)
+// groupRunE runs a command that only groups others (rota, rota
+// queuewait): alone it prints its usage to stderr (exit 2); with an
+// unknown subcommand it says so.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		cmd.SetOut(cmd.ErrOrStderr())
+		_ = cmd.Usage()
+		return usageError{}
 	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "rota: unknown command %q\n\n", os.Args[1])
-		usage(os.Stderr)
-		os.Exit(2)
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := c.run(ctx, os.Args[2:], os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "rota %s: %v\n", os.Args[1], err)
-		if _, ok := err.(usageError); ok {
-			os.Exit(2)
-		}
-		os.Exit(1)
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
 	}
+	return usageError{msg}
+}
+
+// aliasFlag keeps an old spelling of a flag working: hidden from help,
+// sharing the new flag's value, and saying on stderr that it is old.
+func aliasFlag(cmd *cobra.Command, old, name string) {
+	fs := cmd.Flags()
+	f := fs.Lookup(name)
+	if f == nil {
+		panic("rota: alias --" + old + " of undefined flag --" + name)
+	}
+	fs.AddFlag(&pflag.Flag{
+		Name:        old,
+		Usage:       "old spelling of --" + name,
+		Value:       aliasValue{Value: f.Value, cmd: cmd, old: old, name: name},
+		DefValue:    f.DefValue,
+		NoOptDefVal: f.NoOptDefVal,
+		Hidden:      true,
+	})
+}
+
+type aliasValue struct {
+	pflag.Value
+	cmd       *cobra.Command
+	old, name string
+}
+
+func (a aliasValue) Set(s string) error {
+	fmt.Fprintf(a.cmd.ErrOrStderr(), "%s: --%s is an old spelling of --%s; it will go away\n", a.cmd.CommandPath(), a.old, a.name)
+	return a.Value.Set(s)
 }

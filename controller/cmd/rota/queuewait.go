@@ -3,33 +3,32 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rota-hpc/rota/controller/queuewait"
 )
 
-func init() {
-	register("queuewait", command{summary: "train and evaluate the queue-wait model on an sacct trace", run: runQueuewait})
-}
-
-const queuewaitUsage = `usage: rota queuewait train (--trace FILE | --from-sacct [--since 7d | --start T --end T]) --out model.json [--holdout-days 0] [flags]
-       rota queuewait eval (--trace FILE | --from-sacct [--since 7d | --start T --end T]) [--model model.json] [--holdout-days 30] [--compare] [--json]`
-
-func runQueuewait(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError{queuewaitUsage}
+func newQueuewaitCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "queuewait",
+		Short: "train and evaluate the queue-wait model on an sacct trace",
+		Long: `rota queuewait trains the controller's queue-wait model (boosted trees on
+the queue's state when each job was submitted) from an sacct trace or this
+cluster's slurmdbd, and scores it on held-out days against simple
+baselines (docs/queuewait.md). The controller loads the model named by
+queuewait_model in controller.conf.`,
+		Example: `  rota queuewait train --from-sacct --since 30d --out /var/lib/rota/queuewait.json
+  rota queuewait eval --trace sacct.tsv --compare`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
-	switch args[0] {
-	case "train":
-		return runQueuewaitTrain(ctx, args[1:], stdout)
-	case "eval":
-		return runQueuewaitEval(ctx, args[1:], stdout)
-	}
-	return usageError{fmt.Sprintf("queuewait: unknown subcommand %q\n%s", args[0], queuewaitUsage)}
+	cmd.AddCommand(newQueuewaitTrainCmd(), newQueuewaitEvalCmd())
+	return cmd
 }
 
 // qwFlags are the flags train and eval share.
@@ -47,10 +46,10 @@ type qwFlags struct {
 	fromSacct   *bool
 	since       *string
 	start, end  *string
-	fs          *flag.FlagSet
+	fs          *pflag.FlagSet
 }
 
-func newQWFlags(fs *flag.FlagSet, holdout float64) qwFlags {
+func newQWFlags(fs *pflag.FlagSet, holdout float64) qwFlags {
 	d := queuewait.DefaultTrainOptions()
 	return qwFlags{
 		trace: fs.String("trace", "", "sacct trace (TSV: JobID JobName UID Start Submit End Priority TimelimitRaw ExitCode NNodes)"),
@@ -75,23 +74,21 @@ func newQWFlags(fs *flag.FlagSet, holdout float64) qwFlags {
 
 // set says whether the flag name was given.
 func (f qwFlags) set(name string) bool {
-	given := false
-	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
-	return given
+	return f.fs.Changed(name)
 }
 
 func (f qwFlags) read(ctx context.Context) ([]queuewait.TraceJob, queuewait.TraceStats, error) {
 	if (*f.trace == "") == !*f.fromSacct {
-		return nil, queuewait.TraceStats{}, usageError{"queuewait: --trace is required, or --from-sacct (one of them)\n" + queuewaitUsage}
+		return nil, queuewait.TraceStats{}, usageError{"--trace is required, or --from-sacct (one of them)"}
 	}
 	if *f.gpusPerNode < 0 || *f.holdout < 0 || *f.warmup < 0 {
-		return nil, queuewait.TraceStats{}, usageError{"queuewait: --gpus-per-node, --holdout-days and --warmup-days must be >= 0"}
+		return nil, queuewait.TraceStats{}, usageError{"--gpus-per-node, --holdout-days and --warmup-days must be >= 0"}
 	}
 	if *f.fromSacct {
 		return f.readSacct(ctx)
 	}
 	if f.set("since") || f.set("start") || f.set("end") {
-		return nil, queuewait.TraceStats{}, usageError{"queuewait: --since, --start and --end go with --from-sacct"}
+		return nil, queuewait.TraceStats{}, usageError{"--since, --start and --end go with --from-sacct"}
 	}
 	return queuewait.ReadTraceFile(*f.trace, queuewait.TraceOptions{Partition: *f.partition, GPUsPerNode: *f.gpusPerNode})
 }
@@ -100,14 +97,6 @@ func (f qwFlags) trainOptions() queuewait.TrainOptions {
 	o := queuewait.DefaultTrainOptions()
 	o.Loss, o.Trees, o.Depth, o.Seed, o.GPUsPerNode = *f.loss, *f.trees, *f.depth, *f.seed, *f.gpusPerNode
 	return o
-}
-
-// flagError is a usage error that lists the flags, so -h shows them.
-func flagError(name string, fs *flag.FlagSet, err error) error {
-	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	return usageError{fmt.Sprintf("%s: %v\n%s\nflags:\n%s", name, err, queuewaitUsage, b.String())}
 }
 
 func days(d float64) time.Duration { return time.Duration(d * 24 * float64(time.Hour)) }
@@ -124,16 +113,30 @@ type trainSummary struct {
 	Trace        queuewait.TraceStats `json:"trace"`
 }
 
-func runQueuewaitTrain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("queuewait train", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func newQueuewaitTrainCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "train (--trace FILE | --from-sacct) --out model.json [flags]",
+		Short: "train the queue-wait model and write it to a file",
+		Long: `rota queuewait train fits the queue-wait model on an sacct trace (--trace)
+or on this cluster's slurmdbd (--from-sacct, with $SLURM_CONF) and writes it
+to --out. From slurmdbd it also scores the model on the window's last
+quarter, trained on the rest.`,
+		Example: `  rota queuewait train --trace sacct.tsv --out model.json --holdout-days 30
+  rota queuewait train --from-sacct --since 30d --out /var/lib/rota/queuewait.json`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	fs := cmd.Flags()
 	f := newQWFlags(fs, 0)
 	out := fs.String("out", "", "where to write the model (JSON)")
-	if err := fs.Parse(args); err != nil {
-		return flagError("queuewait train", fs, err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runQueuewaitTrain(cmd.Context(), f, *out, cmd.OutOrStdout())
 	}
-	if *out == "" {
-		return usageError{"queuewait train: --out is required\n" + queuewaitUsage}
+	return cmd
+}
+
+func runQueuewaitTrain(ctx context.Context, f qwFlags, out string, stdout io.Writer) error {
+	if out == "" {
+		return usageError{"--out is required"}
 	}
 	jobs, st, err := f.read(ctx)
 	if err != nil {
@@ -166,10 +169,10 @@ func runQueuewaitTrain(ctx context.Context, args []string, stdout io.Writer) err
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	if err := m.SaveFile(*out); err != nil {
+	if err := m.SaveFile(out); err != nil {
 		return err
 	}
-	sum := trainSummary{Out: *out, Jobs: m.Trained.Jobs, From: m.Trained.From, To: m.Trained.To,
+	sum := trainSummary{Out: out, Jobs: m.Trained.Jobs, From: m.Trained.From, To: m.Trained.To,
 		Capacity: m.Capacity, Trees: len(m.Trees), TrainSeconds: secs, Trace: st}
 	if *f.asJSON {
 		enc := json.NewEncoder(stdout)
@@ -178,7 +181,7 @@ func runQueuewaitTrain(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	fmt.Fprintf(stdout, "trained on %d jobs submitted %s .. %s (%d bad trace lines skipped) in %.1fs\n",
 		sum.Jobs, sum.From.Format(time.DateTime), sum.To.Format(time.DateTime), st.Bad, secs)
-	fmt.Fprintf(stdout, "capacity %d nodes, %d trees; wrote %s\n", sum.Capacity, sum.Trees, *out)
+	fmt.Fprintf(stdout, "capacity %d nodes, %d trees; wrote %s\n", sum.Capacity, sum.Trees, out)
 	if *f.fromSacct {
 		// What the model is worth on this cluster: trained on all but
 		// the window's last quarter, scored on that quarter.
@@ -197,17 +200,32 @@ func runQueuewaitTrain(ctx context.Context, args []string, stdout io.Writer) err
 	return nil
 }
 
-func runQueuewaitEval(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("queuewait eval", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func newQueuewaitEvalCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "eval (--trace FILE | --from-sacct) [flags]",
+		Short: "score the queue-wait model on the held-out days of a trace",
+		Long: `rota queuewait eval trains the model on all but the last --holdout-days of
+the jobs (or loads --model) and scores its predictions on those days:
+mean and median absolute error and the share within a factor of 2, beside
+the recent-mean baseline (--compare adds the l2 loss, the recent median
+and an FCFS replay at the time limits).`,
+		Example: `  rota queuewait eval --trace sacct.tsv --compare --json
+  rota queuewait eval --trace sacct.tsv --model model.json`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	fs := cmd.Flags()
 	f := newQWFlags(fs, 30)
 	modelPath := fs.String("model", "", "evaluate this model instead of training one on all but the held-out days")
 	compare := fs.Bool("compare", false, "also score the l2 loss, the recent median and an FCFS replay at the time limits")
-	if err := fs.Parse(args); err != nil {
-		return flagError("queuewait eval", fs, err)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runQueuewaitEval(cmd.Context(), f, *modelPath, *compare, cmd.OutOrStdout())
 	}
+	return cmd
+}
+
+func runQueuewaitEval(ctx context.Context, f qwFlags, modelPath string, compare bool, stdout io.Writer) error {
 	if !(*f.holdout > 0) {
-		return usageError{"queuewait eval: --holdout-days must be > 0"}
+		return usageError{"--holdout-days must be > 0"}
 	}
 	jobs, st, err := f.read(ctx)
 	if err != nil {
@@ -217,9 +235,9 @@ func runQueuewaitEval(ctx context.Context, args []string, stdout io.Writer) erro
 		*f.warmup = 0
 	}
 	o := queuewait.DefaultEvalOptions()
-	o.HoldoutDays, o.WarmupDays, o.Train, o.Compare = *f.holdout, *f.warmup, f.trainOptions(), *compare
-	if *modelPath != "" {
-		if o.Model, err = queuewait.LoadFile(*modelPath); err != nil {
+	o.HoldoutDays, o.WarmupDays, o.Train, o.Compare = *f.holdout, *f.warmup, f.trainOptions(), compare
+	if modelPath != "" {
+		if o.Model, err = queuewait.LoadFile(modelPath); err != nil {
 			return err
 		}
 	}

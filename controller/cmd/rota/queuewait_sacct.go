@@ -16,11 +16,11 @@ import (
 func (f qwFlags) readSacct(ctx context.Context) ([]queuewait.TraceJob, queuewait.TraceStats, error) {
 	start, end, err := sacctWindow(*f.since, *f.start, *f.end, f.set("since"), time.Now())
 	if err != nil {
-		return nil, queuewait.TraceStats{}, usageError{"queuewait: " + err.Error()}
+		return nil, queuewait.TraceStats{}, usageError{err.Error()}
 	}
 	acct, st, err := (&slurm.CLI{}).Accounting(ctx, start, end)
 	if err != nil {
-		return nil, queuewait.TraceStats{}, fmt.Errorf("queuewait: reading slurmdbd: %w", err)
+		return nil, queuewait.TraceStats{}, fmt.Errorf("reading slurmdbd: %w", err)
 	}
 	part := ""
 	if f.set("partition") {
@@ -34,7 +34,7 @@ func (f qwFlags) readSacct(ctx context.Context) ([]queuewait.TraceJob, queuewait
 		}
 	}
 	if len(jobs) == 0 {
-		return nil, ts, fmt.Errorf("queuewait: slurmdbd has no started jobs from %s to %s%s (%d records)", start.Format(time.DateTime),
+		return nil, ts, fmt.Errorf("slurmdbd has no started jobs from %s to %s%s (%d records)", start.Format(time.DateTime),
 			orNow(end), map[bool]string{true: " in partition " + part}[part != ""], st.Jobs)
 	}
 	return jobs, ts, nil

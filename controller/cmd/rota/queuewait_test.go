@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,28 +11,26 @@ import (
 const lonestar6 = "../../../../shared/data/traces/lonestar6-a100-sacct.tsv"
 
 func TestQueuewaitUsage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
+		code int
 		want string
 	}{
-		{nil, "usage: rota queuewait train"},
-		{[]string{"fit"}, `unknown subcommand "fit"`},
-		{[]string{"train", "--out", "m.json"}, "--trace is required"},
-		{[]string{"train", "--trace", "t.tsv"}, "--out is required"},
-		{[]string{"train", "-h"}, "-holdout-days"},
-		{[]string{"eval", "--trace", "t.tsv", "--holdout-days", "0"}, "--holdout-days must be > 0"},
-		{[]string{"eval", "--trace", "t.tsv", "--gpus-per-node", "-1"}, "must be >= 0"},
-		{[]string{"eval", "--bogus"}, "flag provided but not defined"},
+		{nil, 2, "rota queuewait [command]"},
+		{[]string{"fit"}, 2, `unknown command "fit"`},
+		{[]string{"train", "--out", "m.json"}, 2, "--trace is required"},
+		{[]string{"train", "--trace", "t.tsv"}, 2, "--out is required"},
+		{[]string{"eval", "--trace", "t.tsv", "--holdout-days", "0"}, 2, "--holdout-days must be > 0"},
+		{[]string{"eval", "--trace", "t.tsv", "--gpus-per-node", "-1"}, 2, "must be >= 0"},
+		{[]string{"eval", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"eval", "--trace", filepath.Join(t.TempDir(), "none.tsv")}, 1, "no such file"},
 	}
 	for _, tc := range tests {
-		err := runQueuewait(context.Background(), tc.args, &bytes.Buffer{})
-		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: err = %v, want a usage error with %q", tc.args, err, tc.want)
+		_, stderr, code := rota(t, append([]string{"queuewait"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", tc.args, code, stderr, tc.code, tc.want)
 		}
-	}
-	err := runQueuewait(context.Background(), []string{"eval", "--trace", filepath.Join(t.TempDir(), "none.tsv")}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("missing trace: %v", err)
 	}
 }
 
@@ -45,26 +41,23 @@ func TestQueuewaitTrainEval(t *testing.T) {
 		t.Skipf("real trace %s not present (it lives in ../shared/data beside the repository)", lonestar6)
 	}
 	model := filepath.Join(t.TempDir(), "model.json")
-	var out bytes.Buffer
-	if err := runQueuewait(context.Background(), []string{"train", "--trace", lonestar6, "--out", model, "--holdout-days", "30", "--trees", "30"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "wrote "+model) {
-		t.Fatalf("train said %q", out.String())
+	out, stderr, code := rota(t, "queuewait", "train", "--trace", lonestar6, "--out", model, "--holdout-days", "30", "--trees", "30")
+	if code != 0 || !strings.Contains(out, "wrote "+model) {
+		t.Fatalf("train: exit %d, said %q %s", code, out, stderr)
 	}
 	eval := func(args ...string) map[string]any {
 		t.Helper()
-		var b bytes.Buffer
-		if err := runQueuewait(context.Background(), append([]string{"eval", "--trace", lonestar6, "--json"}, args...), &b); err != nil {
-			t.Fatal(err)
+		out, stderr, code := rota(t, append([]string{"queuewait", "eval", "--trace", lonestar6, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", args, code, stderr)
 		}
 		var v map[string]any
-		if err := json.Unmarshal(b.Bytes(), &v); err != nil {
-			t.Fatalf("%v in %s", err, b.String())
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v in %s", err, out)
 		}
 		for _, k := range []string{"mae_hours", "baseline_mae_hours", "within_2x", "baseline_within_2x", "jobs_train", "jobs_test"} {
 			if _, ok := v[k].(float64); !ok {
-				t.Fatalf("no %s in %s", k, b.String())
+				t.Fatalf("no %s in %s", k, out)
 			}
 		}
 		return v

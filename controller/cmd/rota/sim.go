@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,66 +11,99 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/sim"
 )
 
-func init() {
-	register("sim", command{summary: "simulate policies with the round-based mechanism on generated or traced jobs", run: runSim})
+// simOptions are rota sim's flags.
+type simOptions struct {
+	policies                []string
+	agnostic, multi, asJSON bool
+	noGroup, noStick        bool
+	cluster, table, measure string
+	trace, plot, cpuProfile string
+	rate, jitter            float64
+	static, perNode         int
+	seed                    int64
+	round, migCost, realloc time.Duration
 }
 
-type multiFlag []string
+func newSimCmd() *cobra.Command {
+	var o simOptions
+	cmd := &cobra.Command{
+		Use:   "sim [flags]",
+		Short: "simulate policies with the round-based mechanism on generated or traced jobs",
+		Long: `rota sim runs the controller's policies and round-based mechanism on a
+simulated cluster: jobs drawn as Gavel's simulator draws them (Poisson
+arrivals, or --static N jobs at once), or read from a CSV trace. It prints
+per policy the average, median and 99th-percentile job completion time of
+the measured jobs, the makespan, utilisation per GPU type, migrations and
+solve times (docs/policy.md).
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func runSim(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var pols multiFlag
-	fs.Var(&pols, "policy", "policy to simulate (repeat to compare)")
-	agnostic := fs.Bool("agnostic", false, "heterogeneity-agnostic variants")
-	cluster := fs.String("cluster", "v100=36,p100=36,k80=36", "GPU types and counts")
-	tput := fs.String("throughputs", "../shared/data/gavel/simulation_throughputs.json", "Gavel throughput table")
-	rate := fs.Float64("rate", 4, "arrivals per hour (Poisson)")
-	measure := fs.String("measure", "4000:5000", "measured job window lo:hi (arrival indices)")
-	static := fs.Int("static", 0, "static trace: this many jobs all at t=0, all measured")
-	seed := fs.Int64("seed", 1, "random seed")
-	multi := fs.Bool("multi-gpu", false, "Gavel's multi-GPU scale factors")
-	round := fs.Duration("round", 360*time.Second, "round length")
-	migCost := fs.Duration("migration-cost", 0, "time lost per migration (checkpoint + restart)")
-	realloc := fs.Duration("realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
-	jit := fs.Float64("jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J] (jobs run at true rates)")
-	noGroup := fs.Bool("no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
-	noStick := fs.Bool("no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
-	perNode := fs.Int("gpus-per-node", 4, "GPUs per node, for packing")
-	trace := fs.String("trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
-	asJSON := fs.Bool("json", false, "print JSON")
-	plot := fs.String("plot", "", "write the JCT CDF as SVG to this file")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"sim: " + err.Error()}
+It reads Gavel's throughput table (` + throughputTableName + `): --` + throughputTableFlag + `, else
+the controller's throughput_table (` + controllerConf + `), else the copy the
+rota-controller package installs in ` + installedDataDir + `/.`,
+		Example: `  rota sim --static 20
+  rota sim --policy las --policy fifo --rate 5 --measure 4000:5000 --seed 1
+  rota sim --policy makespan --static 200 --json --plot cdf.svg`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSim(cmd.Context(), o, cmd.OutOrStdout())
+		},
 	}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&o.policies, "policy", []string{"las"}, "policy to simulate (repeat, or comma-separate, to compare): "+strings.Join(policy.Names(), ", "))
+	fs.BoolVar(&o.agnostic, "agnostic", false, "heterogeneity-agnostic variants")
+	fs.StringVar(&o.cluster, "cluster", "v100=36,p100=36,k80=36", "GPU types and counts")
+	addThroughputTableFlag(cmd, &o.table)
+	fs.Float64Var(&o.rate, "rate", 4, "arrivals per hour (Poisson)")
+	fs.StringVar(&o.measure, "measure", "4000:5000", "measured job window lo:hi (arrival indices)")
+	fs.IntVar(&o.static, "static", 0, "static trace: this many jobs all at t=0, all measured")
+	fs.Int64Var(&o.seed, "seed", 1, "random seed")
+	fs.BoolVar(&o.multi, "multi-gpu", false, "Gavel's multi-GPU scale factors")
+	fs.DurationVar(&o.round, "round", 360*time.Second, "round length")
+	fs.DurationVar(&o.migCost, "migration-cost", 0, "time lost per migration (checkpoint + restart)")
+	fs.DurationVar(&o.realloc, "realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
+	fs.Float64Var(&o.jitter, "jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J]; jobs run at true rates")
+	fs.BoolVar(&o.noGroup, "no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
+	fs.BoolVar(&o.noStick, "no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
+	fs.IntVar(&o.perNode, "gpus-per-node", 4, "GPUs per node, for packing")
+	fs.StringVar(&o.trace, "trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	fs.StringVar(&o.plot, "plot", "", "write the JCT CDF as SVG to this file")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the simulation to this file")
+	aliasFlag(cmd, "cpuprofile", "cpu-profile")
+	return cmd
+}
+
+func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
+	pols := o.policies
 	if len(pols) == 0 {
-		pols = multiFlag{"las"}
+		pols = []string{"las"}
 	}
-	types, caps, err := parseCluster(*cluster)
+	types, caps, err := parseCluster(o.cluster)
 	if err != nil {
-		return usageError{"sim: " + err.Error()}
+		return usageError{err.Error()}
 	}
-	lo, hi, err := parseWindow(*measure)
-	if err != nil || *rate <= 0 || *round <= 0 {
-		return usageError{"sim: --measure lo:hi with lo < hi, --rate > 0, --round > 0"}
+	lo, hi, err := parseWindow(o.measure)
+	if err != nil || o.rate <= 0 || o.round <= 0 {
+		return usageError{"--measure lo:hi with lo < hi, --rate > 0, --round > 0"}
 	}
-	tab, err := workload.Load(*tput, types)
+	path, err := throughputTable(o.table)
+	if err != nil {
+		return err
+	}
+	tab, err := workload.Load(path, types)
 	if err != nil {
 		return err
 	}
 	var jobs []workload.Job
 	switch {
-	case *trace != "":
-		f, err := os.Open(*trace)
+	case o.trace != "":
+		f, err := os.Open(o.trace)
 		if err != nil {
 			return err
 		}
@@ -81,28 +113,28 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		hi = min(hi, len(jobs))
-		if *static > 0 || lo >= hi {
+		if o.static > 0 || lo >= hi {
 			lo, hi = 0, len(jobs)
 		}
-	case *static > 0:
-		g := workload.NewGenerator(tab, *seed, *multi)
-		for i := 0; i < *static; i++ {
+	case o.static > 0:
+		g := workload.NewGenerator(tab, o.seed, o.multi)
+		for i := 0; i < o.static; i++ {
 			jobs = append(jobs, g.Next(0))
 		}
-		lo, hi = 0, *static
+		lo, hi = 0, o.static
 	default:
 		// Keep arrivals coming past the window so the load stays up while
 		// the measured jobs finish, as Gavel's simulator does.
-		g := workload.NewGenerator(tab, *seed, *multi)
+		g := workload.NewGenerator(tab, o.seed, o.multi)
 		for i := 0; i < hi*3; i++ {
-			jobs = append(jobs, g.Next(*rate))
+			jobs = append(jobs, g.Next(o.rate))
 		}
 	}
-	cfg := sim.Config{Types: types, Capacity: caps, Round: round.Seconds(), MigrationCost: migCost.Seconds(),
-		GPUsPerNode: *perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
-		ReallocInterval: realloc.Seconds(), Seed: *seed, Jitter: *jit, NoStick: *noStick}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	cfg := sim.Config{Types: types, Capacity: caps, Round: o.round.Seconds(), MigrationCost: o.migCost.Seconds(),
+		GPUsPerNode: o.perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
+		ReallocInterval: o.realloc.Seconds(), Seed: o.seed, Jitter: o.jitter, NoStick: o.noStick}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -114,22 +146,22 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var reps []sim.Report
 	for _, name := range pols {
-		pol, err := policy.New(name, policy.Options{Agnostic: *agnostic})
+		pol, err := policy.New(name, policy.Options{Agnostic: o.agnostic})
 		if err != nil {
-			return usageError{"sim: " + err.Error()}
+			return usageError{err.Error()}
 		}
 		c := cfg
 		// las sees only throughputs, scale and weight: identical jobs can
 		// be solved as one group, exactly (see sim.Config.GroupIdentical).
-		c.GroupIdentical = name == "las" && !*noGroup
+		c.GroupIdentical = name == "las" && !o.noGroup
 		rep, err := sim.Run(ctx, c, pol)
 		if err != nil {
 			return err
 		}
 		reps = append(reps, rep)
 	}
-	if *plot != "" {
-		f, err := os.Create(*plot)
+	if o.plot != "" {
+		f, err := os.Create(o.plot)
 		if err != nil {
 			return err
 		}
@@ -141,7 +173,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if len(reps) == 1 {

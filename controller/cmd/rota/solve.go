@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,14 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/lp"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 )
-
-func init() {
-	register("solve", command{summary: "solve one policy on a generated workload (speed and correctness check)", run: runSolve})
-}
 
 // solveReport is `rota solve --json`'s output.
 type solveReport struct {
@@ -42,53 +39,88 @@ type solveReport struct {
 	CLPSeconds   *float64 `json:"clp_seconds,omitempty"`
 }
 
-func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("solve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	name := fs.String("policy", "las", "policy: "+strings.Join(policy.Names(), ", "))
-	agnostic := fs.Bool("agnostic", false, "heterogeneity-agnostic baseline")
-	innerFIFO := fs.Bool("inner-fifo", false, "hierarchical: FIFO inside each entity")
-	n := fs.Int("jobs", 2048, "number of jobs to draw")
-	cluster := fs.String("cluster", "v100=512,p100=512,k80=512", "GPU types and counts")
-	costs := fs.String("cost", "v100=2.48,p100=1.46,k80=0.45", "dollars per GPU-hour per type (min-cost policies)")
-	tput := fs.String("throughputs", "../shared/data/gavel/simulation_throughputs.json", "Gavel throughput table")
-	seed := fs.Int64("seed", 1, "random seed")
-	multi := fs.Bool("multi-gpu", false, "draw Gavel's multi-GPU scale factors")
-	jitter := fs.Float64("jitter", 0.2, "scale each (job, type) throughput by a factor in [1-J, 1+J]")
-	entities := fs.Int("entities", 8, "hierarchical: number of entities jobs are spread over")
-	emit := fs.String("emit-mps", "", "write the LP as free MPS (a minimisation) to this file")
-	withCLP := fs.Bool("clp", false, "also solve the exported LP with clp and report its optimum and time")
-	asJSON := fs.Bool("json", false, "print JSON")
-	repeat := fs.Int("repeat", 1, "solve this many times (for profiles and timings); solve_seconds is the median")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the solves to this file")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"solve: " + err.Error()}
+// solveOptions are rota solve's flags.
+type solveOptions struct {
+	policy, cluster, costs, table string
+	emit, cpuProfile              string
+	agnostic, innerFIFO, multi    bool
+	withCLP, asJSON               bool
+	jobs, entities, repeat        int
+	seed                          int64
+	jitter                        float64
+}
+
+func newSolveCmd() *cobra.Command {
+	var o solveOptions
+	cmd := &cobra.Command{
+		Use:   "solve [flags]",
+		Short: "solve one policy on a generated workload (speed and correctness check)",
+		Long: `rota solve draws a workload as Gavel's generator does and solves one of the
+controller's policies on it once (or --repeat times): the objective, the
+solve time, and, with --emit-mps or --clp, the same linear program written
+as free MPS and solved by clp for an independent check (docs/policy.md).
+
+It reads Gavel's throughput table (` + throughputTableName + `) as rota sim does: --` + throughputTableFlag + `,
+else the controller's throughput_table, else ` + installedDataDir + `/` + throughputTableName + `.`,
+		Example: `  rota solve --policy las --jobs 2048
+  rota solve --policy hierarchical --jobs 2048 --entities 8 --seed 1 --clp --json
+  rota solve --policy ftf --repeat 20 --cpu-profile /tmp/p.prof`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSolve(cmd.Context(), o, cmd.OutOrStdout())
+		},
 	}
-	if *repeat < 1 {
-		return usageError{"solve: --repeat must be >= 1"}
+	fs := cmd.Flags()
+	fs.StringVar(&o.policy, "policy", "las", "policy: "+strings.Join(policy.Names(), ", "))
+	fs.BoolVar(&o.agnostic, "agnostic", false, "heterogeneity-agnostic baseline")
+	fs.BoolVar(&o.innerFIFO, "inner-fifo", false, "hierarchical: FIFO inside each entity")
+	fs.IntVar(&o.jobs, "jobs", 2048, "number of jobs to draw")
+	fs.StringVar(&o.cluster, "cluster", "v100=512,p100=512,k80=512", "GPU types and counts")
+	fs.StringVar(&o.costs, "cost", "v100=2.48,p100=1.46,k80=0.45", "dollars per GPU-hour per type (min-cost policies)")
+	addThroughputTableFlag(cmd, &o.table)
+	fs.Int64Var(&o.seed, "seed", 1, "random seed")
+	fs.BoolVar(&o.multi, "multi-gpu", false, "draw Gavel's multi-GPU scale factors")
+	fs.Float64Var(&o.jitter, "jitter", 0.2, "scale each (job, type) throughput by a factor in [1-J, 1+J]")
+	fs.IntVar(&o.entities, "entities", 8, "hierarchical: number of entities jobs are spread over")
+	fs.StringVar(&o.emit, "emit-mps", "", "write the LP as free MPS (a minimisation) to this file")
+	fs.BoolVar(&o.withCLP, "clp", false, "also solve the exported LP with clp and report its optimum and time")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	fs.IntVar(&o.repeat, "repeat", 1, "solve this many times (for profiles and timings); solve_seconds is the median")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the solves to this file")
+	aliasFlag(cmd, "cpuprofile", "cpu-profile")
+	return cmd
+}
+
+func runSolve(ctx context.Context, o solveOptions, stdout io.Writer) error {
+	if o.repeat < 1 {
+		return usageError{"--repeat must be >= 1"}
 	}
-	if *n < 0 || *jitter < 0 || *jitter >= 1 || *entities < 1 {
-		return usageError{"solve: --jobs must be >= 0, --jitter in [0,1), --entities >= 1"}
+	if o.jobs < 0 || o.jitter < 0 || o.jitter >= 1 || o.entities < 1 {
+		return usageError{"--jobs must be >= 0, --jitter in [0,1), --entities >= 1"}
 	}
-	types, caps, err := parseCluster(*cluster)
+	types, caps, err := parseCluster(o.cluster)
 	if err != nil {
-		return usageError{"solve: " + err.Error()}
+		return usageError{err.Error()}
 	}
-	pol, err := policy.New(*name, policy.Options{Agnostic: *agnostic, InnerFIFO: *innerFIFO})
+	pol, err := policy.New(o.policy, policy.Options{Agnostic: o.agnostic, InnerFIFO: o.innerFIFO})
 	if err != nil {
-		return usageError{"solve: " + err.Error()}
+		return usageError{err.Error()}
 	}
-	tab, err := workload.Load(*tput, types)
+	path, err := throughputTable(o.table)
 	if err != nil {
 		return err
 	}
-	prob := workload.DrawProblem(tab, types, caps, *n, *seed, *multi, *jitter, *entities)
-	if prob.CostPerHour, err = parseCosts(*costs, types); err != nil {
-		return usageError{"solve: " + err.Error()}
+	tab, err := workload.Load(path, types)
+	if err != nil {
+		return err
+	}
+	prob := workload.DrawProblem(tab, types, caps, o.jobs, o.seed, o.multi, o.jitter, o.entities)
+	if prob.CostPerHour, err = parseCosts(o.costs, types); err != nil {
+		return usageError{err.Error()}
 	}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -98,7 +130,7 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	var alloc policy.Allocation
-	times := make([]float64, *repeat)
+	times := make([]float64, o.repeat)
 	for i := range times {
 		start := time.Now()
 		alloc, err = pol.Allocate(ctx, prob)
@@ -107,24 +139,24 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if *cpuProfile != "" {
+	if o.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	sort.Float64s(times)
 	secs := times[len(times)/2]
-	rep := solveReport{Policy: pol.Name(), Jobs: *n, Objective: alloc.Objective, ObjectiveName: alloc.ObjectiveName,
+	rep := solveReport{Policy: pol.Name(), Jobs: o.jobs, Objective: alloc.Objective, ObjectiveName: alloc.ObjectiveName,
 		SolveSeconds: secs, ReducedJobs: alloc.ReducedJobs, Levels: alloc.Levels, Unschedulable: len(alloc.Unschedulable), Note: alloc.Note}
 
-	if *emit != "" || *withCLP {
+	if o.emit != "" || o.withCLP {
 		lpp, ok := pol.(policy.LPPolicy)
 		if !ok {
-			return fmt.Errorf("solve: %s is not a single linear program; nothing to export", pol.Name())
+			return fmt.Errorf("%s is not a single linear program; nothing to export", pol.Name())
 		}
 		form, err := lpp.Formulate(prob)
 		if err != nil {
 			return err
 		}
-		path := *emit
+		path := o.emit
 		if path == "" {
 			dir, err := os.MkdirTemp("", "rota-solve")
 			if err != nil {
@@ -144,12 +176,12 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := f.Close(); err != nil {
 			return err
 		}
-		if *emit != "" {
+		if o.emit != "" {
 			rep.MPS = path
 		}
 		mo := -lpObjectiveValue(alloc, lpp)
 		rep.MPSObjective = &mo
-		if *withCLP {
+		if o.withCLP {
 			v, t, err := lp.SolveWithCLPTimed(path)
 			if err != nil {
 				return err
@@ -157,7 +189,7 @@ func runSolve(ctx context.Context, args []string, stdout io.Writer) error {
 			rep.CLPObjective, rep.CLPSeconds = &v, &t
 		}
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

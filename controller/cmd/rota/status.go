@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -11,39 +10,54 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
 
-func init() {
-	register("status", command{summary: "the controller's view: GPU capacity and use per type", run: runStatus})
-}
-
-func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+func newStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status [flags]",
+		Short: "the controller's view: GPU capacity and use per type",
+		Long: `rota status asks the controller what it knows: GPU capacity and use per
+type, partitions, queue waits, the agents reporting and the round loop;
+--jobs adds every job's measured steps/s, and --site the site knowledge
+that rota estimate uses (partitions and limits, nodes, GPU memory,
+charging rates, queue-wait model).`,
+		Example: `  rota status
+  rota status --jobs --json
+  rota status --site --nats nats://ctl:4222 --nkey-seed /etc/rota/creds/cli.nk`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	fs := cmd.Flags()
 	nc := natsFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	jobs := fs.Bool("jobs", false, "also list jobs' measured steps/s per GPU type and peak GPU memory")
 	siteOnly := fs.Bool("site", false, "show the controller's knowledge of the site: partitions and limits, nodes, GPU memory, charging rates, queue-wait model")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runStatus(cmd.Context(), nc, *asJSON, *jobs, *siteOnly, cmd.OutOrStdout())
 	}
+	return cmd
+}
+
+func runStatus(ctx context.Context, nc *natsConn, asJSON, jobs, siteOnly bool, stdout io.Writer) error {
 	var rep wire.StatusReply
-	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version, Jobs: *jobs, Site: *siteOnly}, &rep); err != nil {
+	if err := ask(ctx, nc, wire.SubjectStatus, wire.StatusRequest{V: wire.Version, Jobs: jobs, Site: siteOnly}, &rep); err != nil {
 		return err
 	}
-	if *siteOnly && rep.Site == nil {
+	if siteOnly && rep.Site == nil {
 		return fmt.Errorf("the controller has no site knowledge yet (it has not read Slurm, or it predates rota status --site)")
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if *siteOnly {
+		if siteOnly {
 			return enc.Encode(rep.Site)
 		}
 		return enc.Encode(rep)
 	}
-	if *siteOnly {
+	if siteOnly {
 		return printSite(stdout, rep.Site)
 	}
 	fmt.Fprintf(stdout, "policy %s, cluster read %s, %d decisions since start\n", rep.Policy, rep.RefreshedAt, rep.Decisions)
@@ -82,7 +96,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if r := rep.Rounds; r != nil {
 		fmt.Fprintf(stdout, "\nround loop (%s): %d rounds (%d failed), last %.2fs (solve %.3fs); %d retyped, %d migrations (%d failed), %d limits raised, %d Slurm update errors\n",
 			r.Policy, r.Rounds, r.RoundErrors, r.LastRoundSeconds, r.SolveSeconds, r.Retyped, r.Migrations, r.MigrationFailures, r.LimitsRaised, r.SlurmErrors)
-		if *jobs && len(r.Jobs) > 0 {
+		if jobs && len(r.Jobs) > 0 {
 			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOB\tTYPE\tGPUS NOW\tSHARE\tSTEPS/S (SOURCE)\tSTEPS LEFT\tWALLTIME\tMOVES")
 			for _, j := range r.Jobs {
@@ -110,13 +124,13 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	if *jobs && len(rep.Chains) > 0 {
+	if jobs && len(rep.Chains) > 0 {
 		fmt.Fprintf(stdout, "\nchains (jobs run past MaxTime as segments; id = first segment's job id):\n")
 		if err := printChains(stdout, rep.Chains); err != nil {
 			return err
 		}
 	}
-	if *jobs {
+	if jobs {
 		fmt.Fprintln(stdout)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB\tTYPE\tSTEPS/S\tSTEP\tTOTAL\tPEAK GPU MEM\tPER GPU\tNODES\tLAST SEEN")
