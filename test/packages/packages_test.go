@@ -161,7 +161,7 @@ func wants() map[string]want {
 			scripts: []string{"systemctl daemon-reload", "try-restart rota-agent.service", "disable --now rota-agent.service"},
 		},
 		"rota-controller": {
-			files:   []string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/libexec/rota/rota-estimator-speedtable", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md"},
+			files:   []string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/libexec/rota/rota-estimator-speedtable", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md", "/usr/share/rota/grafana/rota-controller.json", "/usr/share/rota/grafana/rota-agents.json"},
 			config:  []string{"/etc/rota/controller.conf", "/etc/sysconfig/rota-controller"},
 			deb:     map[string]string{"/etc/sysconfig/rota-controller": "/etc/default/rota-controller"},
 			scripts: []string{"systemctl daemon-reload", "try-restart rota-controller.service", "disable --now rota-controller.service"},
