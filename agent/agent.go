@@ -95,7 +95,7 @@ func New(o Options, d Deps) (*Agent, error) {
 	if a.gpu == nil {
 		a.gpu = a.openBackend()
 	}
-	a.metrics = metrics.New(a.stats)
+	a.metrics = metrics.New(o.Node, a.stats)
 	if err := a.reg.Register(a.metrics); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
@@ -452,6 +452,7 @@ func (a *Agent) onCheckpoint(ctx context.Context, wg *sync.WaitGroup, m *nats.Ms
 		defer wg.Done()
 		res := a.ckpt.Wait(ctx, att, grace)
 		res.ID, res.Node = req.ID, a.opts.Node
+		a.metrics.ObserveCheckpoint(res.Outcome, res.ElapsedSeconds)
 		a.log.Info().Uint32("job", req.JobID).Str("outcome", res.Outcome).Msg("checkpoint done")
 		a.publishResult(&res)
 	}()

@@ -114,6 +114,10 @@ type Decision struct {
 	Seq      uint64       `json:"seq,omitempty"`
 	StateGen uint64       `json:"state_gen,omitempty"`
 	Reserve  *Reservation `json:"reserve,omitempty"`
+	// DecideNs is how long the plugin took to decide, on slurmctld's
+	// thread (the controller's placement latency histogram); 0 for
+	// decisions made ahead (the shelf) and from older plugins.
+	DecideNs int64 `json:"decide_ns,omitempty"`
 	// Limits are the changes the controller made to the job's time limit
 	// while it ran, oldest first (docs/rounds.md, "Limits follow
 	// progress"); kept with the decision so explain shows them after the

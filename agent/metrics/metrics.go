@@ -2,7 +2,10 @@
 // GPU metrics use dcgm-exporter's names and units where they mean the same
 // thing (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED in MiB, ...) and its
 // labels (gpu, UUID, modelName, Hostname, hpc_job), so existing dashboards
-// work; what DCGM has no name for is rota_*.
+// work; host metrics node_exporter also has use its names (node_load1,
+// node_memory_MemTotal_bytes, ...); what neither has a name for is rota_*.
+// A Slurm job is labelled hpc_job everywhere: "job" is Prometheus' own
+// target label, which would rename a metric's to exported_job.
 package metrics
 
 import (
@@ -23,16 +26,39 @@ type Stats struct {
 	SampleSeconds    float64
 }
 
-// Collector is a prometheus.Collector over the latest report.
+// Collector is a prometheus.Collector over the latest report, and the
+// agent's checkpoint times.
 type Collector struct {
+	node  string
 	stats func() Stats
+	ckpt  *prometheus.HistogramVec
 
 	mu   sync.Mutex
 	last *wire.NodeReport
 }
 
-// New returns a collector; stats may be nil.
-func New(stats func() Stats) *Collector { return &Collector{stats: stats} }
+// New returns a collector for node's agent; stats may be nil.
+func New(node string, stats func() Stats) *Collector {
+	c := &Collector{node: node, stats: stats, ckpt: newCheckpointHistogram()}
+	// Every outcome from 0, so a dashboard's rate is 0, not absent.
+	for _, o := range []string{wire.CheckpointAcknowledged, wire.CheckpointExited, wire.CheckpointTimedOut} {
+		c.ckpt.WithLabelValues(node, o)
+	}
+	return c
+}
+
+func newCheckpointHistogram() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rota_agent_checkpoint_duration_seconds",
+		Help: "Checkpoints of jobs on this node, from the signal to the outcome: acknowledged (the job reported a new checkpoint), " +
+			"exited, or timed_out (the grace period passed).",
+		Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300}}, []string{"Hostname", "outcome"})
+}
+
+// ObserveCheckpoint records a checkpoint that played out: its outcome
+// (wire.Checkpoint*) and how long from the signal.
+func (c *Collector) ObserveCheckpoint(outcome string, seconds float64) {
+	c.ckpt.WithLabelValues(c.node, outcome).Observe(seconds)
+}
 
 // Update replaces the report the next scrape shows.
 func (c *Collector) Update(r *wire.NodeReport) {
@@ -67,7 +93,7 @@ var (
 	}
 	descGPUProblems = gpuDesc("rota_gpu_sample_problems", "Metrics that failed on this GPU in the last sample (other than 'not supported').")
 
-	jobLabels        = []string{"job", "gpu_type", "Hostname"}
+	jobLabels        = []string{"hpc_job", "gpu_type", "Hostname"}
 	descJobRate      = prometheus.NewDesc("rota_job_steps_per_second", "The job's smoothed training steps per second on this node's GPU type, from its progress file.", jobLabels, nil)
 	descJobStep      = prometheus.NewDesc("rota_job_step", "The last step the job reported in its progress file.", jobLabels, nil)
 	descJobAge       = prometheus.NewDesc("rota_job_progress_age_seconds", "Seconds since the job last advanced its progress file.", jobLabels, nil)
@@ -76,10 +102,16 @@ var (
 	descJobProcs     = prometheus.NewDesc("rota_job_gpu_processes", "GPU processes of the job on this node.", jobLabels, nil)
 	hostLabels       = []string{"Hostname"}
 	descHostCPU      = prometheus.NewDesc("rota_host_cpu_percent", "Host CPU busy (in %, all cores).", hostLabels, nil)
-	descHostMemUsed  = prometheus.NewDesc("rota_host_memory_used_bytes", "Host memory used.", hostLabels, nil)
-	descHostMemTotal = prometheus.NewDesc("rota_host_memory_total_bytes", "Host memory in all.", hostLabels, nil)
-	descHostLoad1    = prometheus.NewDesc("rota_host_load1", "Host 1-minute load average.", hostLabels, nil)
+	descHostMemAvail = prometheus.NewDesc("node_memory_MemAvailable_bytes", "Memory information field MemAvailable_bytes.", hostLabels, nil)
+	descHostMemTotal = prometheus.NewDesc("node_memory_MemTotal_bytes", "Memory information field MemTotal_bytes.", hostLabels, nil)
+	descHostLoad1    = prometheus.NewDesc("node_load1", "1m load average.", hostLabels, nil)
+	descHostLoad5    = prometheus.NewDesc("node_load5", "5m load average.", hostLabels, nil)
+	descHostLoad15   = prometheus.NewDesc("node_load15", "15m load average.", hostLabels, nil)
 	descUnmapped     = prometheus.NewDesc("rota_gpu_unmapped_processes", "GPU processes that belong to no Slurm job.", hostLabels, nil)
+	typeLabels       = []string{"Hostname", "gpu_type"}
+	descInfo         = prometheus.NewDesc("rota_agent_info", "1, labelled with the node's Slurm GPU type and the GPU backend: join on Hostname to group dcgm-exporter's metrics by GPU type.", []string{"Hostname", "gpu_type", "backend"}, nil)
+	descGPUs         = prometheus.NewDesc("rota_node_gpus", "GPUs (or MIG instances) the agent sees on the node.", typeLabels, nil)
+	descGPUsInUse    = prometheus.NewDesc("rota_node_gpus_in_use", "GPUs on the node running a process of a Slurm job.", typeLabels, nil)
 	descReports      = prometheus.NewDesc("rota_agent_reports_published_total", "Reports handed to NATS.", nil, nil)
 	descDropped      = prometheus.NewDesc("rota_agent_reports_dropped_total", "Reports dropped because the backlog was full while NATS was unreachable.", nil, nil)
 	descBacklog      = prometheus.NewDesc("rota_agent_report_backlog", "Reports waiting for NATS.", nil, nil)
@@ -89,10 +121,11 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUtil, descMemUtil, descFBUsed, descFBFree, descSMClock, descPower, descTemp, descPCIeTx, descPCIeRx, descGPUProblems,
-		descJobRate, descJobStep, descJobAge, descJobMem, descJobGPUs, descJobProcs, descHostCPU, descHostMemUsed, descHostMemTotal, descHostLoad1, descUnmapped,
-		descReports, descDropped, descBacklog, descSampleSecs} {
+		descJobRate, descJobStep, descJobAge, descJobMem, descJobGPUs, descJobProcs, descHostCPU, descHostMemAvail, descHostMemTotal, descHostLoad1,
+		descHostLoad5, descHostLoad15, descUnmapped, descInfo, descGPUs, descGPUsInUse, descReports, descDropped, descBacklog, descSampleSecs} {
 		ch <- d
 	}
+	c.ckpt.Describe(ch)
 	for _, d := range gpmDescs {
 		ch <- d
 	}
@@ -107,6 +140,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(s.Backlog))
 		ch <- prometheus.MustNewConstMetric(descSampleSecs, prometheus.GaugeValue, s.SampleSeconds)
 	}
+	c.ckpt.Collect(ch)
 	c.mu.Lock()
 	r := c.last
 	c.mu.Unlock()
@@ -117,7 +151,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	gauge(descInfo, 1, host, r.GPUType, r.Backend)
+	inUse := 0
 	for _, g := range r.GPUs {
+		if jobsOn(g) != "" {
+			inUse++
+		}
 		gi := ""
 		if g.MIG != nil {
 			gi = strconv.FormatUint(uint64(g.MIG.GPUInstanceID), 10)
@@ -157,6 +196,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descGPUProblems, float64(len(g.Problems)), l...)
 	}
+	gauge(descGPUs, float64(len(r.GPUs)), host, r.GPUType)
+	gauge(descGPUsInUse, float64(inUse), host, r.GPUType)
 	for _, j := range r.Jobs {
 		l := []string{strconv.FormatUint(uint64(j.JobID), 10), r.GPUType, host}
 		gauge(descJobMem, float64(j.GPUMemoryBytes), l...)
@@ -173,11 +214,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHostCPU, *h.CPUPercent, host)
 	}
 	if h.MemTotalBytes > 0 {
-		gauge(descHostMemUsed, float64(h.MemUsedBytes), host)
+		gauge(descHostMemAvail, float64(h.MemAvailBytes), host)
 		gauge(descHostMemTotal, float64(h.MemTotalBytes), host)
 	}
-	if h.Load1 != nil {
-		gauge(descHostLoad1, *h.Load1, host)
+	for _, l := range []struct {
+		d *prometheus.Desc
+		v *float64
+	}{{descHostLoad1, h.Load1}, {descHostLoad5, h.Load5}, {descHostLoad15, h.Load15}} {
+		if l.v != nil {
+			gauge(l.d, *l.v, host)
+		}
 	}
 	gauge(descUnmapped, float64(len(r.Unmapped)), host)
 }

@@ -71,6 +71,8 @@ type Controller struct {
 	// throughput table (site.go).
 	site   *siteState
 	chains atomic.Pointer[chains.Manager] // while leading, with rounds
+	// inst are the metrics observed as they happen (instruments.go).
+	inst *instruments
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -106,7 +108,7 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1),
+		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1), inst: newInstruments(),
 		trend: trend.New(trendSamples, trendWindow)}
 	if err := c.cfg.Check(); err != nil {
 		return err

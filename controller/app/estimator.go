@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/rounds"
 )
@@ -25,6 +27,11 @@ type estimator struct {
 	// likely the same training, resubmitted with an edited script.
 	mu     sync.Mutex
 	byName map[string]string
+
+	// counts are the estimates given, by estimator and source
+	// (rota_controller_estimates_total): how often they fell back from
+	// measurement.
+	counts *prometheus.CounterVec
 }
 
 // userName is the user/name part of an identity key.
@@ -40,12 +47,13 @@ func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) 
 	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
 		mem:  estimate.NewMemory(estimate.MemoryConfig{}),
 		wall: estimate.NewWalltimes(estimate.WalltimeConfig{Margin: margin, OverheadMin: overheadMin}), speed: speed,
-		byName: map[string]string{}}
+		byName: map[string]string{}, counts: newEstimateCounter()}
 }
 
 func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
 	w := e.walltime(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
 		UserLimitMin: userLimit, MaxTimeMin: maxTime})
+	e.counts.WithLabelValues(estWalltime, sourceLabel(w.Source)).Inc()
 	return w.Minutes, w.Basis
 }
 
@@ -86,6 +94,9 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 				rates[k] = s
 			}
 		}
+	}
+	for _, s := range src {
+		e.counts.WithLabelValues(estThroughput, sourceLabel(s)).Inc()
 	}
 	return rates, src
 }

@@ -108,6 +108,9 @@ var (
 	mPluginStartFails = prometheus.NewDesc("rota_controller_estimator_plugin_start_failures_total",
 		"Launches of an external estimator that failed (executable, handshake).", []string{"estimator"}, nil)
 	pluginDescs = []*prometheus.Desc{mPluginAnswers, mPluginFallbacks, mPluginStarts, mPluginStartFails}
+	// fallbackReasons are the reasons a call falls back to the built-in
+	// (external.Stats.Fallbacks' keys).
+	fallbackReasons = []string{external.FailDown, external.FailCrash, external.FailTimeout, external.FailError, external.FailNonsense}
 )
 
 func (c *Controller) collectEstimatorPlugins(ch chan<- prometheus.Metric) {
@@ -119,8 +122,9 @@ func (c *Controller) collectEstimatorPlugins(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(mPluginAnswers, prometheus.CounterValue, float64(s.Answered), kind)
 		ch <- prometheus.MustNewConstMetric(mPluginStarts, prometheus.CounterValue, float64(s.Starts), kind)
 		ch <- prometheus.MustNewConstMetric(mPluginStartFails, prometheus.CounterValue, float64(s.StartFailures), kind)
-		for reason, n := range s.Fallbacks {
-			ch <- prometheus.MustNewConstMetric(mPluginFallbacks, prometheus.CounterValue, float64(n), kind, reason)
+		// Every reason from 0, so a dashboard's rate is 0, not absent.
+		for _, reason := range fallbackReasons {
+			ch <- prometheus.MustNewConstMetric(mPluginFallbacks, prometheus.CounterValue, float64(s.Fallbacks[reason]), kind, reason)
 		}
 	}
 	if e.ext.tp != nil {

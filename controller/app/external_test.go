@@ -96,13 +96,27 @@ func TestEstimatorWithPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	var answers float64
+	fallbacks := map[string]bool{}
 	for _, f := range fams {
-		if f.GetName() == "rota_controller_estimator_plugin_answers_total" {
+		switch f.GetName() {
+		case "rota_controller_estimator_plugin_answers_total":
 			answers = f.GetMetric()[0].GetCounter().GetValue()
+		case "rota_controller_estimator_plugin_fallbacks_total":
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" {
+						fallbacks[l.GetValue()] = true
+					}
+				}
+			}
 		}
 	}
 	if answers != 2 {
 		t.Fatalf("answers_total %v, want 2", answers)
+	}
+	// Every reason from 0, none having happened.
+	if len(fallbacks) != len(fallbackReasons) {
+		t.Fatalf("fallbacks_total reasons %v, want %v", fallbacks, fallbackReasons)
 	}
 
 	c.cfg.Estimators.Walltime = filepath.Join(dir, "missing")

@@ -80,6 +80,7 @@ func (c *Controller) respond(m *nats.Msg, v any) {
 // JetStream off this path; on an external NATS it stores it in JetStream
 // first (Config.durableDecisions).
 func (c *Controller) onPlace(m *nats.Msg) {
+	start := time.Now()
 	var req wire.PlaceRequest
 	if err := wire.Decode(m.Data, &req); err != nil {
 		// Still answer, so the plugin does not wait out its deadline.
@@ -107,6 +108,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		// from the store's writer a few ms later.
 		c.store.Record(d)
 		c.respond(m, reply)
+		c.inst.placed(placeRemote, &reply, time.Since(start))
 		c.logPlaced(&reply)
 		return
 	}
@@ -129,6 +131,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 			return
 		}
 		c.respond(m, reply)
+		c.inst.placed(placeRemote, &reply, time.Since(start))
 		c.logPlaced(&reply)
 	}()
 }
@@ -158,6 +161,7 @@ func (c *Controller) onDecision(m *nats.Msg) {
 	} else {
 		c.store.RecordEncoded(&d, m.Data) // as the plugin encoded it: not encoded again
 	}
+	c.inst.placed(placeLocal, &d.Given, time.Duration(d.DecideNs))
 	c.logPlaced(&d.Given)
 }
 

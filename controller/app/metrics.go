@@ -9,11 +9,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rota-hpc/rota/controller/chains"
 )
 
-// metrics is the controller's Prometheus collector: every value is read
-// from the controller's own counters at scrape time, so nothing on the
-// request path or in the round loop pays for it.
+// metrics is the controller's Prometheus collector: the values defined
+// here are read from the parts' own counters at scrape time, so nothing on
+// the request path or in the round loop pays for them; latencies and
+// counts by label come from the instruments (instruments.go) and the
+// estimator, observed as they happen.
 type metrics struct{ c *Controller }
 
 func metricDesc(name, help string) *prometheus.Desc {
@@ -24,9 +28,8 @@ var (
 	mDecisions   = metricDesc("decisions_total", "Placement decisions answered to the job_submit plugin.")
 	mRounds      = metricDesc("rounds_total", "Rounds of the round loop run (while leading).")
 	mRoundErrors = metricDesc("round_errors_total", "Rounds that failed (Slurm unreadable, policy error); the next round retries.")
-	mRoundSecs   = metricDesc("round_duration_seconds", "Duration of the last round: reading Slurm, solving, applying.")
-	mSolveSecs   = metricDesc("solve_seconds", "Policy solve time of the last round.")
 	mRetyped     = metricDesc("retyped_total", "Pending jobs whose GPU type the round loop changed.")
+	mReprio      = metricDesc("reprioritised_total", "Pending jobs whose order (nice or priority) the round loop changed.")
 	mMigrations  = metricDesc("migrations_total", "Running jobs checkpointed and requeued onto another GPU type.")
 	mMigFail     = metricDesc("migration_failures_total", "Migrations abandoned (checkpoint failed or refused, requeue failed); the job kept running.")
 	mLimits      = metricDesc("limits_raised_total", "Running jobs' time limits Rota had shortened and raised to follow their progress (or gave back for want of a measurement).")
@@ -36,16 +39,32 @@ var (
 	mWallRatio   = metricDesc("walltime_estimate_ratio_median", "Median of Rota's time limit over the actual run time on finished jobs (above 1: room to spare).")
 	mWallUnder   = metricDesc("walltime_underestimated_ratio", "Fraction of judged jobs whose run time exceeded Rota's limit.")
 	mHintRatio   = metricDesc("throughput_hint_error_ratio_median", "Median of measured over hinted steps/s for jobs with --rota-throughput hints (1: hints were right).")
+
+	// Chains (docs/chains.md), from the chain manager's counters.
+	mChains       = metricDesc("chains_started_total", "Jobs past MaxTime that Rota runs as chains of segments.")
+	mChainsRun    = metricDesc("chains_running", "Chains running now.")
+	mChainSegs    = metricDesc("chain_segments_submitted_total", "Successor segments the chain manager submitted.")
+	mChainCkpts   = metricDesc("chain_checkpoints_total", "Checkpoints the chain manager asked of segments before their limit.")
+	mChainErrors  = metricDesc("chain_errors_total", "Chain manager actions that failed (Slurm unreadable, a submission refused); retried the next tick.")
+	mChainsEnded  = prometheus.NewDesc("rota_controller_chains_ended_total", "Chains ended, by how: done, cancelled, failed.", []string{"state"}, nil)
+	roundsDescs   = []*prometheus.Desc{mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated}
+	chainDescs    = []*prometheus.Desc{mChains, mChainsRun, mChainSegs, mChainCkpts, mChainErrors, mChainsEnded}
+	estimateDescs = []*prometheus.Desc{mWallCount, mWallRatio, mWallUnder, mHintRatio}
 )
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mDecisions, mRounds, mRoundErrors, mRoundSecs, mSolveSecs, mRetyped, mMigrations,
-		mMigFail, mLimits, mSlurmErrors, mUnannotated, mWallCount, mWallRatio, mWallUnder, mHintRatio} {
-		ch <- d
+	ch <- mDecisions
+	for _, ds := range [][]*prometheus.Desc{roundsDescs, chainDescs, estimateDescs, pluginDescs} {
+		for _, d := range ds {
+			ch <- d
+		}
 	}
-	for _, d := range pluginDescs {
-		ch <- d
+	// The same descriptors as the live ones, whether or not this
+	// controller has its instruments yet (tests build bare ones).
+	for _, c := range newInstruments().collectors() {
+		c.Describe(ch)
 	}
+	newEstimateCounter().Describe(ch)
 }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -61,14 +80,27 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 		s := l.Stats()
 		counter(mRounds, float64(s.Rounds))
 		counter(mRoundErrors, float64(s.RoundErrors))
-		gauge(mRoundSecs, s.LastRound.Seconds())
-		gauge(mSolveSecs, s.LastSolve.Seconds())
 		counter(mRetyped, float64(s.Retyped))
+		counter(mReprio, float64(s.Reprioritised))
 		counter(mMigrations, float64(s.Migrations))
 		counter(mMigFail, float64(s.MigrationFailures))
 		counter(mLimits, float64(s.LimitsRaised))
 		counter(mSlurmErrors, float64(s.SlurmErrors))
 		gauge(mUnannotated, float64(s.Unannotated))
+	}
+	if cm := c.chains.Load(); cm != nil {
+		s := cm.Stats()
+		counter(mChains, float64(s.Chains))
+		gauge(mChainsRun, float64(cm.Running()))
+		counter(mChainSegs, float64(s.Submitted))
+		counter(mChainCkpts, float64(s.Checkpoints))
+		counter(mChainErrors, float64(s.Errors))
+		for state, n := range map[string]uint64{chains.StateDone: s.Done, chains.StateCancelled: s.Cancelled, chains.StateFailed: s.Failed} {
+			ch <- prometheus.MustNewConstMetric(mChainsEnded, prometheus.CounterValue, float64(n), state)
+		}
+	}
+	for _, in := range c.inst.collectors() {
+		in.Collect(ch)
 	}
 	if e, ok := c.estimator.(*estimator); ok {
 		w := e.wall.Errors()
@@ -80,6 +112,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 		if r, ok := e.hintRatio(); ok {
 			gauge(mHintRatio, r)
 		}
+		e.counts.Collect(ch)
 	}
 	c.collectEstimatorPlugins(ch)
 }

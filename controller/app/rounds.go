@@ -50,6 +50,9 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	} else {
 		loop.SetStore(st)
 	}
+	if c.inst != nil {
+		loop.SetTimings(c.inst)
+	}
 	c.startChains(ctx, sched, loop, st)
 	if cli, ok := c.slurm.(*slurm.CLI); ok {
 		// Typed GPU limits (docs/rounds.md): read from accounting every
@@ -100,6 +103,9 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	// The queue-wait model (or estimator_queuewait) times successors when
 	// one is configured; the waits the manager sees answer otherwise.
 	m.SetPredictor(&chainWaits{c: c, fallback: m.Predictor()})
+	if c.inst != nil {
+		m.SetGapObserver(c.inst.chainGap)
+	}
 	loop.SetChains(m)
 	c.chains.Store(m)
 	go m.Run(ctx)

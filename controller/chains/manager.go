@@ -93,6 +93,8 @@ type Manager struct {
 	// nudgeFor is how long a checkpoint waits for its segment to end to
 	// nudge the successor.
 	nudgeFor time.Duration
+	// onGap hears each gap between segments once both ends are known.
+	onGap func(time.Duration)
 
 	// chains and bySeg belong to the goroutine that ticks (one at a
 	// time); readers get the view published after each change.
@@ -138,6 +140,31 @@ func (m *Manager) SetPredictor(p WaitPredictor) {
 	if p != nil {
 		m.pred = p
 	}
+}
+
+// SetGapObserver makes the manager tell f the gap between a segment's end
+// and its successor's start, once per pair (metrics). Call before Run.
+func (m *Manager) SetGapObserver(f func(time.Duration)) { m.onGap = f }
+
+// gapKnown tells onGap of the gap before segment i, which just became
+// known: its start or its predecessor's end was the other half.
+func (m *Manager) gapKnown(c *Chain, i int) {
+	if g, ok := c.Gap(i); ok && m.onGap != nil {
+		m.onGap(g)
+	}
+}
+
+// Running counts the chains that are running.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.pub {
+		if c.State == StateRunning {
+			n++
+		}
+	}
+	return n
 }
 
 // Predictor is the wait predictor in use (the fallback until
@@ -397,6 +424,7 @@ func (m *Manager) observe(c *Chain, i int, j *slurm.Job, now time.Time) {
 			if g, ok := c.Gap(i); ok {
 				m.log.Info().Uint32("chain", c.ID).Int("segment", s.N).Uint32("job", s.JobID).Dur("gap", g).Msg("next segment started")
 			}
+			m.gapKnown(c, i)
 		}
 	}
 	if s.LimitMin == 0 || j.TimeLimitMin != s.LimitMin {
@@ -450,6 +478,9 @@ func (m *Manager) ended(ctx context.Context, c *Chain, i int, now time.Time) boo
 		}
 	} else {
 		s.State = "GONE"
+	}
+	if i+1 < len(c.Segments) && !c.Segments[i+1].Started.IsZero() {
+		m.gapKnown(c, i+1) // its successor was seen starting first
 	}
 	if s.CancelledByRota {
 		return true

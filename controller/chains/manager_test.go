@@ -275,11 +275,32 @@ func TestChainRunsToCompletion(t *testing.T) {
 			now := t0
 			f := newFakeSlurm(&now)
 			m := newManager(t, f, mode)
+			var gaps []time.Duration
+			m.SetGapObserver(func(d time.Duration) { gaps = append(gaps, d) })
 			id := f.add(60)
+			if n := m.Running(); n != 0 {
+				t.Errorf("%d chains running before the first tick", n)
+			}
+			run(t, m, f, 10*time.Second)
+			if n := m.Running(); n != 1 {
+				t.Errorf("%d chains running after the first tick, want 1", n)
+			}
 			run(t, m, f, 4*time.Hour)
 			st, _ := m.Explain(id)
 			if st == nil || st.State != StateDone {
 				t.Fatalf("chain %+v", st)
+			}
+			if n := m.Running(); n != 0 {
+				t.Errorf("%d chains running after it ended", n)
+			}
+			// One gap per successor, as status shows it.
+			if len(gaps) != 2 {
+				t.Errorf("gaps heard %v, want 2", gaps)
+			}
+			for i, g := range gaps {
+				if gs := st.Segments[i+1].GapSeconds; gs == nil || g.Seconds() != *gs {
+					t.Errorf("gap %d heard %v, status %v", i+1, g, gs)
+				}
 			}
 			if len(st.Segments) != 3 || st.Planned != 3 {
 				t.Fatalf("%d segments (planned %d), want 3: %+v", len(st.Segments), st.Planned, st.Segments)

@@ -128,6 +128,18 @@ type ChainSegments interface {
 	Segment(jobID uint32) (pendingSuccessor, ok bool)
 }
 
+// Timings hears what the loop measures, as it measures it (the
+// controller's Prometheus histograms).
+type Timings interface {
+	// Round is a round's duration: reading Slurm, solving, applying.
+	Round(d time.Duration)
+	// Solve is a round's policy solve time.
+	Solve(d time.Duration)
+	// Move is a migration's cost: from the checkpoint command to the job
+	// running on its new type.
+	Move(d time.Duration)
+}
+
 // Loop drives Slurm round by round.
 type Loop struct {
 	cfg     Config
@@ -141,6 +153,7 @@ type Loop struct {
 	planner *Planner
 	pol     policy.Policy
 	chains  ChainSegments
+	timings Timings
 
 	// OnSnapshot, when set, gets each round's cluster picture (the submit
 	// path answers from it).
@@ -248,6 +261,9 @@ func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
 	return in, true
 }
 
+// SetTimings makes the loop report its timings to t; call it before Run.
+func (l *Loop) SetTimings(t Timings) { l.timings = t }
+
 // SetStore makes the loop save its state after every round and restore
 // it when it starts.
 func (l *Loop) SetStore(s StateStore) { l.store = s }
@@ -325,6 +341,9 @@ func (l *Loop) Round(ctx context.Context) error {
 	l.mu.Lock()
 	l.stats.Rounds++
 	l.stats.LastRound = time.Since(start)
+	if l.timings != nil {
+		l.timings.Round(l.stats.LastRound)
+	}
 	if err != nil {
 		l.stats.RoundErrors++
 	}
@@ -423,6 +442,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	l.last = &plan
 	l.stats.LastSolve = plan.SolveTime
 	l.mu.Unlock()
+	if l.timings != nil {
+		l.timings.Solve(plan.SolveTime)
+	}
 	if l.OnSnapshot != nil {
 		l.OnSnapshot(snap, &plan)
 	}
@@ -589,6 +611,9 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 		if v.Running && !tr.moveAt.IsZero() && j.Start.After(tr.moveAt) {
 			// Checkpoint request to restart: this job's measured move cost.
 			tr.moveCost, tr.moveAt = j.Start.Sub(tr.moveAt), time.Time{}
+			if l.timings != nil {
+				l.timings.Move(tr.moveCost)
+			}
 		}
 		if v.Running {
 			tr.target = ""

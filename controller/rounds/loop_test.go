@@ -557,3 +557,77 @@ func TestRoundsRetypeOnlyWhereTheJobHolds(t *testing.T) {
 		})
 	}
 }
+
+// recTimings records what the loop reports to Timings.
+type recTimings struct {
+	mu                  sync.Mutex
+	rounds, solves, mvs []time.Duration
+}
+
+func (r *recTimings) Round(d time.Duration) {
+	r.mu.Lock()
+	r.rounds = append(r.rounds, d)
+	r.mu.Unlock()
+}
+func (r *recTimings) Solve(d time.Duration) {
+	r.mu.Lock()
+	r.solves = append(r.solves, d)
+	r.mu.Unlock()
+}
+func (r *recTimings) Move(d time.Duration) { r.mu.Lock(); r.mvs = append(r.mvs, d); r.mu.Unlock() }
+
+// Timings hears every round and solve as measured, a failed round's
+// duration but no solve, and a migration's cost once, when the moved job
+// runs again: from the checkpoint command to its start.
+func TestTimings(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	rec := &recTimings{}
+	l.SetTimings(rec)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if len(f.requeued) != 1 || len(rec.rounds) != 1 || len(rec.solves) != 1 || len(rec.mvs) != 0 {
+		t.Fatalf("after the first round: requeued %v, timings %+v", f.requeued, rec)
+	}
+	moveAt := l.known[1].moveAt
+	start := moveAt.Add(7 * time.Second)
+	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, start
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	f.failJobs = true
+	if err := l.Round(context.Background()); err == nil {
+		t.Fatal("a round without squeue did not fail")
+	}
+	f.failJobs = false
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	tests := []struct {
+		what      string
+		got, want int
+	}{
+		{"rounds", len(rec.rounds), 4},
+		{"solves", len(rec.solves), 3},
+		{"moves", len(rec.mvs), 1},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s heard %d times, want %d", tc.what, tc.got, tc.want)
+		}
+	}
+	if len(rec.mvs) == 1 && rec.mvs[0] != 7*time.Second {
+		t.Errorf("move cost %v, want 7s", rec.mvs[0])
+	}
+	for _, d := range rec.rounds {
+		if d <= 0 {
+			t.Errorf("round duration %v", d)
+		}
+	}
+}

@@ -101,6 +101,7 @@ type outgoing struct {
 	req   wire.PlaceRequest
 	reply wire.PlaceReply
 	at    time.Time
+	took  time.Duration // deciding, on slurmctld's thread; 0 from the shelf
 	seq   uint64
 	flush chan struct{}
 }
@@ -257,7 +258,7 @@ func (l *Local) sendBatch(batch []outgoing) {
 		}
 		o.reply.Reason = res.Reason
 		d := wire.Decision{V: wire.Version, ID: o.reply.DecisionID, At: o.at.UTC(), JobID: o.req.JobID, Asked: o.req, Given: o.reply,
-			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve}
+			Numbers: res.Numbers, Origin: l.Origin, Seq: o.seq, StateGen: o.s.Gen, Reserve: res.Reserve, DecideNs: o.took.Nanoseconds()}
 		b, err := json.Marshal(&d)
 		if err != nil {
 			l.sendError(fmt.Errorf("decision %s (job placed, record not encoded; rota explain will not find it): %w", d.ID, err))
@@ -421,7 +422,7 @@ func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
 		ByFeature: res.ByFeature, Policy: policyName(s)}
 	select {
-	case l.out <- outgoing{s: s, extra: extra, req: *req, reply: reply, at: now, seq: seq}:
+	case l.out <- outgoing{s: s, extra: extra, req: *req, reply: reply, at: now, took: l.now().Sub(now), seq: seq}:
 	default:
 		l.unreserve(seq)
 		return nil, ErrQueueFull

@@ -433,3 +433,47 @@ func TestLocalAway(t *testing.T) {
 		}
 	}
 }
+
+// Each decision made in Go tells the controller how long it took on
+// slurmctld's thread (its placement latency), from the plugin's clock.
+func TestLocalReportsDecideTime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		took time.Duration
+	}{
+		{"40 us", 40 * time.Microsecond},
+		{"a slow one", 3 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent [][]byte
+			l := NewLocal(30*time.Second, func(batch [][]byte) error { sent = append(sent, batch...); return nil })
+			defer l.Close()
+			if err := l.Feed(placeState(0, l.Origin)); err != nil {
+				t.Fatal(err)
+			}
+			// The clock is read as the decision starts and once it is made.
+			var mu sync.Mutex
+			clock, reads := time.Unix(1000, 0), 0
+			l.now = func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				reads++
+				if reads == 2 {
+					clock = clock.Add(tc.took)
+				}
+				return clock
+			}
+			if _, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			l.Flush()
+			var d wire.Decision
+			if len(sent) != 1 || wire.Decode(sent[0], &d) != nil {
+				t.Fatalf("sent %q", sent)
+			}
+			if time.Duration(d.DecideNs) != tc.took {
+				t.Errorf("decide_ns %d, want %d", d.DecideNs, tc.took.Nanoseconds())
+			}
+		})
+	}
+}

@@ -71,8 +71,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	// rota-test: the user TestJobModify submits as, in an account.
-	testCluster = newDevCluster(devDir, nodePrefix, slurmPort, natsPort, "ROTA_DEV_USERS=rota-test:lab-a")
+	// rota-test: the user TestJobModify submits as, in an account; the
+	// agents' /metrics on the three ports after slurmdbd's (TestDashboards).
+	testCluster = newDevCluster(devDir, nodePrefix, slurmPort, natsPort, "ROTA_DEV_USERS=rota-test:lab-a",
+		fmt.Sprintf("ROTA_DEV_AGENT_METRICS_PORT=%d", natsPort+3))
 	env = testCluster.env
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "integration tests need root (they run munge, slurmctld and slurmd): FAIL")
@@ -179,9 +181,10 @@ func (c devCluster) run(name string, args ...string) (string, error) {
 }
 
 // freePorts: four consecutive ports (slurmctld and three slurmd), the
-// next one for NATS, then the controller's /metrics and slurmdbd.
+// next one for NATS, then the controller's /metrics, slurmdbd and the
+// three agents' /metrics.
 func freePorts() (slurm, nats int, err error) {
-	base, err := freeport.Consecutive(7)
+	base, err := freeport.Consecutive(10)
 	return base, base + 4, err
 }
 

@@ -265,7 +265,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 	// And Prometheus sees it.
 	m := scrape(t)
 	if !regexp.MustCompile(`(?m)^rota_controller_migrations_total [1-9]`).MatchString(m) ||
-		!regexp.MustCompile(`(?m)^rota_controller_round_duration_seconds \d`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^rota_controller_round_duration_seconds_count [1-9]`).MatchString(m) ||
 		!regexp.MustCompile(`(?m)^rota_controller_decisions_total [1-9]`).MatchString(m) {
 		t.Errorf("/metrics:\n%s", m)
 	}

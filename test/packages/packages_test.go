@@ -181,7 +181,8 @@ func wants() map[string]want {
 		"rota-controller": {
 			files: append([]string{"/usr/bin/rota-controller", "/usr/bin/rota", "/usr/libexec/rota/rota-estimator-speedtable", "/usr/lib/systemd/system/rota-controller.service", "/etc/rota/controller.conf", "/etc/sysconfig/rota-controller", "/var/lib/rota", "/usr/share/doc/rota-controller/operations.md", "/usr/share/doc/rota-controller/architecture.md",
 				"/usr/share/rota/simulation_throughputs.json", "/usr/share/doc/rota-controller/simulation_throughputs.LICENSE",
-				"/usr/share/bash-completion/completions/rota", "/usr/share/zsh/site-functions/_rota"}, manPages...),
+				"/usr/share/bash-completion/completions/rota", "/usr/share/zsh/site-functions/_rota",
+				"/usr/share/rota/grafana/rota-controller.json", "/usr/share/rota/grafana/rota-agents.json"}, manPages...),
 			config: []string{"/etc/rota/controller.conf", "/etc/sysconfig/rota-controller"},
 			deb: map[string]string{"/etc/sysconfig/rota-controller": "/etc/default/rota-controller",
 				"/usr/share/zsh/site-functions/_rota": "/usr/share/zsh/vendor-completions/_rota"},
