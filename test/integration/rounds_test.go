@@ -35,6 +35,11 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 	// not what this test is about; such a job is submitted again.
 	var id string
 	for try := 1; ; try++ {
+		// The previous test restarted the controller: wait until the
+		// plugin places jobs again.
+		if err := waitPlaced(); err != nil {
+			t.Fatal(err)
+		}
 		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1",
 			"--rota-steps=36000", "--rota-throughput=v100:10,p100:8,k80:3", "--wrap", "sleep 1")
 		if err != nil {
