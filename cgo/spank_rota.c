@@ -6,6 +6,7 @@
  *   --rota=on|off                     let Rota choose GPU type and walltime
  *   --rota-steps=N                    the job's total training steps
  *   --rota-throughput=TYPE:RATE[,...] your own steps/s estimate per GPU type
+ *   --rota-types=TYPE[,...]           the only GPU types Rota may choose
  *   --rota-checkpoint-signal=SIG      the signal this job checkpoints on
  *                                     (declares that it can be migrated)
  *   --rota-chain[=on|off]             run past MaxTime as a chain of segments
@@ -45,6 +46,7 @@ static int check_steps(int val, const char *optarg, int remote);
 static int check_throughput(int val, const char *optarg, int remote);
 static int check_signal(int val, const char *optarg, int remote);
 static int check_chain(int val, const char *optarg, int remote);
+static int check_types(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -62,6 +64,9 @@ static struct spank_option rota_options[] = {
 	{ "rota-chain", "on|off",
 	  "Run this job past the partition's MaxTime as a chain of checkpointed segments (needs --rota-checkpoint-signal); off: never.",
 	  2, 4, check_chain },
+	{ "rota-types", "TYPE[,TYPE...]",
+	  "The only GPU types Rota may give this job, e.g. v100,p100 (as --constraint=\"v100|p100\").",
+	  1, 5, check_types },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -132,6 +137,36 @@ static int check_throughput(int val, const char *optarg, int remote)
 bad:
 	slurm_error("--rota-throughput: want TYPE:STEPS_PER_S[,...] such as v100:12.5,k80:3, got '%s'",
 		    optarg ? optarg : "");
+	return -1;
+}
+
+/* TYPE[,TYPE...]; TYPE of [A-Za-z0-9_.-], starting alphanumeric. */
+static int check_types(int val, const char *optarg, int remote)
+{
+	const char *p = optarg;
+
+	(void) val;
+	(void) remote;
+	if (!p || !*p)
+		goto bad;
+	while (*p) {
+		const char *t = p;
+
+		while (*p && *p != ',') {
+			char c = *p;
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+				goto bad;
+			p++;
+		}
+		if (p == t || p - t > 64)
+			goto bad;
+		if (*p == ',' && !*++p)
+			goto bad;
+	}
+	return 0;
+bad:
+	slurm_error("--rota-types: want GPU types such as v100,p100, got '%s'", optarg ? optarg : "");
 	return -1;
 }
 

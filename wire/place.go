@@ -65,6 +65,9 @@ type Hints struct {
 	Steps uint64 `json:"steps,omitempty"`
 	// Throughput is steps/s per GPU type (--rota-throughput).
 	Throughput map[string]float64 `json:"throughput,omitempty"`
+	// Types are the only GPU types Rota may give the job (--rota-types;
+	// empty: any). A constraint such as "v100|p100" limits it the same way.
+	Types []string `json:"types,omitempty"`
 	// CheckpointSignal is the signal the job saves a checkpoint on
 	// (--rota-checkpoint-signal, e.g. "USR1"); set means the job declared
 	// it can be checkpointed, so Rota may move it.

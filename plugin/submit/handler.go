@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -317,6 +318,12 @@ func ParseSpankOptions(env []string) (SpankOptions, error) {
 				return o, err
 			}
 			o.Hints.Throughput = tp
+		case "rota_types":
+			ts, err := ParseTypesHint(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Types = ts
 		}
 	}
 	return o, nil
@@ -326,6 +333,22 @@ func ParseSpankOptions(env []string) (SpankOptions, error) {
 var catchable = map[string]bool{
 	"HUP": true, "INT": true, "QUIT": true, "USR1": true, "USR2": true, "ALRM": true,
 	"TERM": true, "CONT": true, "URG": true, "PWR": true, "XCPU": true,
+}
+
+// ParseTypesHint reads --rota-types=TYPE[,TYPE...]: the GPU types the
+// user lets Rota choose from, each once.
+func ParseTypesHint(v string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return nil, fmt.Errorf("--rota-types: %w", err)
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // ParseThroughputHint reads --rota-throughput=TYPE:STEPS_PER_S[,...].

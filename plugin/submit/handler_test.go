@@ -250,7 +250,7 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	job := &Job{JobID: NoVal, // not assigned yet at submission
 		TresPerTask: "gres:gpu:1", NumTasks: 4, MinNodes: NoVal, TimeLimit: 120, Account: "ml", Partition: "gpu", Name: "train",
 		SpankEnv: []string{"OTHER=1", "_SLURM_SPANK_OPTION_rota_rota_steps=5000", "_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5",
-			"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=SIGUSR2"},
+			"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=SIGUSR2", "_SLURM_SPANK_OPTION_rota_rota_types=p100, v100,p100"},
 	}
 	if _, out, err := h.Handle(context.Background(), job); err != nil || out != Kept {
 		t.Fatalf("outcome %s err %v", out, err)
@@ -259,7 +259,7 @@ func TestHandleSendsHintsAndCounts(t *testing.T) {
 	if r.V != wire.Version || r.GPU.PerTask != 1 || r.GPU.Tasks != 4 || r.GPU.Nodes != 0 || r.TimeLimitMin != 120 ||
 		r.Account != "ml" || r.Partition != "gpu" || r.Name != "train" || r.Hints.Steps != 5000 ||
 		r.Hints.Throughput["v100"] != 10 || r.Hints.Throughput["k80"] != 2.5 || r.Hints.CheckpointSignal != "USR2" ||
-		r.JobID != 0 {
+		r.JobID != 0 || strings.Join(r.Hints.Types, ",") != "p100,v100" {
 		t.Fatalf("request %+v", r)
 	}
 }
@@ -290,6 +290,10 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=KILL",
 		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=",
 		"_SLURM_SPANK_OPTION_rota_rota_chain=maybe",
+		"_SLURM_SPANK_OPTION_rota_rota_types=",
+		"_SLURM_SPANK_OPTION_rota_rota_types=v100,",
+		"_SLURM_SPANK_OPTION_rota_rota_types=v100|p100",
+		"_SLURM_SPANK_OPTION_rota_rota_types=100",
 	} {
 		if _, err := ParseSpankOptions([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)
@@ -299,6 +303,7 @@ func TestParseSpankOptionsErrors(t *testing.T) {
 
 func FuzzParseSpankOptions(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_types=v100,p100")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_steps=100")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota=off")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_chain=on")
