@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -435,6 +436,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		if n := views[i].LimitNote; n != "" {
 			plan.Actions[i].Why += "; " + n
 		}
+		if n := views[i].ChoiceNote; n != "" {
+			plan.Actions[i].Why += "; " + n
+		}
 	}
 	l.realise(ctx, &plan, views, byID, snap, now)
 	l.followLimits(ctx, jobs, snap, nodeType, now)
@@ -581,8 +585,9 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 		asked := tr.decision.Asked
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if !v.UserTyped {
-			// Rota may choose its type: only among those that hold it.
-			v.Fits, v.Unfit = fitTypes(cv, types, req, &asked, j.Partition)
+			// Rota may choose its type: only among those that hold it
+			// and its user allows.
+			v.Fits, v.Unfit, v.ChoiceNote = fitTypes(cv, types, req, &asked, j.Partition)
 		}
 		if v.Running && len(j.Nodes) > 0 {
 			v.Type = nodeType[j.Nodes[0]]
@@ -682,20 +687,28 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 // GPU counts as Slurm has them now, its node and task shape and its
 // constraint as the plugin recorded them (squeue shows a pending job's
 // node count as Slurm's estimate, not as asked).
-func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *wire.PlaceRequest, partition string) (fit []bool, why string) {
+//
+// choice says which types the user allows, when not all ("" otherwise).
+func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *wire.PlaceRequest, partition string) (fit []bool, why, choice string) {
 	a := req.Ask(asked.GPU.Nodes, asked.GPU.Tasks)
 	a.MaxNodes, a.TasksPerNode, a.SocketsPerNode = asked.GPU.MaxNodes, asked.GPU.TasksPerNode, asked.GPU.SocketsPerNode
 	need := rule.NeedOf(a)
+	allowed, restricted := rule.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
 	fit = make([]bool, len(types))
 	some := false
 	for k, t := range types {
-		fit[k] = rule.Holds(cv, t, need, partition, asked.Features)
+		fit[k] = (!restricted || slices.Contains(allowed, t)) && rule.Holds(cv, t, need, partition, asked.Features)
 		some = some || fit[k]
 	}
-	if !some {
+	switch {
+	case !some && restricted:
+		why = "none of the GPU types the user allows (" + rule.ChoiceWords(allowed, asked.Hints, asked.Features) + ") can hold the job as asked; left as asked"
+	case !some:
 		why = rule.NoTypeReason(need, partition, asked.Features)
+	case restricted:
+		choice = "chosen among the types the user allows (" + rule.ChoiceWords(allowed, asked.Hints, asked.Features) + ")"
 	}
-	return fit, why
+	return fit, why, choice
 }
 
 // featureType finds a GPU type named in a constraint ("ib&v100" -> v100).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,6 +259,37 @@ func TestPendingJobsRetypedAndOrdered(t *testing.T) {
 	}
 	if s := l.Stats(); s.Rounds != 1 || s.Retyped == 0 || s.Reprioritised == 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// Jobs whose users allow only some types are retyped among those only:
+// --rota-types, or a constraint of alternatives (which Rota narrows to
+// the chosen type), and rota explain says so.
+func TestRoundsKeepToTheTypesTheUserAllows(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	// All on v100 by an old decision; v100 is the fastest, and free.
+	for id := uint32(1); id <= 3; id++ {
+		f.add(id, "PENDING", "", "v100", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600, Types: []string{"k80", "p100"}}}}, decs)
+	}
+	f.add(4, "PENDING", "", "v100", &wire.Decision{Asked: wire.PlaceRequest{Features: "k80|p100", Hints: wire.Hints{Steps: 3600}}}, decs)
+	f.add(5, "PENDING", "", "v100", &wire.Decision{Asked: wire.PlaceRequest{Features: "k80|p100", Hints: wire.Hints{Steps: 3600, Types: []string{"k80"}}}}, decs)
+	l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, nil)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint32(1); id <= 5; id++ {
+		want := []string{"k80", "p100"}
+		if id == 5 {
+			want = want[:1]
+		}
+		if got := f.jobs[id].Features; !slices.Contains(want, got) {
+			t.Errorf("job %d retyped to %q, want one of %v (updates %v)", id, got, want, f.updates)
+		}
+		a, _, ok := l.Explain(id)
+		if !ok || !strings.Contains(a.Why, "chosen among the types the user allows") {
+			t.Errorf("job %d: explain %+v does not say what its user allows", id, a)
+		}
 	}
 }
 

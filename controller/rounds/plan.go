@@ -56,6 +56,9 @@ type JobView struct {
 	Fits []bool
 	// LimitNote says which types the site's typed limits left out ("" none).
 	LimitNote string
+	// ChoiceNote says which types the user allows (--rota-types, a
+	// constraint "v100|p100"; "" any): Fits has only those.
+	ChoiceNote string
 	// Unfit says why no single type can hold the job as asked ("" when
 	// one can): Rota leaves it as the user asked it, out of the policy.
 	Unfit string

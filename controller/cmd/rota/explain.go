@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -121,6 +122,9 @@ func printDecision(w io.Writer, d *wire.Decision) {
 	if a.Hints.Steps > 0 || len(a.Hints.Throughput) > 0 {
 		fmt.Fprintf(tw, "hints\tsteps %d, throughput %v\n", a.Hints.Steps, a.Hints.Throughput)
 	}
+	if len(a.Hints.Types) > 0 || strings.Contains(a.Features, "|") {
+		fmt.Fprintf(tw, "types allowed\t%s\n", typesAllowed(a))
+	}
 	fmt.Fprintf(tw, "given\tgpu %s, time %s\n", given, minutesOrKeep(g.TimeLimitMin))
 	fmt.Fprintf(tw, "why\t%s\n", g.Reason)
 	keys := make([]string, 0, len(d.Numbers))
@@ -174,4 +178,16 @@ func minutesOrKeep(m uint32) string {
 		return "kept as asked"
 	}
 	return slurmtime.Format(m)
+}
+
+// typesAllowed says how the user limited the types Rota may choose.
+func typesAllowed(a wire.PlaceRequest) string {
+	var how []string
+	if len(a.Hints.Types) > 0 {
+		how = append(how, strings.Join(a.Hints.Types, ",")+" (--rota-types)")
+	}
+	if strings.Contains(a.Features, "|") {
+		how = append(how, a.Features+" (constraint)")
+	}
+	return strings.Join(how, " and ")
 }

@@ -285,8 +285,13 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	roomKey := s.RoomKey(req.UID, req.Account, req.QOS)
 	var limitedBuf [8]cand
 	limited, limitWhy := limitedBuf[:0], ""
+	allowed, restricted := AllowedTypes(req.Hints, req.Features, func(f string) bool { _, ok := cv.Types[f]; return ok })
 	for _, t := range v.types {
 		tc := cv.Types[t]
+		if restricted && !slices.Contains(allowed, t) {
+			num.set2("allowed.", t, 0)
+			continue
+		}
 		if !holds(&tc, need, parts, cons) {
 			// Only types that can hold the whole job as asked: any other
 			// would leave it refused or pending for good.
@@ -317,10 +322,16 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	}
 	if len(fits) == 0 {
 		res.Reason = "no single GPU type can hold the job as asked; left as asked"
-		if explain {
+		switch {
+		case restricted:
+			res.Reason = "none of the GPU types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) + ") can hold the job as asked; left as asked"
+		case explain:
 			res.Reason = NoTypeReason(need, parts, req.Features)
 		}
 		return withNumbers(res, num)
+	}
+	if restricted && explain {
+		limitWhy += "; chosen among the types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) + ")"
 	}
 	if r, ok := earliestFinish(v, req, fits, total, part, num); ok {
 		return withRoom(r, req, roomKey, limitWhy)
@@ -352,6 +363,45 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	}
 	res.TimeLimitMin = walltime(s, req, best.t, part, num)
 	return withRoom(withNumbers(res, num), req, roomKey, limitWhy)
+}
+
+// AllowedTypes are the GPU types a job lets Rota choose from: those of
+// --rota-types (hints.Types), those a constraint offers as alternatives
+// ("v100|p100", gpureq.TypeChoice), or what both allow. restricted is
+// false when the job leaves every type open.
+func AllowedTypes(h wire.Hints, features string, isType func(string) bool) (allowed []string, restricted bool) {
+	choice := gpureq.TypeChoice(features, isType)
+	switch {
+	case len(h.Types) == 0 && choice == nil:
+		return nil, false
+	case len(h.Types) == 0:
+		return choice, true
+	case choice == nil:
+		return h.Types, true
+	}
+	for _, t := range h.Types {
+		if slices.Contains(choice, t) {
+			allowed = append(allowed, t)
+		}
+	}
+	return allowed, true
+}
+
+// ChoiceWords says which types a job allows and how its user said so
+// ("k80,v100: constraint k80|v100"), for rota explain.
+func ChoiceWords(allowed []string, h wire.Hints, features string) string {
+	set := strings.Join(allowed, ",")
+	if set == "" {
+		set = "none in common"
+	}
+	var how []string
+	if len(h.Types) > 0 {
+		how = append(how, "--rota-types "+strings.Join(h.Types, ","))
+	}
+	if strings.Contains(features, "|") {
+		how = append(how, "constraint "+features)
+	}
+	return set + ": " + strings.Join(how, " and ")
 }
 
 // withRoom marks a placement of a user with typed limits, so that its

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rota-hpc/rota/wire"
@@ -67,6 +68,16 @@ func TestPlace(t *testing.T) {
 			roomFor(0)(s)
 			s.Headroom[7].Left["lab/"]["k80"] = 0
 		}, nil, wire.PlaceRequest{UID: 7, GPU: one}, "v100", 0, &wire.Reservation{Type: "v100", GPUs: 1, UID: 7, Room: "lab/"}},
+		// The types the user allows: --rota-types, a constraint of
+		// alternatives, or both.
+		{"--rota-types leaves the fastest out", nil, nil, wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"k80"}}}, "k80", 0,
+			&wire.Reservation{Type: "k80", GPUs: 1}},
+		{"constraint of alternatives is a choice", nil, nil, wire.PlaceRequest{GPU: one, Features: "k80|v100"}, "v100", 0,
+			&wire.Reservation{Type: "v100", GPUs: 1}},
+		{"both: what both allow", nil, nil, wire.PlaceRequest{GPU: one, Features: "k80|v100", Hints: wire.Hints{Types: []string{"k80", "p100"}}}, "k80", 0,
+			&wire.Reservation{Type: "k80", GPUs: 1}},
+		{"no allowed type here: kept", nil, nil, wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"a100"}}}, "", 0, nil},
+		{"constraint naming one type: kept", nil, nil, wire.PlaceRequest{GPU: one, Features: "k80"}, "", 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state()
@@ -182,5 +193,27 @@ func TestViewClone(t *testing.T) {
 	}
 	if ahead[0].Reserve.Type == ahead[len(ahead)-1].Reserve.Type && ahead[0].Reserve.FinishS == ahead[len(ahead)-1].Reserve.FinishS {
 		t.Fatalf("every decision ahead was the same (%+v): the test no longer exercises the counting", ahead[0])
+	}
+}
+
+// rota explain says which types the user allowed, or why none could do.
+func TestPlaceSaysWhatTheUserAllows(t *testing.T) {
+	t.Parallel()
+	one := wire.GPUAsk{PerNode: 1}
+	for _, tc := range []struct {
+		req  wire.PlaceRequest
+		want string
+	}{
+		{wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"k80"}}},
+			"chosen among the types the user allows (k80: --rota-types k80)"},
+		{wire.PlaceRequest{GPU: one, Features: "k80|v100"},
+			"chosen among the types the user allows (k80,v100: constraint k80|v100)"},
+		{wire.PlaceRequest{GPU: one, Features: "k80|v100", Hints: wire.Hints{Types: []string{"p100"}}},
+			"none of the GPU types the user allows (none in common: --rota-types p100 and constraint k80|v100) can hold the job as asked; left as asked"},
+	} {
+		res := Place(state(), nil, &tc.req)
+		if !strings.Contains(res.Reason, tc.want) {
+			t.Errorf("%+v: reason %q, want it to say %q", tc.req, res.Reason, tc.want)
+		}
 	}
 }

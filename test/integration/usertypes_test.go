@@ -1,0 +1,79 @@
+//go:build integration
+
+package integration
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A user may limit the types Rota chooses from: --rota-types, or the
+// constraint Slurm users already write (--constraint="k80|p100"). Rota
+// gives one of those, says so in rota explain, and the round loop keeps
+// to them.
+func TestUserAllowedTypes(t *testing.T) {
+	if err := waitPlaced(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // the types Rota may give; nil: left as asked
+		says string   // in rota explain
+	}{
+		{"--rota-types one type", []string{"--rota-types=k80"}, []string{"k80"}, "k80 (--rota-types)"},
+		{"--rota-types two types", []string{"--rota-types=p100,k80"}, []string{"p100", "k80"}, "p100,k80 (--rota-types)"},
+		{"constraint of alternatives", []string{"--constraint=k80|p100"}, []string{"k80", "p100"}, "k80|p100 (constraint)"},
+		{"both", []string{"--constraint=k80|v100", "--rota-types=p100,v100"}, []string{"v100"}, "p100,v100 (--rota-types) and k80|v100 (constraint)"},
+		{"no such type here", []string{"--rota-types=a100"}, nil, "none of the GPU types the user allows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := sbatch(t, append([]string{"--gres=gpu:1"}, tc.args...)...)
+			j := show(t, id)
+			got := rotaType(j)
+			switch {
+			case tc.want == nil && got != "":
+				t.Errorf("job %d given %q, want it left as asked", id, got)
+			case tc.want != nil && !slices.Contains(tc.want, got):
+				t.Errorf("job %d given %q (Features %q, TresPerNode %q), want one of %v", id, got, j.Features, j.Raw.TresPerNode, tc.want)
+			}
+			out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, strconv.FormatUint(uint64(id), 10))
+			if err != nil {
+				t.Fatalf("rota explain %d: %v %s", id, err, out)
+			}
+			if !strings.Contains(out, tc.says) {
+				t.Errorf("rota explain %d does not say %q:\n%s", id, tc.says, out)
+			}
+		})
+	}
+
+	// A malformed list is refused at sbatch time, with the reason.
+	out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--rota-types=v100|p100", "--wrap", "true")
+	if err == nil {
+		run("scancel", strings.TrimSpace(out))
+		t.Errorf("sbatch --rota-types=v100|p100 accepted: %s", out)
+	} else if !strings.Contains(out, "--rota-types: want GPU types such as v100,p100") {
+		t.Errorf("sbatch --rota-types=v100|p100: %v %s", err, out)
+	}
+
+	// The round loop keeps to them: a job left on v100 (as if an old
+	// choice had gone stale) is moved to a type its user allows.
+	id := sbatch(t, "--begin=now+1hour", "--gres=gpu:1", "--rota-types=k80,p100")
+	sid := strconv.FormatUint(uint64(id), 10)
+	run("scontrol", "release", sid) // pending for its begin time only: the loop leaves held jobs alone
+	setType(t, sid, "v100")
+	var j job
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if j = show(t, id); rotaType(j) == "k80" || rotaType(j) == "p100" {
+			break
+		}
+		if time.Now().After(deadline) {
+			logWhy(t, sid, 0)
+			t.Fatalf("job %s still on %q after 30 s; the round loop must move it to a type its user allows", sid, rotaType(j))
+		}
+	}
+}
