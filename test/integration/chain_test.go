@@ -43,6 +43,16 @@ func TestChainPastMaxTime(t *testing.T) {
 		}
 		return false
 	})
+	// And the plugin, which places from the state the controller
+	// publishes: a job it placed with the old MaxTime would not be made a
+	// chain, and would pend for good (PartitionTimeLimit).
+	waitFor(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
+		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
+		j := show(t, id)
+		run("scancel", strconv.FormatUint(uint64(id), 10))
+		time.Sleep(500 * time.Millisecond)
+		return j.TimeLimit == "00:01:00"
+	})
 
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
