@@ -112,7 +112,7 @@ FORCE:
 # that release alone.
 test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases)
 
-SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits)$$
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes)$$
 .PHONY: test-releases
 test-releases:
 	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards)$$'
