@@ -99,6 +99,15 @@ bad:
 	return -1;
 }
 
+/* The end of the GPU type name at p: its characters are [A-Za-z0-9_.-]. */
+static const char *type_name_end(const char *p)
+{
+	while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+	       (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.')
+		p++;
+	return p;
+}
+
 /* TYPE:RATE[,TYPE:RATE...]; TYPE of [A-Za-z0-9_.-], RATE a positive number. */
 static int check_throughput(int val, const char *optarg, int remote)
 {
@@ -113,13 +122,7 @@ static int check_throughput(int val, const char *optarg, int remote)
 		char *end = NULL;
 		double rate;
 
-		while (*p && *p != ':' && *p != ',') {
-			char c = *p;
-			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
-				goto bad;
-			p++;
-		}
+		p = type_name_end(p);
 		if (p == t || *p != ':')
 			goto bad;
 		p++;
@@ -152,14 +155,8 @@ static int check_types(int val, const char *optarg, int remote)
 	while (*p) {
 		const char *t = p;
 
-		while (*p && *p != ',') {
-			char c = *p;
-			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
-				goto bad;
-			p++;
-		}
-		if (p == t || p - t > 64)
+		p = type_name_end(p);
+		if (p == t || p - t > 64 || (*p && *p != ','))
 			goto bad;
 		if (*p == ',' && !*++p)
 			goto bad;

@@ -127,7 +127,13 @@ func (c *Controller) serveMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	c.serveHTTP(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "metrics server")
+	return nil
+}
+
+// serveHTTP serves srv on ln until ctx ends, then shuts it down; what is
+// the server's name in the log line if it stops on its own.
+func (c *Controller) serveHTTP(ctx context.Context, ln net.Listener, srv *http.Server, what string) {
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -136,8 +142,7 @@ func (c *Controller) serveMetrics(ctx context.Context, addr string) error {
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.log.Error().Err(err).Str("listen", addr).Msg("metrics server stopped")
+			c.log.Error().Err(err).Str("listen", ln.Addr().String()).Msg(what + " stopped")
 		}
 	}()
-	return nil
 }

@@ -104,17 +104,7 @@ func (c *Controller) serveWeb(ctx context.Context) error {
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: log.New(io.Discard, "", 0)} // clients hanging up are not the admin's business
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.log.Error().Err(err).Str("listen", addr).Msg("web view stopped")
-		}
-	}()
+	c.serveHTTP(ctx, ln, srv, "web view")
 	host, _, _ := net.SplitHostPort(addr)
 	ev := c.log.Info().Str("url", "http://"+ln.Addr().String()).Str("auth", a.Mode)
 	if a.Mode == web.AuthNone && !isLoopback(host) {

@@ -22,37 +22,7 @@ import (
 // the one before checkpointed, nothing is lost, the last step is the total,
 // and the chain is one job in status and explain.
 func TestChainPastMaxTime(t *testing.T) {
-	// MaxTime of one minute for this test, the partition's own restored
-	// after it.
-	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
-	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
-	if m == nil {
-		t.Fatalf("partition gpu: %s", part)
-	}
-	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
-		t.Fatalf("scontrol update partition: %v %s", err, out)
-	}
-	t.Cleanup(func() { run("scontrol", "update", "PartitionName=gpu", "MaxTime="+m[1]) })
-	// The controller caps walltimes at MaxTime from its own view: wait
-	// until it has the new one, or the job would ask for more and pend.
-	waitFor(t, 60*time.Second, "the controller to see MaxTime=1", func() bool {
-		for _, p := range status(t).Partitions {
-			if p.Name == "gpu" {
-				return p.MaxTimeMin == 1
-			}
-		}
-		return false
-	})
-	// And the plugin, which places from the state the controller
-	// publishes: a job it placed with the old MaxTime would not be made a
-	// chain, and would pend for good (PartitionTimeLimit).
-	waitFor(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
-		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
-		j := show(t, id)
-		run("scancel", strconv.FormatUint(uint64(id), 10))
-		time.Sleep(500 * time.Millisecond)
-		return j.TimeLimit == "00:01:00"
-	})
+	maxTimeOneMinute(t)
 
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
@@ -147,4 +117,38 @@ func TestChainPastMaxTime(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Chain == nil || rep.Chain.ID != uint32(id) {
 		t.Errorf("rota explain %d: %v %s", last, err, out)
 	}
+}
+
+// maxTimeOneMinute sets the gpu partition's MaxTime to one minute for
+// this test (its own restored after it) and waits until Rota places by
+// it: the controller's view, and the plugin, which places from the state
+// the controller publishes a moment later. A job the plugin placed with
+// the old MaxTime would not be made a chain, and would pend for good
+// (PartitionTimeLimit).
+func maxTimeOneMinute(t *testing.T) {
+	t.Helper()
+	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
+	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
+	if m == nil {
+		t.Fatalf("partition gpu: %s", part)
+	}
+	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
+		t.Fatalf("scontrol update partition: %v %s", err, out)
+	}
+	t.Cleanup(func() { run("scontrol", "update", "PartitionName=gpu", "MaxTime="+m[1]) })
+	waitFor(t, 60*time.Second, "the controller to see MaxTime=1", func() bool {
+		for _, p := range status(t).Partitions {
+			if p.Name == "gpu" {
+				return p.MaxTimeMin == 1
+			}
+		}
+		return false
+	})
+	waitFor(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
+		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
+		j := show(t, id)
+		run("scancel", strconv.FormatUint(uint64(id), 10))
+		time.Sleep(500 * time.Millisecond)
+		return j.TimeLimit == "00:01:00"
+	})
 }

@@ -437,18 +437,7 @@ func controllerMetric(t *testing.T, d time.Duration, what string, re *regexp.Reg
 // move (the moved job running again); the job is then cancelled.
 func migrateForDashboards(t *testing.T, dir string) {
 	t.Helper()
-	var blockers []string
-	for _, typ := range []string{"v100", "p100"} {
-		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", node(typ), "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
-		if err != nil {
-			t.Fatalf("sbatch blocker: %v %s", err, out)
-		}
-		blockers = append(blockers, strings.TrimSpace(out))
-	}
-	t.Cleanup(func() { run("scancel", blockers...) })
-	for _, b := range blockers {
-		waitRunning(t, b)
-	}
+	blockers := fillFastNodes(t)
 	logf := filepath.Join(dir, "migrate.log")
 	sf := trainScript(t, dir, "migrate.sh", 3000, logf)
 	out, err := run("sbatch", "--parsable", "-J", "dash-migrate", "-o", "/dev/null", "--requeue", "--gres=gpu:1",
@@ -475,23 +464,7 @@ func migrateForDashboards(t *testing.T, dir string) {
 // hint; it returns with the chain's later segments still running.
 func chainAndShortJob(t *testing.T, dir string) {
 	t.Helper()
-	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
-	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
-	if m == nil {
-		t.Fatalf("partition gpu: %s", part)
-	}
-	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
-		t.Fatalf("scontrol update partition: %v %s", err, out)
-	}
-	t.Cleanup(func() { run("scontrol", "update", "PartitionName=gpu", "MaxTime="+m[1]) })
-	waitFor(t, 60*time.Second, "the controller to see MaxTime=1", func() bool {
-		for _, p := range status(t).Partitions {
-			if p.Name == "gpu" {
-				return p.MaxTimeMin == 1
-			}
-		}
-		return false
-	})
+	maxTimeOneMinute(t)
 	logs := filepath.Join(dir, "logs")
 	os.MkdirAll(logs, 0o777)
 	sf := trainScript(t, dir, "dash-chain.sh", 3600, logs+"/$SLURM_JOB_ID.log")

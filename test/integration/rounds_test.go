@@ -190,18 +190,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	// Fill the V100 and P100 nodes with jobs whose users chose their type.
-	var blockers []string
-	for _, typ := range []string{"v100", "p100"} {
-		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", node(typ), "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
-		if err != nil {
-			t.Fatalf("sbatch blocker: %v %s", err, out)
-		}
-		blockers = append(blockers, strings.TrimSpace(out))
-	}
-	t.Cleanup(func() { run("scancel", blockers...) })
-	for _, b := range blockers {
-		waitRunning(t, b)
-	}
+	blockers := fillFastNodes(t)
 	logf := filepath.Join(dir, "train.log")
 	// ResNet-18 (batch size 64) at time scale 1: about 18 steps/s on a
 	// V100 and 3 on a K80 (Gavel's table); 3000 steps = ~17 min on the K80.
@@ -452,4 +441,24 @@ func logWhy(t *testing.T, id string, off int64) {
 		lines = lines[len(lines)-40:]
 	}
 	t.Logf("controller log since the job's submission:\n%s", strings.Join(lines, "\n"))
+}
+
+// fillFastNodes fills the V100 and P100 nodes with jobs whose users chose
+// their type (cancelled after the test), and returns their ids once they
+// run.
+func fillFastNodes(t *testing.T) []string {
+	t.Helper()
+	var blockers []string
+	for _, typ := range []string{"v100", "p100"} {
+		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-w", node(typ), "--gres=gpu:"+typ+":4", "-t", "10", "--wrap", "sleep 600")
+		if err != nil {
+			t.Fatalf("sbatch blocker: %v %s", err, out)
+		}
+		blockers = append(blockers, strings.TrimSpace(out))
+	}
+	t.Cleanup(func() { run("scancel", blockers...) })
+	for _, b := range blockers {
+		waitRunning(t, b)
+	}
+	return blockers
 }
