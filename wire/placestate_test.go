@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -94,8 +94,8 @@ func FuzzPlaceState(f *testing.F) {
 		}
 		for i := range reqs {
 			extra := []wire.Reservation{{Type: "a", GPUs: 1, FinishS: 5}}
-			r := rule.Place(&st, extra, &reqs[i])
-			if d := rule.Decide(&st, extra, &reqs[i]); d.GPUType != r.GPUType || d.TimeLimitMin != r.TimeLimitMin || !reflect.DeepEqual(d.Reserve, r.Reserve) {
+			r := placement.Place(&st, extra, &reqs[i])
+			if d := placement.Decide(&st, extra, &reqs[i]); d.GPUType != r.GPUType || d.TimeLimitMin != r.TimeLimitMin || !reflect.DeepEqual(d.Reserve, r.Reserve) {
 				t.Fatalf("Decide %+v, Place %+v", d, r)
 			}
 			if r.Reserve != nil && r.Reserve.GPUs < 0 {

@@ -25,7 +25,7 @@ import (
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
-	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
@@ -56,7 +56,7 @@ type Controller struct {
 	ingestNC *nats.Conn
 	store    *decisions.Store
 	journal  *decisions.Journal // embedded mode only: see decisions.Journal
-	placer   placement.Placer
+	placer   *placer.Placer
 	snap     atomic.Pointer[cluster.Snapshot]
 	ns       *server.Server // embedded server, nil when external
 	lease    *leader.Lease  // nil when alone (embedded server)
@@ -116,7 +116,7 @@ func Run(ctx context.Context, o Options) error {
 	if c.slurm == nil {
 		c.slurm = &slurm.CLI{}
 	}
-	c.placer = placement.NewInterim(c.cfg.Placement)
+	c.placer = placer.New(c.cfg.Placement)
 	est := newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 	stopPlugins, err := c.startEstimatorPlugins(est)
 	defer stopPlugins()

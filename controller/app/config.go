@@ -10,7 +10,7 @@ import (
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
-	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/web"
@@ -66,7 +66,7 @@ type Config struct {
 	// LogLevel: debug, info, warn, error.
 	LogLevel string
 	// Placement holds the rule's knobs (speed table, retyping, margins).
-	Placement placement.Config
+	Placement placer.Config
 	// Observe sizes the intake of agent reports (zero values: defaults).
 	Observe observe.Config
 	// Rounds drives Slurm round by round with the policy (retyping and
@@ -108,7 +108,7 @@ func DefaultConfig() Config {
 		StateInterval: 2 * time.Second,
 		DecisionTTL:   30 * 24 * time.Hour,
 		LogLevel:      "info",
-		Placement:     placement.DefaultConfig(),
+		Placement:     placer.DefaultConfig(),
 		Rounds:        rounds.DefaultConfig(),
 		Chains:        chains.DefaultConfig(),
 		HistoryWindow: 7 * 24 * time.Hour,

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/controller/decisions"
-	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -152,10 +151,8 @@ func (c *Controller) onDecision(m *nats.Msg) {
 		c.log.Warn().Err(err).Str("decision", d.ID).Msg("decision record from a plugin refused")
 		return
 	}
-	if sh, ok := c.placer.(placement.Shared); ok {
-		sh.Absorb(&d)
-		c.absorbedState()
-	}
+	c.placer.Absorb(&d)
+	c.absorbedState()
 	if noTime { // checkDecision gave it a time: m.Data lacks it
 		c.store.Record(&d)
 	} else {

@@ -3,18 +3,19 @@ package app
 import (
 	"context"
 	"fmt"
-	"github.com/rota-hpc/rota/controller/estimators"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/estimators"
+
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/forecast"
-	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -362,7 +363,7 @@ func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType 
 	}
 	qj := func(j *slurm.Job) queuewait.QueueJob {
 		r, _ := j.GPURequest()
-		gpus := rule.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
+		gpus := placement.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
 		return queuewait.QueueJob{ID: fmt.Sprint(j.ID), User: j.User, Partition: partition, Nodes: j.NumNodes, GPUs: gpus,
 			TimeLimit: time.Duration(j.TimeLimitMin) * time.Minute, Submit: j.Submit, Start: j.Start}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/forecast"
-	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -64,19 +63,17 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		loop.SetLimits(cli, major > 24 || (major == 24 && minor >= 11))
 	}
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
-		if in, ok := c.placer.(*placement.Interim); ok && p != nil {
-			in.SetBusy(p.Busy())
-			in.SetHeadroom(loop.Headroom())
+		if p != nil {
+			c.placer.SetBusy(p.Busy())
+			c.placer.SetHeadroom(loop.Headroom())
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)
 		c.kickState()
 	}
 	c.rounds.Store(loop)
-	if in, ok := c.placer.(*placement.Interim); ok {
-		in.SetName(loop.Policy())
-		c.kickState()
-	}
+	c.placer.SetName(loop.Policy())
+	c.kickState()
 	go loop.Run(ctx)
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")

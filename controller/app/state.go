@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -42,10 +41,6 @@ func (c *Controller) absorbedState() { c.stateAbsorbed.Store(true) }
 // sign that a controller is alive (they fail open after state_max_age
 // without one).
 func (c *Controller) publishStates(ctx context.Context) {
-	sh, ok := c.placer.(placement.Shared)
-	if !ok {
-		return
-	}
 	every := c.cfg.StateInterval
 	if every <= 0 {
 		every = DefaultConfig().StateInterval
@@ -54,7 +49,7 @@ func (c *Controller) publishStates(ctx context.Context) {
 	defer t.Stop()
 	absorbed := time.NewTicker(min(absorbGap, every))
 	defer absorbed.Stop()
-	c.publishState(sh)
+	c.publishState()
 	for {
 		select {
 		case <-ctx.Done():
@@ -71,13 +66,13 @@ func (c *Controller) publishStates(ctx context.Context) {
 			case <-time.After(stateMinGap):
 			}
 		}
-		c.publishState(sh)
+		c.publishState()
 	}
 }
 
-func (c *Controller) publishState(sh placement.Shared) {
+func (c *Controller) publishState() {
 	c.stateAbsorbed.Store(false) // this state counts them
-	s := sh.State(time.Now())
+	s := c.placer.State(time.Now())
 	b, err := json.Marshal(s)
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot encode the placement state")

@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -188,7 +188,7 @@ func gpuJob(j *slurm.Job, nodeType map[string]string, types []string) (gpus int,
 	if !ok {
 		return 0, "", false
 	}
-	gpus = rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
+	gpus = placement.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
 	if j.Running() && len(j.Nodes) > 0 {
 		if t := nodeType[j.Nodes[0]]; t != "" {
 			return gpus, t, true

@@ -193,3 +193,27 @@ func (s *Snapshot) TypeNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// View is s in the wire form the placement rule reads.
+func (s *Snapshot) View() *wire.ClusterView {
+	if s == nil {
+		return nil
+	}
+	v := &wire.ClusterView{At: s.At, Types: make(map[string]wire.TypeView, len(s.Types)),
+		Partitions: make(map[string]wire.PartitionView, len(s.Partitions)), DefaultPartition: s.DefaultPartition, ByFeature: s.ByFeature}
+	for t, tc := range s.Types {
+		parts := make([]string, 0, len(tc.Partitions))
+		for p, ok := range tc.Partitions {
+			if ok {
+				parts = append(parts, p)
+			}
+		}
+		sort.Strings(parts)
+		// Shapes are shared, never changed: the snapshot is immutable.
+		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts, Shapes: tc.Shapes}
+	}
+	for n, p := range s.Partitions {
+		v.Partitions[n] = wire.PartitionView{MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin}
+	}
+	return v
+}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rota-hpc/rota/internal/slurmsize"
 	"github.com/rota-hpc/rota/internal/slurmtime"
-	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 // Job is what the script asks for; zero values were not given.
@@ -228,7 +228,7 @@ func (j *Job) set(name, v string) error {
 	case "rota-throughput":
 		// The plugin's own parser: the script means to the estimate
 		// what it will mean at submission.
-		j.Throughput, err = submit.ParseThroughputHint(v)
+		j.Throughput, err = hints.ParseThroughput(v)
 	case "rota":
 		switch strings.ToLower(v) {
 		case "off", "no", "false", "0":

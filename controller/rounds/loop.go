@@ -17,10 +17,9 @@ import (
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/observe"
-	"github.com/rota-hpc/rota/controller/placement"
-	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -410,7 +409,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		usage, counted = typedUsage(lim, jobs, types, nodeType)
 	}
 	l.planner.SetEntityWeights(l.entityWeights(ctx, now))
-	views, byID := l.views(jobs, types, placement.View(snap), nodeType, memPerGPU, now, usage, counted)
+	views, byID := l.views(jobs, types, snap.View(), nodeType, memPerGPU, now, usage, counted)
 	l.mu.Lock()
 	l.headroom, l.headroomAt = nil, now
 	if usage != nil {
@@ -683,7 +682,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 }
 
 // fitTypes says which types can hold the job as the user asked it
-// (rule.Holds, the plugin's check at submission), and why none can: its
+// (placement.Holds, the plugin's check at submission), and why none can: its
 // GPU counts as Slurm has them now, its node and task shape and its
 // constraint as the plugin recorded them (squeue shows a pending job's
 // node count as Slurm's estimate, not as asked).
@@ -692,21 +691,21 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *wire.PlaceRequest, partition string) (fit []bool, why, choice string) {
 	a := req.Ask(asked.GPU.Nodes, asked.GPU.Tasks)
 	a.MaxNodes, a.TasksPerNode, a.SocketsPerNode = asked.GPU.MaxNodes, asked.GPU.TasksPerNode, asked.GPU.SocketsPerNode
-	need := rule.NeedOf(a)
-	allowed, restricted := rule.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
+	need := placement.NeedOf(a)
+	allowed, restricted := placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
 	fit = make([]bool, len(types))
 	some := false
 	for k, t := range types {
-		fit[k] = (!restricted || slices.Contains(allowed, t)) && rule.Holds(cv, t, need, partition, asked.Features)
+		fit[k] = (!restricted || slices.Contains(allowed, t)) && placement.Holds(cv, t, need, partition, asked.Features)
 		some = some || fit[k]
 	}
 	switch {
 	case !some && restricted:
-		why = "none of the GPU types the user allows (" + rule.ChoiceWords(allowed, asked.Hints, asked.Features) + ") can hold the job as asked; left as asked"
+		why = "none of the GPU types the user allows (" + placement.ChoiceWords(allowed, asked.Hints, asked.Features) + ") can hold the job as asked; left as asked"
 	case !some:
-		why = rule.NoTypeReason(need, partition, asked.Features)
+		why = placement.NoTypeReason(need, partition, asked.Features)
 	case restricted:
-		choice = "chosen among the types the user allows (" + rule.ChoiceWords(allowed, asked.Hints, asked.Features) + ")"
+		choice = "chosen among the types the user allows (" + placement.ChoiceWords(allowed, asked.Hints, asked.Features) + ")"
 	}
 	return fit, why, choice
 }

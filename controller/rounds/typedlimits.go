@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/limits"
-	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -95,7 +95,7 @@ func limitHeld(reason string) bool {
 // jobGPUs is the GPUs job j holds or will: its request at Slurm's node
 // and task counts now.
 func jobGPUs(j *slurm.Job, req gpureq.Request) int {
-	return rule.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
+	return placement.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
 }
 
 // typedUsage counts what the queue holds of the typed limits: running

@@ -39,6 +39,7 @@ import (
 	"github.com/rota-hpc/rota/internal/breaker"
 	"github.com/rota-hpc/rota/plugin/shelf"
 	"github.com/rota-hpc/rota/plugin/submit"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 var (
@@ -285,7 +286,7 @@ func toJob(j *C.rota_job_t) submit.Job {
 	}
 	if j.script != nil {
 		// Hashed in place: scripts can be large, and only the hash leaves.
-		job.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(j.script)), int(j.script_len)))
+		job.ScriptHash = hints.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(j.script)), int(j.script_len)))
 	}
 	if n := int(j.spank_env_size); n > 0 && n < 1<<16 && j.spank_env != nil {
 		env := unsafe.Slice(j.spank_env, n)

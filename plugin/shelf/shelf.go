@@ -38,6 +38,7 @@ import (
 	"unsafe"
 
 	"github.com/rota-hpc/rota/plugin/submit"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 // Shelf is the shim's one shelf (there is one per process).
@@ -83,7 +84,7 @@ func (Shelf) Take(dst []submit.Used) []submit.Used {
 				rec.Name = C.GoString(u.name)
 			}
 			if u.script != nil {
-				rec.ScriptHash = submit.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(u.script)), int(u.script_len)))
+				rec.ScriptHash = hints.ScriptHash(unsafe.Slice((*byte)(unsafe.Pointer(u.script)), int(u.script_len)))
 			}
 			C.free(unsafe.Pointer(u.name))
 			C.free(unsafe.Pointer(u.script))

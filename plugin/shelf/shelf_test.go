@@ -11,6 +11,7 @@ import (
 
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 // The shelf is one per process: these tests share it and run in turn,
@@ -130,7 +131,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 		t.Fatalf("took %d records, want 3", len(used))
 	}
 	for i, u := range used {
-		wantHash := submit.ScriptHash([]byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
+		wantHash := hints.ScriptHash([]byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)))
 		if u.Gen != gen || u.Index != i || u.Name != fmt.Sprintf("job-%d", i) || u.UID != 1000 || u.ScriptHash != wantHash ||
 			time.Since(u.At) > time.Minute || time.Since(u.At) < 0 {
 			t.Fatalf("record %d: %+v", i, u)
@@ -274,7 +275,7 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 		j.Name = fmt.Sprintf("job-%d", i)
 		script := []byte(fmt.Sprintf("#!/bin/sh\ntrain --seed %d\n", i))
 		ch, ok := Shelf{}.Serve(&j, script)
-		j.ScriptHash = submit.ScriptHash(script)
+		j.ScriptHash = hints.ScriptHash(script)
 		if ok {
 			served++
 			pattern += "S"

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 // Slurm's "no value" markers for 32-bit fields.
@@ -93,7 +92,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	if !req.HasGPU() {
 		return Change{}, NoGPU, nil
 	}
-	opts, err := ParseSpankOptions(job.SpankEnv)
+	opts, err := hints.Parse(job.SpankEnv)
 	if err != nil {
 		return Change{}, FailOpen, err
 	}
@@ -260,113 +259,4 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
-}
-
-// SpankOptions are the sbatch options the SPANK plugin registers.
-type SpankOptions struct {
-	Off   bool // --rota=off
-	Hints wire.Hints
-}
-
-// spankPrefix is how Slurm passes SPANK options to job_submit: the plugin
-// name ("rota"), then the option name with '-' turned into '_'.
-const spankPrefix = "_SLURM_SPANK_OPTION_rota_"
-
-// ParseSpankOptions reads Rota's SPANK options from a job's spank env. An
-// option it cannot read is an error (the job then passes unchanged), not a
-// guess.
-func ParseSpankOptions(env []string) (SpankOptions, error) {
-	var o SpankOptions
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, spankPrefix) {
-			continue
-		}
-		k, v, _ := strings.Cut(kv[len(spankPrefix):], "=")
-		switch strings.ReplaceAll(k, "-", "_") {
-		case "rota":
-			switch strings.ToLower(v) {
-			case "off", "no", "false", "0":
-				o.Off = true
-			case "on", "yes", "true", "1", "":
-			default:
-				return o, fmt.Errorf("--rota=%q: want on or off", v)
-			}
-		case "rota_steps":
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil || n == 0 {
-				return o, fmt.Errorf("--rota-steps=%q: want a positive whole number of steps", v)
-			}
-			o.Hints.Steps = n
-		case "rota_checkpoint_signal":
-			sig := strings.TrimPrefix(strings.ToUpper(v), "SIG")
-			if !catchable[sig] {
-				return o, fmt.Errorf("--rota-checkpoint-signal=%q: want a signal the job can catch (USR1, USR2, TERM...)", v)
-			}
-			o.Hints.CheckpointSignal = sig
-		case "rota_chain":
-			switch strings.ToLower(v) {
-			case "", "on", "yes", "true", "1":
-				o.Hints.Chain = "on"
-			case "off", "no", "false", "0":
-				o.Hints.Chain = "off"
-			default:
-				return o, fmt.Errorf("--rota-chain=%q: want on or off", v)
-			}
-		case "rota_throughput":
-			tp, err := ParseThroughputHint(v)
-			if err != nil {
-				return o, err
-			}
-			o.Hints.Throughput = tp
-		case "rota_types":
-			ts, err := ParseTypesHint(v)
-			if err != nil {
-				return o, err
-			}
-			o.Hints.Types = ts
-		}
-	}
-	return o, nil
-}
-
-// catchable are the checkpoint signals the SPANK plugin and the agent accept.
-var catchable = map[string]bool{
-	"HUP": true, "INT": true, "QUIT": true, "USR1": true, "USR2": true, "ALRM": true,
-	"TERM": true, "CONT": true, "URG": true, "PWR": true, "XCPU": true,
-}
-
-// ParseTypesHint reads --rota-types=TYPE[,TYPE...]: the GPU types the
-// user lets Rota choose from, each once.
-func ParseTypesHint(v string) ([]string, error) {
-	var out []string
-	for _, t := range strings.Split(v, ",") {
-		t = strings.TrimSpace(t)
-		if err := gpureq.CheckTypeName(t); err != nil {
-			return nil, fmt.Errorf("--rota-types: %w", err)
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-// ParseThroughputHint reads --rota-throughput=TYPE:STEPS_PER_S[,...].
-func ParseThroughputHint(v string) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, item := range strings.Split(v, ",") {
-		t, rate, ok := strings.Cut(strings.TrimSpace(item), ":")
-		if !ok {
-			return nil, fmt.Errorf("--rota-throughput: %q is not TYPE:STEPS_PER_S", item)
-		}
-		if err := gpureq.CheckTypeName(t); err != nil {
-			return nil, fmt.Errorf("--rota-throughput: %w", err)
-		}
-		f, err := strconv.ParseFloat(rate, 64)
-		if err != nil || !(f > 0) || f > 1e9 {
-			return nil, fmt.Errorf("--rota-throughput: rate %q for %s is not a positive number", rate, t)
-		}
-		out[t] = f
-	}
-	return out, nil
 }

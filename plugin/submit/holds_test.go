@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
-	"github.com/rota-hpc/rota/controller/placement"
+	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -19,9 +19,9 @@ import (
 // in partition gpu, with the dev cluster's speed table.
 func holdState(t *testing.T, nodes []slurm.Node) []byte {
 	t.Helper()
-	cfg := placement.DefaultConfig()
+	cfg := placer.DefaultConfig()
 	cfg.Speed, cfg.Name = map[string]float64{"v100": 3.36, "p100": 3.17, "k80": 1}, "las"
-	p := placement.NewInterim(cfg)
+	p := placer.New(cfg)
 	p.Update(cluster.Build(time.Now(), nodes, []slurm.Partition{{Name: "gpu", Default: true, MaxTimeMin: 2880}}))
 	b, err := json.Marshal(p.State(time.Now()))
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -27,8 +27,8 @@ var (
 // (placement = local, the default): no round trip on the submit path. Safe
 // for concurrent use.
 //
-// Only the decision itself (rule.Decide: type, walltime, GPUs reserved)
-// runs on slurmctld's thread. Explaining it (rule.Place again, from the
+// Only the decision itself (placement.Decide: type, walltime, GPUs reserved)
+// runs on slurmctld's thread. Explaining it (placement.Place again, from the
 // same state and reservations, for the reason and the numbers), encoding
 // the record and sending it run on Local's own goroutine: on a submit
 // thread, which finds the CPU's caches cold, those took about 100 us of
@@ -70,7 +70,7 @@ type Local struct {
 	// view is the state our decisions were last made in, plus pending:
 	// kept up to date with each placement rather than summed again for
 	// every job. Rebuilt when a new state arrives.
-	view *rule.View
+	view *placement.View
 	// shelf, when set, holds decisions made in advance for jobs like the
 	// last one placed here (shelf.go); stock is what it holds, nil when
 	// it is empty. used is Take's buffer.
@@ -96,8 +96,8 @@ type Local struct {
 // outgoing is one decision to explain, encode and send, or a flush marker.
 type outgoing struct {
 	s     *wire.PlaceState
-	extra []pendingRes // ours that s does not count, before this decision
-	res   *rule.Result // the decision explained already (from the shelf), or nil
+	extra []pendingRes      // ours that s does not count, before this decision
+	res   *placement.Result // the decision explained already (from the shelf), or nil
 	req   wire.PlaceRequest
 	reply wire.PlaceReply
 	at    time.Time
@@ -250,7 +250,7 @@ func (l *Local) sendBatch(batch []outgoing) {
 		if o.flush != nil {
 			continue
 		}
-		var res rule.Result
+		var res placement.Result
 		if o.res != nil {
 			res = *o.res
 		} else {
@@ -350,7 +350,7 @@ func (l *Local) away() {
 // viewLocked is the view for state s: the one held when it is for s,
 // else a new one with our reservations that s does not count yet (which
 // also forgets the ones it does).
-func (l *Local) viewLocked(s *wire.PlaceState) *rule.View {
+func (l *Local) viewLocked(s *wire.PlaceState) *placement.View {
 	if l.view != nil && l.view.State() == s {
 		return l.view
 	}
@@ -365,8 +365,8 @@ func (l *Local) viewLocked(s *wire.PlaceState) *rule.View {
 }
 
 // viewOf is s with our reservations ps counted too.
-func viewOf(s *wire.PlaceState, ps []pendingRes) *rule.View {
-	v := rule.NewView(s, nil)
+func viewOf(s *wire.PlaceState, ps []pendingRes) *placement.View {
+	v := placement.NewView(s, nil)
 	for _, p := range ps {
 		v.Add(p.res)
 	}

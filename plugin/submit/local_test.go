@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -230,7 +230,7 @@ func TestLocalSendErrorsAndFullQueue(t *testing.T) {
 
 // Local counts its own placements that the controller's state does not
 // count yet, and forgets each once a state counts it: its decisions over
-// several states match rule.Decide from each state with exactly those
+// several states match placement.Decide from each state with exactly those
 // reservations added (the reference kept here by sequence number).
 func TestLocalCountsOwnPlacementsAcrossStates(t *testing.T) {
 	l := NewLocal(30*time.Second, func([][]byte) error { return nil })
@@ -260,7 +260,7 @@ func TestLocalCountsOwnPlacementsAcrossStates(t *testing.T) {
 					extra = append(extra, p.res)
 				}
 			}
-			want := rule.Decide(&s, extra, &req)
+			want := placement.Decide(&s, extra, &req)
 			reply, err := l.Place(context.Background(), &req)
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -91,7 +91,7 @@ type stock struct {
 	key  Job               // the job placed in Go that the stock repeats
 	req  wire.PlaceRequest // key's request
 	s    *wire.PlaceState  // the state the items were decided in
-	view *rule.View        // s, ours, and every item's reservation: where more items are decided
+	view *placement.View   // s, ours, and every item's reservation: where more items are decided
 	// items are the decisions on the shelf not taken yet, in order.
 	items []stocked
 	gen   uint64 // the shelf's name for the stock; 0 before it is stocked
@@ -102,7 +102,7 @@ type stock struct {
 // stocked is one decision made in advance, explained.
 type stocked struct {
 	reply  wire.PlaceReply
-	res    rule.Result
+	res    placement.Result
 	change Change
 }
 
@@ -236,7 +236,7 @@ func (l *Local) restockLocked(st *stock, want int) {
 
 // decideAhead decides, explains and renders the next decision for a job
 // like st's in v, and adds it to v.
-func (l *Local) decideAhead(st *stock, s *wire.PlaceState, v *rule.View) (stocked, error) {
+func (l *Local) decideAhead(st *stock, s *wire.PlaceState, v *placement.View) (stocked, error) {
 	res := v.Place(&st.req)
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
 		ByFeature: res.ByFeature, Policy: policyName(s), Reason: res.Reason}

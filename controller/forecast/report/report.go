@@ -17,8 +17,8 @@ import (
 	"github.com/rota-hpc/rota/controller/jobscript"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/internal/slurmtime"
-	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/hints"
 )
 
 // Fields are what the user gives besides the script; they override its
@@ -68,7 +68,7 @@ func Request(script []byte, scriptName string, f Fields) (req wire.EstimateReque
 		if req.Name == "" && scriptName != "" {
 			req.Name = filepath.Base(scriptName)
 		}
-		req.ScriptHash = submit.ScriptHash(script)
+		req.ScriptHash = hints.ScriptHash(script)
 	}
 	if f.GPUs > 0 {
 		req.GPUsPerNode, req.GPUsPerJob, req.GPUsPerTask = uint32(f.GPUs), 0, 0
@@ -84,7 +84,7 @@ func Request(script []byte, scriptName string, f Fields) (req wire.EstimateReque
 	}
 	req.Model = f.Model
 	if f.Throughput != "" {
-		h, err := submit.ParseThroughputHint(f.Throughput)
+		h, err := hints.ParseThroughput(f.Throughput)
 		if err != nil {
 			return req, optOut, FieldError{err.Error()}
 		}

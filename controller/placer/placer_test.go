@@ -1,4 +1,4 @@
-package placement
+package placer
 
 import (
 	"reflect"
@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
-	"github.com/rota-hpc/rota/controller/placement/rule"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -30,7 +30,7 @@ func cfg() Config {
 	return c
 }
 
-func TestInterimPlace(t *testing.T) {
+func TestPlacerPlace(t *testing.T) {
 	tests := []struct {
 		name       string
 		used       map[string]int
@@ -84,7 +84,7 @@ func TestInterimPlace(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&c)
 			}
-			p := NewInterim(c)
+			p := New(c)
 			p.Update(snapshot(tc.used))
 			r := p.Place(&tc.req)
 			if r.GPUType != tc.wantType {
@@ -101,8 +101,8 @@ func TestInterimPlace(t *testing.T) {
 }
 
 // A burst spreads: each placement reserves its GPUs until the next view.
-func TestInterimReservesUntilRefresh(t *testing.T) {
-	p := NewInterim(cfg())
+func TestPlacerReservesUntilRefresh(t *testing.T) {
+	p := New(cfg())
 	p.Update(snapshot(nil))
 	counts := map[string]int{}
 	for i := 0; i < 12; i++ {
@@ -118,16 +118,16 @@ func TestInterimReservesUntilRefresh(t *testing.T) {
 	}
 }
 
-func TestInterimBeforeFirstView(t *testing.T) {
-	r := NewInterim(cfg()).Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+func TestPlacerBeforeFirstView(t *testing.T) {
+	r := New(cfg()).Place(&wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
 	if r.GPUType != "" || r.TimeLimitMin != 0 || !strings.Contains(r.Reason, "no view of the cluster") {
 		t.Fatalf("%+v", r)
 	}
 }
 
 // Place is on slurmctld's submit path: it must be a lookup.
-func BenchmarkInterimPlace(b *testing.B) {
-	p := NewInterim(cfg())
+func BenchmarkPlacerPlace(b *testing.B) {
+	p := New(cfg())
 	s := snapshot(nil)
 	req := &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 1000, Throughput: map[string]float64{"v100": 10}}}
 	b.ReportAllocs()
@@ -142,7 +142,7 @@ func BenchmarkInterimPlace(b *testing.B) {
 // A job that hints its own speeds is placed by them, not by the table:
 // one that runs faster on the K80 than anywhere else goes there.
 func TestPlaceByJobSpeed(t *testing.T) {
-	p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+	p := New(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
 	snap := cluster.Build(time.Now(), []slurm.Node{
 		{Name: "a", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}, GPUsUsed: map[string]int{}},
 		{Name: "b", State: "idle", Partitions: []string{"gpu"}, GPUs: map[string]int{"k80": 4}, GPUsUsed: map[string]int{}},
@@ -168,7 +168,7 @@ func TestPlaceByJobSpeed(t *testing.T) {
 // finish first, waiting for a fast GPU only while that beats running on a
 // slower one now.
 func TestPlaceEarliestFinish(t *testing.T) {
-	p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+	p := New(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
 	p.SetBusy(map[string][]float64{"v100": {10}}) // the one busy V100 frees in 10 s
 	p.Update(cluster.Build(time.Now(), []slurm.Node{
 		{Name: "a", State: "mixed", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 2}, GPUsUsed: map[string]int{"v100": 1}},
@@ -197,11 +197,11 @@ func TestPlaceEarliestFinish(t *testing.T) {
 	}
 }
 
-// TestSharedStateDecidesAlike: a plugin placing from Interim's State, with
-// its own reservations counted locally, decides exactly what Interim
+// TestSharedStateDecidesAlike: a plugin placing from the Placer's State, with
+// its own reservations counted locally, decides exactly what the Placer
 // decides, and Absorb makes the next State count the plugin's GPUs.
 func TestSharedStateDecidesAlike(t *testing.T) {
-	ctl, plugin := NewInterim(cfg()), NewInterim(cfg())
+	ctl, plugin := New(cfg()), New(cfg())
 	ctl.Update(snapshot(map[string]int{"v100": 2}))
 	plugin.Update(snapshot(map[string]int{"v100": 2}))
 	st := ctl.State(time.Now())
@@ -210,9 +210,9 @@ func TestSharedStateDecidesAlike(t *testing.T) {
 	req := &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}}
 	for i := range 12 {
 		want := plugin.Place(req)
-		got := rule.Place(st, extra, req)
+		got := placement.Place(st, extra, req)
 		if got.GPUType != want.GPUType || got.Reason != want.Reason {
-			t.Fatalf("placement %d: shared state gave %q (%s), Interim %q (%s)", i, got.GPUType, got.Reason, want.GPUType, want.Reason)
+			t.Fatalf("placement %d: shared state gave %q (%s), the Placer %q (%s)", i, got.GPUType, got.Reason, want.GPUType, want.Reason)
 		}
 		extra = append(extra, *got.Reserve)
 		reserved[got.Reserve.Type] += got.Reserve.GPUs
@@ -233,12 +233,12 @@ func TestSharedStateDecidesAlike(t *testing.T) {
 }
 
 // A plugin placing jobs of known work from the shared state books slots
-// as Interim does: the same list schedule, and the controller's state
+// as the Placer does: the same list schedule, and the controller's state
 // after absorbing its decisions holds the same bookings.
 func TestSharedStateListSchedules(t *testing.T) {
 	busy := map[string][]float64{"v100": {10}}
-	mk := func() *Interim {
-		p := NewInterim(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
+	mk := func() *Placer {
+		p := New(Config{Speed: map[string]float64{"v100": 3, "k80": 1}, WalltimeMargin: 1.5})
 		p.SetBusy(busy)
 		p.Update(cluster.Build(time.Now(), []slurm.Node{
 			{Name: "a", State: "mixed", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 2}, GPUsUsed: map[string]int{"v100": 1}},
@@ -256,9 +256,9 @@ func TestSharedStateListSchedules(t *testing.T) {
 	for i, c := range []struct{ v100, k80 float64 }{{10, 2.5}, {10, 2.5}, {10, 5}, {10, 5}} {
 		req := &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Steps: 100, Throughput: map[string]float64{"v100": c.v100, "k80": c.k80}}}
 		want := ref.Place(req)
-		got := rule.Place(st, extra, req)
+		got := placement.Place(st, extra, req)
 		if got.GPUType != want.GPUType || got.Reason != want.Reason || !reflect.DeepEqual(got.Reserve, want.Reserve) {
-			t.Fatalf("job %d: shared state gave %q %+v (%s), Interim %q %+v (%s)", i+1, got.GPUType, got.Reserve, got.Reason, want.GPUType, want.Reserve, want.Reason)
+			t.Fatalf("job %d: shared state gave %q %+v (%s), the Placer %q %+v (%s)", i+1, got.GPUType, got.Reserve, got.Reason, want.GPUType, want.Reserve, want.Reason)
 		}
 		extra = append(extra, *got.Reserve)
 		types = append(types, got.GPUType)
@@ -268,7 +268,7 @@ func TestSharedStateListSchedules(t *testing.T) {
 		t.Fatalf("placed %v, want %v", types, want)
 	}
 	if got, want := ctl.State(time.Now()).Slots, ref.State(time.Now()).Slots; !reflect.DeepEqual(got, want) {
-		t.Fatalf("after absorbing: slots %v, Interim's own %v", got, want)
+		t.Fatalf("after absorbing: slots %v, the Placer's own %v", got, want)
 	}
 	if st.Slots["v100"][0] != 0 {
 		t.Fatalf("an earlier State's slots changed under its reader: %v", st.Slots)
@@ -277,12 +277,12 @@ func TestSharedStateListSchedules(t *testing.T) {
 
 // A user's typed-limit headroom: placements take from it, and a headroom
 // counted from a queue read before a placement keeps that placement taken.
-func TestInterimHeadroom(t *testing.T) {
+func TestPlacerHeadroom(t *testing.T) {
 	t.Parallel()
 	room := func(v100 int) map[uint32]wire.UserHeadroom {
 		return map[uint32]wire.UserHeadroom{7: {DefaultAccount: "lab", Left: map[string]map[string]int{"lab/": {"v100": v100}}}}
 	}
-	p := NewInterim(cfg())
+	p := New(cfg())
 	p.Update(snapshot(nil))
 	before := time.Now()
 	p.SetHeadroom(room(1), before)

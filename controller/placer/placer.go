@@ -1,49 +1,29 @@
-// Package placement answers the job_submit plugin's question "which GPU
-// type and what walltime?" from state the controller already holds. It runs
-// on slurmctld's submit path (inside the plugin's deadline), so a Placer
-// never solves or does I/O there: the policy engine precomputes, Place
-// looks up.
-package placement
+// Package placer is the controller's side of submit-time placement: it
+// keeps what the placement rule (package placement) reads — the cluster's
+// snapshot, the round loop's busy slots, users' headroom, the GPUs recent
+// placements reserved — hands it to the plugins as a wire.PlaceState, takes
+// in the decisions they made from it, and places the requests plugins in
+// remote mode send. It runs on slurmctld's submit path (inside the
+// plugin's deadline), so it never solves or does I/O there: the policy
+// engine precomputes, Place looks up.
+package placer
 
 import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/controller/cluster"
-	"github.com/rota-hpc/rota/controller/placement/rule"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
-// Placer decides one placement. Implementations must be safe for
-// concurrent use and fast: microseconds, not milliseconds.
-type Placer interface {
-	// Name is the policy name written into annotations ("interim", "las"...).
-	Name() string
-	// Update gives the Placer a fresh picture of the cluster.
-	Update(s *cluster.Snapshot)
-	Place(req *wire.PlaceRequest) Result
-}
-
-// Shared is a Placer whose decisions plugins can make themselves: it
-// hands out its state and counts what they placed.
-type Shared interface {
-	Placer
-	// State is what plugins need to place as this Placer would.
-	State(now time.Time) *wire.PlaceState
-	// Absorb takes in a decision a plugin made from a State.
-	Absorb(d *wire.Decision)
-	// Generation changes whenever State would differ (other than its time).
-	Generation() uint64
-}
-
 // Result is a placement with the numbers behind it, for `rota explain`.
-type Result = rule.Result
+type Result = placement.Result
 
 // Config holds the knobs shared by placement rules.
 type Config struct {
@@ -73,41 +53,17 @@ func (c *Config) Rule() wire.PlaceRule {
 	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin}
 }
 
-// View turns a cluster snapshot into the wire form the rule reads.
-func View(s *cluster.Snapshot) *wire.ClusterView {
-	if s == nil {
-		return nil
-	}
-	v := &wire.ClusterView{At: s.At, Types: make(map[string]wire.TypeView, len(s.Types)),
-		Partitions: make(map[string]wire.PartitionView, len(s.Partitions)), DefaultPartition: s.DefaultPartition, ByFeature: s.ByFeature}
-	for t, tc := range s.Types {
-		parts := make([]string, 0, len(tc.Partitions))
-		for p, ok := range tc.Partitions {
-			if ok {
-				parts = append(parts, p)
-			}
-		}
-		sort.Strings(parts)
-		// Shapes are shared, never changed: the snapshot is immutable.
-		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts, Shapes: tc.Shapes}
-	}
-	for n, p := range s.Partitions {
-		v.Partitions[n] = wire.PartitionView{MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin}
-	}
-	return v
-}
-
-// Interim is Rota's submit-time rule (controller/placement/rule): jobs
+// Placer runs Rota's submit-time rule (package placement): jobs
 // with known work go where they finish first, others to the type with the
 // most free GPUs weighted by speed. The round loop corrects its choices
 // later. Each placement reserves its GPUs (and books slots) in the view
 // until the next refresh, so a burst of submissions spreads over the types
 // instead of piling onto one.
 //
-// Interim also shares its state (State) so plugins can place locally with
+// Placer also shares its state (State) so plugins can place locally with
 // the same rule; the placements they report (Absorb) reserve GPUs here as
 // the controller's own do.
-type Interim struct {
+type Placer struct {
 	mu sync.Mutex
 	// state's Reserved, Slots and Absorbed are owned here; State copies
 	// the maps, and slot lists are replaced, never changed in place.
@@ -123,21 +79,21 @@ type roomTake struct {
 	r  wire.Reservation
 }
 
-// NewInterim returns an Interim placer with no cluster view yet: until the
+// New returns a Placer with no cluster view yet: until the
 // first Update it keeps every request as it is.
-func NewInterim(cfg Config) *Interim {
-	return &Interim{state: wire.PlaceState{V: wire.Version, Controller: nuid.Next(), Policy: cfg.Name, Rule: cfg.Rule(),
+func New(cfg Config) *Placer {
+	return &Placer{state: wire.PlaceState{V: wire.Version, Controller: nuid.Next(), Policy: cfg.Name, Rule: cfg.Rule(),
 		Reserved: map[string]int{}, Absorbed: map[string]uint64{}}}
 }
 
-// Name implements Placer.
-func (p *Interim) Name() string {
+// Name is the policy name written into annotations ("interim", "las"...).
+func (p *Placer) Name() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.nameLocked()
 }
 
-func (p *Interim) nameLocked() string {
+func (p *Placer) nameLocked() string {
 	if p.state.Policy != "" {
 		return p.state.Policy
 	}
@@ -145,7 +101,7 @@ func (p *Interim) nameLocked() string {
 }
 
 // SetName names the policy whose rounds follow up on these placements.
-func (p *Interim) SetName(name string) {
+func (p *Placer) SetName(name string) {
 	p.mu.Lock()
 	p.state.Policy = name
 	p.state.Gen++
@@ -155,7 +111,7 @@ func (p *Interim) SetName(name string) {
 // SetBusy tells the placer, per GPU type, how many seconds each running
 // job has left (one entry per GPU it holds; unknown ones left out). It
 // takes effect at the next Update.
-func (p *Interim) SetBusy(busy map[string][]float64) {
+func (p *Placer) SetBusy(busy map[string][]float64) {
 	p.mu.Lock()
 	p.busy = busy
 	p.mu.Unlock()
@@ -165,7 +121,7 @@ func (p *Interim) SetBusy(busy map[string][]float64) {
 // as the round loop counted it from the queue it read at asOf; the
 // placements made since (whose jobs that read may not have seen) are
 // taken off it again.
-func (p *Interim) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
+func (p *Placer) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.state.Headroom = h
@@ -173,7 +129,7 @@ func (p *Interim) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
 	for _, t := range p.roomTaken {
 		if !t.at.Before(asOf) {
 			kept = append(kept, t)
-			rule.TakeRoom(&p.state, t.r)
+			placement.TakeRoom(&p.state, t.r)
 		}
 	}
 	p.roomTaken = kept
@@ -181,7 +137,7 @@ func (p *Interim) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
 }
 
 // tookRoom remembers a placement that took from a user's headroom.
-func (p *Interim) tookRoom(r *wire.Reservation) {
+func (p *Placer) tookRoom(r *wire.Reservation) {
 	if r != nil && r.Room != "" {
 		p.roomTaken = append(p.roomTaken, roomTake{at: time.Now(), r: *r})
 	}
@@ -191,8 +147,8 @@ func (p *Interim) tookRoom(r *wire.Reservation) {
 // snapshot's use includes the jobs that have started. Absorbed stays: a
 // plugin's placements up to it are covered by this view as much as by a
 // reservation.
-func (p *Interim) Update(s *cluster.Snapshot) {
-	v := View(s)
+func (p *Placer) Update(s *cluster.Snapshot) {
+	v := s.View()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.state.Cluster = v
@@ -223,12 +179,12 @@ func slotsOf(s *cluster.Snapshot, busy map[string][]float64) map[string][]float6
 }
 
 // Place implements Placer.
-func (p *Interim) Place(req *wire.PlaceRequest) Result {
+func (p *Placer) Place(req *wire.PlaceRequest) Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := rule.Place(&p.state, nil, req)
+	res := placement.Place(&p.state, nil, req)
 	if r := res.Reserve; r != nil {
-		rule.Apply(&p.state, *r)
+		placement.Apply(&p.state, *r)
 		p.tookRoom(r)
 		p.state.Gen++
 	}
@@ -238,11 +194,11 @@ func (p *Interim) Place(req *wire.PlaceRequest) Result {
 // Absorb counts the GPUs of a placement a plugin made locally, and
 // remembers its sequence number so the plugin stops counting it itself
 // once it sees a state with it.
-func (p *Interim) Absorb(d *wire.Decision) {
+func (p *Placer) Absorb(d *wire.Decision) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r := d.Reserve; r != nil {
-		rule.Apply(&p.state, *r)
+		placement.Apply(&p.state, *r)
 		p.tookRoom(r)
 	}
 	if d.Origin != "" && d.Seq > p.state.Absorbed[d.Origin] {
@@ -252,7 +208,7 @@ func (p *Interim) Absorb(d *wire.Decision) {
 }
 
 // State is a copy of the placement state for plugins, stamped now.
-func (p *Interim) State(now time.Time) *wire.PlaceState {
+func (p *Placer) State(now time.Time) *wire.PlaceState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.state
@@ -266,7 +222,7 @@ func (p *Interim) State(now time.Time) *wire.PlaceState {
 }
 
 // Generation changes whenever State would differ (other than its time).
-func (p *Interim) Generation() uint64 {
+func (p *Placer) Generation() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.state.Gen

@@ -1,4 +1,4 @@
-package rule
+package placement
 
 import (
 	"encoding/json"

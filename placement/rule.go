@@ -4,7 +4,7 @@
 // code, so a plugin deciding on slurmctld's thread from the state the
 // controller pushed decides what the controller would have. It imports
 // nothing but wire and small helpers: it is linked into the plugin's .so.
-package rule
+package placement
 
 import (
 	"fmt"

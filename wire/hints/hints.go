@@ -1,0 +1,136 @@
+// Package hints reads what a job tells Rota beyond its Slurm request: the
+// --rota-* options the SPANK plugin passes in the job's environment, and
+// the hash that recognises its batch script again. The job_submit plugin
+// reads them at submission; the controller and the CLI read the same
+// options from #SBATCH lines (`rota estimate`), so both use this package.
+package hints
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// Options are the sbatch options the SPANK plugin registers.
+type Options struct {
+	Off   bool // --rota=off
+	Hints wire.Hints
+}
+
+// spankPrefix is how Slurm passes SPANK options to job_submit: the plugin
+// name ("rota"), then the option name with '-' turned into '_'.
+const spankPrefix = "_SLURM_SPANK_OPTION_rota_"
+
+// Parse reads Rota's SPANK options from a job's spank env. An option it
+// cannot read is an error (the job then passes unchanged), not a guess.
+func Parse(env []string) (Options, error) {
+	var o Options
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, spankPrefix) {
+			continue
+		}
+		k, v, _ := strings.Cut(kv[len(spankPrefix):], "=")
+		switch strings.ReplaceAll(k, "-", "_") {
+		case "rota":
+			switch strings.ToLower(v) {
+			case "off", "no", "false", "0":
+				o.Off = true
+			case "on", "yes", "true", "1", "":
+			default:
+				return o, fmt.Errorf("--rota=%q: want on or off", v)
+			}
+		case "rota_steps":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n == 0 {
+				return o, fmt.Errorf("--rota-steps=%q: want a positive whole number of steps", v)
+			}
+			o.Hints.Steps = n
+		case "rota_checkpoint_signal":
+			sig := strings.TrimPrefix(strings.ToUpper(v), "SIG")
+			if !catchable[sig] {
+				return o, fmt.Errorf("--rota-checkpoint-signal=%q: want a signal the job can catch (USR1, USR2, TERM...)", v)
+			}
+			o.Hints.CheckpointSignal = sig
+		case "rota_chain":
+			switch strings.ToLower(v) {
+			case "", "on", "yes", "true", "1":
+				o.Hints.Chain = "on"
+			case "off", "no", "false", "0":
+				o.Hints.Chain = "off"
+			default:
+				return o, fmt.Errorf("--rota-chain=%q: want on or off", v)
+			}
+		case "rota_throughput":
+			tp, err := ParseThroughput(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Throughput = tp
+		case "rota_types":
+			ts, err := ParseTypes(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Types = ts
+		}
+	}
+	return o, nil
+}
+
+// catchable are the checkpoint signals the SPANK plugin and the agent accept.
+var catchable = map[string]bool{
+	"HUP": true, "INT": true, "QUIT": true, "USR1": true, "USR2": true, "ALRM": true,
+	"TERM": true, "CONT": true, "URG": true, "PWR": true, "XCPU": true,
+}
+
+// ParseTypes reads --rota-types=TYPE[,TYPE...]: the GPU types the
+// user lets Rota choose from, each once.
+func ParseTypes(v string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return nil, fmt.Errorf("--rota-types: %w", err)
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// ParseThroughput reads --rota-throughput=TYPE:STEPS_PER_S[,...].
+func ParseThroughput(v string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, item := range strings.Split(v, ",") {
+		t, rate, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return nil, fmt.Errorf("--rota-throughput: %q is not TYPE:STEPS_PER_S", item)
+		}
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return nil, fmt.Errorf("--rota-throughput: %w", err)
+		}
+		f, err := strconv.ParseFloat(rate, 64)
+		if err != nil || !(f > 0) || f > 1e9 {
+			return nil, fmt.Errorf("--rota-throughput: rate %q for %s is not a positive number", rate, t)
+		}
+		out[t] = f
+	}
+	return out, nil
+}
+
+// ScriptHash is how Rota recognises a batch script again: the first 16
+// bytes of its SHA-256, in hex ("" for no script).
+func ScriptHash(script []byte) string {
+	if len(script) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(script)
+	return hex.EncodeToString(sum[:16])
+}

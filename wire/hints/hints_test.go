@@ -1,0 +1,69 @@
+package hints
+
+import "testing"
+
+func TestParseChain(t *testing.T) {
+	for _, c := range []struct{ env, want string }{
+		{"", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=", "on"}, // a bare --rota-chain
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=on", "on"},
+		{"_SLURM_SPANK_OPTION_rota_rota_chain=OFF", "off"},
+	} {
+		o, err := Parse([]string{c.env})
+		if err != nil || o.Hints.Chain != c.want {
+			t.Errorf("%q: chain %q err %v, want %q", c.env, o.Hints.Chain, err, c.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, env := range []string{
+		"_SLURM_SPANK_OPTION_rota_rota=maybe",
+		"_SLURM_SPANK_OPTION_rota_rota_steps=-5",
+		"_SLURM_SPANK_OPTION_rota_rota_steps=0",
+		"_SLURM_SPANK_OPTION_rota_rota_throughput=v100",
+		"_SLURM_SPANK_OPTION_rota_rota_throughput=v100:fast",
+		"_SLURM_SPANK_OPTION_rota_rota_throughput=v100:-1",
+		"_SLURM_SPANK_OPTION_rota_rota_throughput=v 100:1",
+		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=KILL",
+		"_SLURM_SPANK_OPTION_rota_rota_checkpoint_signal=",
+		"_SLURM_SPANK_OPTION_rota_rota_chain=maybe",
+		"_SLURM_SPANK_OPTION_rota_rota_types=",
+		"_SLURM_SPANK_OPTION_rota_rota_types=v100,",
+		"_SLURM_SPANK_OPTION_rota_rota_types=v100|p100",
+		"_SLURM_SPANK_OPTION_rota_rota_types=100",
+	} {
+		if _, err := Parse([]string{env}); err == nil {
+			t.Errorf("%s accepted", env)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_types=v100,p100")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_steps=100")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota=off")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_chain=on")
+	f.Fuzz(func(t *testing.T, env string) {
+		o, err := Parse([]string{env})
+		if err != nil {
+			return
+		}
+		for typ, r := range o.Hints.Throughput {
+			if !(r > 0) || typ == "" {
+				t.Fatalf("accepted %q -> %v", env, o.Hints.Throughput)
+			}
+		}
+	})
+}
+
+func TestScriptHash(t *testing.T) {
+	a, b := ScriptHash([]byte("#!/bin/sh\ntrain\n")), ScriptHash([]byte("#!/bin/sh\ntrain 2\n"))
+	if len(a) != 32 || a == b || a != ScriptHash([]byte("#!/bin/sh\ntrain\n")) {
+		t.Fatalf("hashes %q %q", a, b)
+	}
+	if ScriptHash(nil) != "" {
+		t.Fatal("empty script hashed")
+	}
+}
