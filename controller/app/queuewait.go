@@ -15,7 +15,6 @@ import (
 	"github.com/rota-hpc/rota/controller/forecast"
 	"github.com/rota-hpc/rota/controller/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -362,9 +361,7 @@ func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType 
 		return false
 	}
 	qj := func(j *slurm.Job) queuewait.QueueJob {
-		r, _ := j.GPURequest()
-		gpus := placement.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
-		return queuewait.QueueJob{ID: fmt.Sprint(j.ID), User: j.User, Partition: partition, Nodes: j.NumNodes, GPUs: gpus,
+		return queuewait.QueueJob{ID: fmt.Sprint(j.ID), User: j.User, Partition: partition, Nodes: j.NumNodes, GPUs: j.GPUs(),
 			TimeLimit: time.Duration(j.TimeLimitMin) * time.Minute, Submit: j.Submit, Start: j.Start}
 	}
 	types := map[string]bool{}

@@ -18,7 +18,6 @@ import (
 	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/slurmtime"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -188,7 +187,7 @@ func gpuJob(j *slurm.Job, nodeType map[string]string, types []string) (gpus int,
 	if !ok {
 		return 0, "", false
 	}
-	gpus = placement.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
+	gpus = j.GPUs()
 	if j.Running() && len(j.Nodes) > 0 {
 		if t := nodeType[j.Nodes[0]]; t != "" {
 			return gpus, t, true

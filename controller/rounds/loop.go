@@ -573,7 +573,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			continue
 		}
 		// The GPUs it holds or will: Slurm's node and task counts now.
-		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(jobGPUs(j, req), 1),
+		v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: max(j.GPUs(), 1),
 			Submit: j.Submit, Migratable: tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg, MoveCost: l.cfg.MoveCost}
 		if v.Entity == "" {
 			v.Entity = j.User

@@ -11,9 +11,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/slurm"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
-	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // LimitReader reads the site's typed GPU limits (slurm.CLI.Limits).
@@ -92,12 +90,6 @@ func limitHeld(reason string) bool {
 	return strings.HasPrefix(reason, "QOS") || strings.HasPrefix(reason, "Assoc")
 }
 
-// jobGPUs is the GPUs job j holds or will: its request at Slurm's node
-// and task counts now.
-func jobGPUs(j *slurm.Job, req gpureq.Request) int {
-	return placement.NeedOf(req.Ask(uint32(j.NumNodes), uint32(j.NumTasks))).Total
-}
-
 // typedUsage counts what the queue holds of the typed limits: running
 // jobs, then pending jobs whose type is chosen, in the order Slurm would
 // start them (priority, then submission), each only if its limits leave
@@ -118,7 +110,7 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 		if !ok {
 			continue
 		}
-		gpus := jobGPUs(j, req)
+		gpus := j.GPUs()
 		if j.Running() && len(j.Nodes) > 0 {
 			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: nodeType[j.Nodes[0]], GPUs: gpus})
 		} else if t := jobType(j, req.Types(), types); j.Pending() && !limitHeld(j.Reason) && t != "" {

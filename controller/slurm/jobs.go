@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -62,6 +63,17 @@ func (j *Job) GPURequest() (gpureq.Request, bool) {
 		return gpureq.Request{}, false
 	}
 	return r, true
+}
+
+// GPUs is how many GPUs the job holds or will: its request (every form:
+// per job, node, socket or task) at Slurm's node and task counts now; 0
+// for a job without GPUs.
+func (j *Job) GPUs() int {
+	r, ok := j.GPURequest()
+	if !ok {
+		return 0
+	}
+	return placement.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
 }
 
 // JobUpdate is what `scontrol update job` may change; nil fields are left.
