@@ -26,7 +26,7 @@ SLURM_INCLUDE := $(shell scripts/slurm-release include $(SLURM))/slurm
 endif
 endif
 
-GO_BINARIES := rota-controller rota rota-agent rota-synthtrain rota-estimator-speedtable
+GO_BINARIES := rota-controller rota rota-loadgen rota-agent rota-synthtrain rota-estimator-speedtable
 
 .PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-cgo-entry bench-policy man
 
@@ -42,6 +42,12 @@ $(BIN)/rota-controller: FORCE
 
 $(BIN)/rota: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota
+
+# The controller's load generator, a benchmark (docs/operations.md); not
+# packaged, and apart from rota so that the CLI does not link the
+# controller it starts.
+$(BIN)/rota-loadgen: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota-loadgen
 
 # The rota CLI's man pages (one per command, gzipped) and its bash and zsh
 # completions, generated from the same command tree that parses its flags:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimators"
+	"github.com/rota-hpc/rota/internal/conf"
 
 	"github.com/rs/zerolog"
 
@@ -97,7 +98,7 @@ func (c *Controller) readHistory(ctx context.Context) {
 		w.HistoryUnread("slurmdbd not read: the controller's Slurm client cannot read accounting")
 		return
 	}
-	window := FormatWindow(c.cfg.HistoryWindow)
+	window := conf.FormatWindow(c.cfg.HistoryWindow)
 	since := time.Now().Add(-c.cfg.HistoryWindow)
 	start := time.Now()
 	jobs, st, err := acct.Accounting(ctx, since, time.Time{})

@@ -1,7 +1,7 @@
 // Package loadgen plays a fleet of node agents against a controller and
 // measures how the controller copes: the agents' reports at their real
 // size and rate, a stream of placement requests whose latency it records,
-// and the controller's ingest rate, drops, CPU and memory. `rota loadgen`
+// and the controller's ingest rate, drops, CPU and memory. `rota-loadgen`
 // is its command; docs/operations.md ("Load and sizing") has the figures.
 package loadgen
 

@@ -123,7 +123,7 @@ func TestInstalledCLI(t *testing.T) {
 	}
 
 	t.Run("help", func(t *testing.T) {
-		for _, c := range []string{"", "status", "explain", "estimate", "sim", "solve", "queuewait", "queuewait train", "queuewait eval", "loadgen", "completion", "completion bash"} {
+		for _, c := range []string{"", "status", "explain", "estimate", "sim", "solve", "queuewait", "queuewait train", "queuewait eval", "completion", "completion bash"} {
 			for _, h := range []string{"-h", "--help"} {
 				out, err := sh("rota " + c + " " + h)
 				if err != nil || !strings.Contains(out, "Usage:\n  "+strings.TrimSpace("rota "+c)) || strings.Contains(out, "help requested") {

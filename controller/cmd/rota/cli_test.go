@@ -61,7 +61,7 @@ func visibleFlags(c *cobra.Command) []*pflag.Flag {
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	all := commands(t)
-	for _, want := range []string{"rota", "rota status", "rota explain", "rota estimate", "rota sim", "rota solve", "rota loadgen",
+	for _, want := range []string{"rota", "rota status", "rota explain", "rota estimate", "rota sim", "rota solve",
 		"rota queuewait", "rota queuewait train", "rota queuewait eval", "rota completion", "rota completion bash", "rota completion zsh", "rota help"} {
 		if all[want] == nil {
 			t.Errorf("no command %q in the tree", want)
@@ -131,8 +131,7 @@ func TestFlagSpellings(t *testing.T) {
 	spelling := regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 	// Names whose meaning depends on the command, as a reader of that
 	// command expects: status --jobs lists the jobs, solve --jobs is how
-	// many to draw; estimate --nodes is the job's, loadgen --nodes the
-	// simulated fleet's.
+	// many to draw; estimate --nodes is the job's.
 	differ := map[string]bool{"jobs": true, "nodes": true}
 	typ := map[string]string{}
 	where := map[string]string{}
@@ -181,11 +180,6 @@ func TestOldSpellings(t *testing.T) {
 	}
 	if st, err := os.Stat(prof); err != nil || st.Size() == 0 {
 		t.Errorf("--cpuprofile wrote no profile: %v", err)
-	}
-	// loadgen --gpus is --gpus-per-node: 0 is refused under the new name.
-	_, stderr, code = rota(t, "loadgen", "--gpus", "0")
-	if code != 2 || !strings.Contains(stderr, "--gpus is an old spelling of --gpus-per-node") || !strings.Contains(stderr, "--gpus-per-node must be positive") {
-		t.Errorf("loadgen --gpus 0: exit %d, %q", code, stderr)
 	}
 	help, _, _ := rota(t, "sim", "--help")
 	if strings.Contains(help, "--throughputs") || strings.Contains(help, "--cpuprofile") {
@@ -264,7 +258,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{""}, []string{"status", "explain", "estimate", "sim", "solve", "queuewait", "loadgen", "completion"}},
+		{[]string{""}, []string{"status", "explain", "estimate", "sim", "solve", "queuewait", "completion"}},
 		{[]string{"queuewait", ""}, []string{"train", "eval"}},
 		{[]string{"sim", "--thr"}, []string{"--throughput-table"}},
 		{[]string{"estimate", "--mo"}, []string{"--model"}},

@@ -1,5 +1,7 @@
 // Command rota is Rota's command-line tool: status, explain, estimate, and
-// the policy solver and simulator that run the controller's own code.
+// the policy solver and simulator that run the controller's own code. It
+// asks the controller over NATS and links none of it: no NATS server, no
+// round loop (the load generator is rota-loadgen, a command of its own).
 //
 // The command tree is built with cobra (github.com/spf13/cobra): every
 // subcommand has its own file and one constructor (newSimCmd, ...), wired
@@ -39,7 +41,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Rota's command-line tool",
 		Long: `rota asks the Rota controller what it decided and why (status, explain,
 estimate), and runs the controller's own policies offline (solve, sim,
-queuewait, loadgen).
+queuewait).
 
 The controller-facing commands reach it over NATS: --nats (default
 $ROTA_NATS_URL, else nats://127.0.0.1:4222), with --nkey-seed and --tls-ca
@@ -61,7 +63,6 @@ where the site secures NATS (docs/operations.md).`,
 		newSolveCmd(),
 		newSimCmd(),
 		newQueuewaitCmd(),
-		newLoadgenCmd(),
 		newGenManCmd(),
 	)
 	// Added now rather than at Execute, so the tree is whole for the man

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/app"
 	"github.com/rota-hpc/rota/controller/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/conf"
 )
 
 // readSacct reads the training jobs from this cluster's slurmdbd.
@@ -54,7 +54,7 @@ func sacctWindow(since, start, end string, sinceSet bool, now time.Time) (time.T
 		if end != "" {
 			return time.Time{}, time.Time{}, fmt.Errorf("--end needs --start")
 		}
-		d, err := app.ParseWindow(since)
+		d, err := conf.ParseWindow(since)
 		if err != nil || d <= 0 {
 			return time.Time{}, time.Time{}, fmt.Errorf("--since %q: want days like 7d or hours like 36h", since)
 		}

@@ -1,3 +1,8 @@
+// Command rota-loadgen measures a controller under a site's load: N node
+// agents x 8 GPUs reporting every interval, plus a stream of placement
+// requests. It is a benchmark, apart from the user's rota CLI so that rota
+// does not link the controller it starts (docs/operations.md, "The load
+// generator").
 package main
 
 import (
@@ -8,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -17,9 +23,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rota-hpc/rota/controller/loadgen"
+	"github.com/rota-hpc/rota/internal/buildinfo"
 )
 
-const loadgenHelp = `rota loadgen plays N node agents x 8 GPUs reporting every interval, plus a
+const loadgenHelp = `rota-loadgen plays N node agents x 8 GPUs reporting every interval, plus a
 stream of placement requests, and measures the controller: ingest rate,
 drops, CPU and memory, placement latency. The last line, for scripts:
 
@@ -32,21 +39,61 @@ Where the controller runs:
                    include the generator)
   --nats URL       a running controller (give --controller-pid to measure it)`
 
-func newLoadgenCmd() *cobra.Command {
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs one command line and returns the exit status: 0, 1 for a
+// failure, 2 for a mistake in how the command was called.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "rota-loadgen: %s\nRun 'rota-loadgen --help' for usage.\n", u.msg)
+		return 2
+	}
+	fmt.Fprintf(stderr, "rota-loadgen: %v\n", err)
+	return 1
+}
+
+// usageError marks a mistake in how the command was called (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func newCmd() *cobra.Command {
 	var o loadgen.Options
 	var natsURL, logLevel string
 	var inProcess, serve bool
 	cmd := &cobra.Command{
-		Use:     "loadgen [flags]",
+		Use:     "rota-loadgen [flags]",
 		Short:   "play N agents and a stream of placements against a controller; measure it",
 		Long:    loadgenHelp,
-		Example: "  rota loadgen --nodes 1000 --duration 20s\n  rota loadgen --nats nats://127.0.0.1:4222 --controller-pid $(pidof rota-controller)",
-		Args:    usageArgs(cobra.NoArgs),
+		Example: "  rota-loadgen --nodes 1000 --duration 20s\n  rota-loadgen --nats nats://127.0.0.1:4222 --controller-pid $(pidof rota-controller)",
+		Version: buildinfo.Version,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Sprintf("unexpected argument %q", args[0])}
+			}
+			return nil
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	fs := cmd.Flags()
 	fs.IntVar(&o.Fleet.Nodes, "nodes", 5000, "simulated nodes (agents)")
 	fs.IntVar(&o.Fleet.GPUsPerNode, "gpus-per-node", 8, "GPUs per node")
-	aliasFlag(cmd, "gpus", "gpus-per-node")
 	fs.IntVar(&o.Fleet.JobsPerNode, "jobs-per-node", 2, "jobs per node (each reports on its own subject too)")
 	fs.DurationVar(&o.Fleet.Interval, "interval", time.Second, "agent report interval")
 	fs.IntVar(&o.Conns, "conns", 4, "NATS connections the simulated agents share")
@@ -70,11 +117,7 @@ func newLoadgenCmd() *cobra.Command {
 func changedFlags(fs *pflag.FlagSet) []string {
 	var args []string
 	fs.Visit(func(f *pflag.Flag) {
-		name := f.Name
-		if a, ok := f.Value.(aliasValue); ok {
-			name = a.name
-		}
-		args = append(args, "--"+name+"="+f.Value.String())
+		args = append(args, "--"+f.Name+"="+f.Value.String())
 	})
 	return args
 }
@@ -149,7 +192,7 @@ func serveController(ctx context.Context, fleet loadgen.FleetConfig, log zerolog
 	return stop()
 }
 
-// spawnController starts `rota loadgen --serve-controller` with the same
+// spawnController starts `rota-loadgen --serve-controller` with the same
 // fleet flags, so the controller is its own process and its CPU and
 // memory are its own, and waits for its URL.
 func spawnController(ctx context.Context, args []string) (url string, pid int, stop func(), err error) {
@@ -157,7 +200,7 @@ func spawnController(ctx context.Context, args []string) (url string, pid int, s
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.Command(exe, append([]string{"loadgen", "--serve-controller"}, args...)...)
+	cmd := exec.Command(exe, append([]string{"--serve-controller"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
