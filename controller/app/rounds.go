@@ -2,18 +2,18 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/forecast"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -36,15 +36,15 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		return nil
 	}
 	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), sched, c.store, c.obs,
-		c.estimator, &rounds.NATSCheckpointer{NC: c.nc})
+		c.estimator, &checkpoint.NATS{NC: c.nc})
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
 		return nil
 	}
-	var st *kvState
+	var st *state.KV
 	if js, err := jetstream.New(c.nc); err != nil {
 		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
-	} else if st, err = openState(ctx, js, c.cfg.Replicas); err != nil {
+	} else if st, err = state.Open(ctx, js, c.cfg.Replicas); err != nil {
 		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
 	} else {
 		loop.SetStore(st)
@@ -82,17 +82,17 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 
 // startChains runs the chain manager beside the round loop
 // (docs/chains.md), when Slurm can take submissions.
-func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *kvState) {
+func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
 	cs, ok := sched.(chains.Slurm)
 	if c.cfg.Chains.Off || !ok {
 		return
 	}
-	var store chains.StateStore
+	var store state.Store
 	if st != nil {
 		store = st
 	}
 	m, err := chains.New(c.cfg.Chains, c.log.With().Str("component", "chains").Logger(), cs, loop,
-		&rounds.NATSCheckpointer{NC: c.nc}, store)
+		&checkpoint.NATS{NC: c.nc}, store)
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot start the chain manager; jobs past MaxTime are killed at their limit")
 		return
@@ -129,42 +129,6 @@ func roundsStatus(l *rounds.Loop, jobs bool) *wire.RoundsStatus {
 		st.Jobs = append(st.Jobs, roundJob(a, p.Types))
 	}
 	return st
-}
-
-// StateBucket is the JetStream KV bucket of the round loop's state.
-const StateBucket = "rota_state"
-
-// kvState is rounds.StateStore on a JetStream KV bucket.
-type kvState struct{ kv jetstream.KeyValue }
-
-func openState(ctx context.Context, js jetstream.JetStream, replicas int) (*kvState, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      StateBucket,
-		Description: "Rota round loop state: jobs, moves, learned throughputs, last allocation",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("opening JetStream bucket %s: %w", StateBucket, err)
-	}
-	return &kvState{kv: kv}, nil
-}
-
-func (s *kvState) Get(ctx context.Context, key string) ([]byte, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, rounds.ErrNoState
-	}
-	if err != nil {
-		return nil, err
-	}
-	return e.Value(), nil
-}
-
-func (s *kvState) Put(ctx context.Context, key string, data []byte) error {
-	_, err := s.kv.Put(ctx, key, data)
-	return err
 }
 
 // roundJob is one plan action as the CLI shows it.

@@ -19,10 +19,11 @@ import (
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
 )
 
-// siteKey is the knowledge base's key in the StateBucket.
+// siteKey is the knowledge base's key in the state.Bucket.
 const siteKey = "site"
 
 // siteState is what the controller knows of the site besides the cluster
@@ -32,7 +33,7 @@ type siteState struct {
 	mu    sync.Mutex
 	kb    *wire.Site
 	saved []byte // last stored form, without its time
-	store *kvState
+	store *state.KV
 
 	waits *waitPredictor
 	table *workload.Table
@@ -156,7 +157,7 @@ func (c *Controller) saveSite(ctx context.Context, kb *wire.Site) {
 		if err != nil {
 			return
 		}
-		if store, err = openState(ctx, js, c.cfg.Replicas); err != nil {
+		if store, err = state.Open(ctx, js, c.cfg.Replicas); err != nil {
 			c.log.Warn().Err(err).Msg("cannot store the site knowledge base; it is rebuilt from Slurm at every refresh")
 			return
 		}
@@ -181,7 +182,7 @@ func (c *Controller) restoreSite(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	st, err := openState(ctx, js, c.cfg.Replicas)
+	st, err := state.Open(ctx, js, c.cfg.Replicas)
 	if err != nil {
 		return
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -46,22 +48,6 @@ type JobInfo interface {
 	ChainInfo(id uint32) (Info, bool)
 }
 
-// Checkpointer asks the job's node agents to checkpoint it (as the round
-// loop's migrations do) and says how it went.
-type Checkpointer interface {
-	Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error)
-}
-
-// StateStore is where chains are saved (the round loop's KV bucket).
-type StateStore interface {
-	Get(ctx context.Context, key string) ([]byte, error)
-	Put(ctx context.Context, key string, data []byte) error
-}
-
-// ErrNoState is what a StateStore answers for a key never written (the
-// app maps its own to this).
-var ErrNoState = errors.New("no saved state")
-
 const (
 	stateKey     = "chains"
 	stateVersion = 1
@@ -82,8 +68,8 @@ type Manager struct {
 	log   zerolog.Logger
 	sched Slurm
 	info  JobInfo
-	ckpt  Checkpointer
-	store StateStore
+	ckpt  checkpoint.Checkpointer
+	store state.Store
 	pred  WaitPredictor
 	obs   *ObservedWaits
 	now   func() time.Time
@@ -123,7 +109,7 @@ type segRef struct {
 
 // New makes a manager. ckpt and store may be nil (signals by scancel; no
 // saved state).
-func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt Checkpointer, store StateStore) (*Manager, error) {
+func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt checkpoint.Checkpointer, store state.Store) (*Manager, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -865,7 +851,7 @@ func (m *Manager) restore(ctx context.Context) error {
 		return nil
 	}
 	b, err := m.store.Get(ctx, stateKey)
-	if errors.Is(err, ErrNoState) {
+	if errors.Is(err, state.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

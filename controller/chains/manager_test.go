@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -484,14 +485,14 @@ func TestNoChain(t *testing.T) {
 	}
 }
 
-// memStore is a StateStore in memory.
+// memStore is a state.Store in memory.
 type memStore map[string][]byte
 
 func (s memStore) Get(_ context.Context, k string) ([]byte, error) {
 	if b, ok := s[k]; ok {
 		return b, nil
 	}
-	return nil, ErrNoState
+	return nil, state.ErrNotFound
 }
 func (s memStore) Put(_ context.Context, k string, b []byte) error { s[k] = b; return nil }
 

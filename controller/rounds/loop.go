@@ -13,12 +13,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -114,12 +116,6 @@ type Estimator interface {
 	Finished(key string, jobID uint32, limitMin, actualSec float64)
 }
 
-// Checkpointer asks node agents to checkpoint a job and reports how it
-// went (wire.Checkpoint* outcomes).
-type Checkpointer interface {
-	Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error)
-}
-
 // ChainSegments tells the loop which jobs are segments of chains
 // (controller/chains): it never migrates them (they checkpoint at every
 // segment's end anyway) and leaves a successor that waits for its
@@ -148,8 +144,8 @@ type Loop struct {
 	dec     Decisions
 	meas    Measurements
 	est     Estimator
-	ckpt    Checkpointer
-	store   StateStore
+	ckpt    checkpoint.Checkpointer
+	store   state.Store
 	planner *Planner
 	pol     policy.Policy
 	chains  ChainSegments
@@ -266,10 +262,10 @@ func (l *Loop) SetTimings(t Timings) { l.timings = t }
 
 // SetStore makes the loop save its state after every round and restore
 // it when it starts.
-func (l *Loop) SetStore(s StateStore) { l.store = s }
+func (l *Loop) SetStore(s state.Store) { l.store = s }
 
 // New makes a loop.
-func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, meas Measurements, est Estimator, ckpt Checkpointer) (*Loop, error) {
+func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, meas Measurements, est Estimator, ckpt checkpoint.Checkpointer) (*Loop, error) {
 	pol, err := policy.New(cfg.Policy, policy.Options{})
 	if err != nil {
 		return nil, err

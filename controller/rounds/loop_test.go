@@ -13,8 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -213,7 +215,7 @@ func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.D
 	return c.outcome, nil
 }
 
-func newLoop(t *testing.T, f *fakeSched, decs *fakeDecisions, est Estimator, ck Checkpointer) *Loop {
+func newLoop(t *testing.T, f *fakeSched, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
 	cfg := DefaultConfig()
 	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
 	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, est, ck)
@@ -397,7 +399,7 @@ func (s *memState) Get(_ context.Context, k string) ([]byte, error) {
 	if b, ok := s.m[k]; ok {
 		return b, nil
 	}
-	return nil, ErrNoState
+	return nil, state.ErrNotFound
 }
 
 func (s *memState) Put(_ context.Context, k string, b []byte) error {
@@ -457,7 +459,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 }
 
-func (l *Loop) restoreWith(s StateStore) error {
+func (l *Loop) restoreWith(s state.Store) error {
 	l.SetStore(s)
 	return l.restore(context.Background())
 }

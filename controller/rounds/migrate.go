@@ -2,13 +2,7 @@ package rounds
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -108,95 +102,4 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 	}
 	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; the next rounds retry")
 	return true
-}
-
-// NATSCheckpointer sends checkpoint commands to node agents over NATS.
-type NATSCheckpointer struct {
-	NC *nats.Conn
-	// Timeout bounds the agent's immediate answer.
-	Timeout time.Duration
-	seq     atomic.Uint64
-}
-
-// Checkpoint implements Checkpointer: every node of the job gets the
-// command; the outcome is "acknowledged" only when all acknowledged (or
-// exited), the worst outcome otherwise.
-func (c *NATSCheckpointer) Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error) {
-	if len(nodes) == 0 {
-		return "", fmt.Errorf("job %d has no nodes", jobID)
-	}
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	id := "mig-" + strconv.FormatUint(uint64(jobID), 10) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
-	results := make(chan *nats.Msg, len(nodes)*2)
-	var subs []*nats.Subscription
-	defer func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-	}()
-	for _, n := range nodes {
-		s, err := c.NC.ChanSubscribe(wire.SubjectAgentCheckpointResult(n), results)
-		if err != nil {
-			return "", fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
-		}
-		subs = append(subs, s)
-	}
-	req, _ := json.Marshal(wire.CheckpointRequest{V: wire.Version, JobID: jobID, GraceSeconds: grace.Seconds(), ID: id})
-	accepted := 0
-	for _, n := range nodes {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		msg, err := c.NC.RequestWithContext(rctx, wire.SubjectAgentCheckpoint(n), req)
-		cancel()
-		if err != nil {
-			return "", fmt.Errorf("node %s's agent did not answer the checkpoint command: %w", n, err)
-		}
-		var rep wire.CheckpointReply
-		if err := wire.Decode(msg.Data, &rep); err != nil {
-			return "", fmt.Errorf("node %s's agent: %w", n, err)
-		}
-		if !rep.Accepted {
-			if rep.Processes == 0 && len(nodes) == 1 {
-				return wire.CheckpointNoProcesses, nil
-			}
-			return "", fmt.Errorf("node %s's agent refused the checkpoint: %s", n, rep.Error)
-		}
-		accepted++
-	}
-	worst := wire.CheckpointAcknowledged
-	deadline := time.NewTimer(grace + timeout)
-	defer deadline.Stop()
-	for got := 0; got < accepted; {
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-deadline.C:
-			return "", fmt.Errorf("no checkpoint result from %d of %d nodes within %s", accepted-got, accepted, grace+timeout)
-		case m := <-results:
-			var r wire.CheckpointResult
-			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
-				continue // another command's result
-			}
-			got++
-			if rank(r.Outcome) > rank(worst) {
-				worst = r.Outcome
-			}
-		}
-	}
-	return worst, nil
-}
-
-func rank(outcome string) int {
-	switch outcome {
-	case wire.CheckpointAcknowledged:
-		return 0
-	case wire.CheckpointExited:
-		return 1
-	case wire.CheckpointNoProcesses:
-		return 2
-	default:
-		return 3
-	}
 }

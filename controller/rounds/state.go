@@ -7,19 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/state"
 )
-
-// StateStore keeps the loop's state where a restarted (or newly elected)
-// controller finds it: a JetStream KV bucket in production.
-type StateStore interface {
-	Get(ctx context.Context, key string) ([]byte, error) // ErrNoState when absent
-	Put(ctx context.Context, key string, data []byte) error
-}
-
-// ErrNoState is a StateStore's answer for a key never written (the same
-// error as the chain manager's, which saves in the same bucket).
-var ErrNoState = chains.ErrNoState
 
 // Keys of the saved state.
 const (
@@ -118,7 +107,7 @@ func (l *Loop) restore(ctx context.Context) error {
 		return nil
 	}
 	b, err := l.store.Get(ctx, stateLoop)
-	if errors.Is(err, ErrNoState) {
+	if errors.Is(err, state.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -154,7 +143,7 @@ func (l *Loop) restore(ctx context.Context) error {
 			if err := ex.Import(b); err != nil {
 				return fmt.Errorf("restoring estimates: %w", err)
 			}
-		} else if !errors.Is(err, ErrNoState) {
+		} else if !errors.Is(err, state.ErrNotFound) {
 			return fmt.Errorf("reading estimates: %w", err)
 		}
 	}
