@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -291,10 +292,10 @@ func (a *Agent) Sample(ctx context.Context, now time.Time) *wire.NodeReport {
 				}
 				j.SMUtilPercent = &v
 			}
-			if !containsInt(j.GPUs, g.Index) {
+			if !slices.Contains(j.GPUs, g.Index) {
 				j.GPUs = append(j.GPUs, g.Index)
 			}
-			if p.Step != "" && !containsStr(j.Steps, p.Step) {
+			if p.Step != "" && !slices.Contains(j.Steps, p.Step) {
 				j.Steps = append(j.Steps, p.Step)
 			}
 		}
@@ -462,22 +463,4 @@ func (a *Agent) publishResult(res *wire.CheckpointResult) {
 	if data, err := json.Marshal(res); err == nil {
 		a.pub.Publish(wire.SubjectAgentCheckpointResult(a.opts.Node), data)
 	}
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func containsStr(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -605,7 +606,7 @@ func (m *Manager) chooseDev(ctx context.Context, c *Chain, prev Segment, in Info
 	}
 	var devs []DevQueue
 	for _, p := range parts {
-		if !contains(m.cfg.DevPartitions, p.Name) {
+		if !slices.Contains(m.cfg.DevPartitions, p.Name) {
 			continue
 		}
 		d := DevQueue{Partition: p.Name, MaxTimeMin: p.MaxTimeMin, Idle: true}
@@ -616,7 +617,7 @@ func (m *Manager) chooseDev(ctx context.Context, c *Chain, prev Segment, in Info
 		}
 		free := 0
 		for _, n := range nodes {
-			if !contains(n.Partitions, p.Name) {
+			if !slices.Contains(n.Partitions, p.Name) {
 				continue
 			}
 			for t, g := range n.GPUs {
@@ -638,15 +639,6 @@ func (m *Manager) chooseDev(ctx context.Context, c *Chain, prev Segment, in Info
 		mainWait = 0 // the successor takes over its predecessor's GPUs
 	}
 	return ChooseDev(steps, in.Rate, mainWait, 1.2, devs)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // checkpoint asks the segment to save before its limit: through its node

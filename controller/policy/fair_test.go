@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/rota-hpc/rota/controller/policy/lp"
@@ -177,7 +178,7 @@ func TestFTFRandom(t *testing.T) {
 		checkFeasible(t, p, a)
 		worst := 0.0
 		for j := range p.Jobs {
-			if !contains(a.Unschedulable, j) {
+			if !slices.Contains(a.Unschedulable, j) {
 				worst = math.Max(worst, rho(p, a.X, j))
 			}
 		}
@@ -185,15 +186,6 @@ func TestFTFRandom(t *testing.T) {
 			t.Fatalf("trial %d: max rho %g, objective %g", trial, worst, a.Objective)
 		}
 	}
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFairPoliciesAgainstCLP exports ftf (with and without elapsed time)

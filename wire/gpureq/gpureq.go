@@ -21,6 +21,7 @@ package gpureq
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -235,7 +236,7 @@ func (s Spec) GPUs() (count uint64, types []string, has bool) {
 		}
 		has = true
 		count += e.Count
-		if e.Type != "" && !contains(types, e.Type) {
+		if e.Type != "" && !slices.Contains(types, e.Type) {
 			types = append(types, e.Type)
 		}
 	}
@@ -262,13 +263,4 @@ func (s *Spec) SetType(t string) {
 
 		}
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package gpureq
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/rota-hpc/rota/wire"
 )
@@ -52,7 +53,7 @@ func (r Request) Types() []string {
 	for _, s := range r.specs() {
 		_, ts, _ := s.GPUs()
 		for _, t := range ts {
-			if !contains(types, t) {
+			if !slices.Contains(types, t) {
 				types = append(types, t)
 			}
 		}
