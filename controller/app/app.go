@@ -79,8 +79,8 @@ type Controller struct {
 	// subscription instead of piling up goroutines.
 	durable sync.WaitGroup
 	writes  chan struct{}
-	// stateKick asks publishStates for a placement state now.
-	stateKick chan struct{}
+	// stateWanted asks publishStates for a placement state now.
+	stateWanted chan struct{}
 	// stateAbsorbed: plugins' decisions were absorbed since the last
 	// state (published within absorbGap).
 	stateAbsorbed atomic.Bool
@@ -108,7 +108,7 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites), stateKick: make(chan struct{}, 1), inst: newInstruments(),
+		writes: make(chan struct{}, maxDurableWrites), stateWanted: make(chan struct{}, 1), inst: newInstruments(),
 		trend: trend.New(trendSamples, trendWindow)}
 	if err := c.cfg.Check(); err != nil {
 		return err
@@ -469,7 +469,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.refreshSite(ctx, nodes, parts)
-	c.kickState()
+	c.publishStateSoon()
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
 	return nil
 }

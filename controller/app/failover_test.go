@@ -119,8 +119,8 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 	b := spawnController(t, cl.URLs(), comments)
 	natstest.WaitFor(t, 30*time.Second, "the second controller to stand by", func() bool { return b.logged("standing by") })
 
-	asker, err := submit.DialNATS(submit.Config{NATSURL: cl.URLs(), Deadline: time.Second,
-		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond}, nil)
+	asker, err := submit.Dial(submit.Config{NATSURL: cl.URLs(), Deadline: time.Second,
+		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond}, submit.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 		t.Helper()
 		want := len(given) + n
 		natstest.WaitFor(t, 60*time.Second, what, func() bool {
-			rep, err := asker.Place(context.Background(), req)
+			rep, err := asker.Place(context.Background(), nil, req)
 			if err != nil || rep.DecisionID == "" {
 				time.Sleep(20 * time.Millisecond)
 				return false

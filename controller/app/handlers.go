@@ -34,7 +34,7 @@ func (c *Controller) subscribe() ([]*nats.Subscription, error) {
 		// Local placement: plugins report what they decided, and ask
 		// for the state when they (re)connect.
 		wire.SubjectPlaceDecision: c.onDecision,
-		wire.SubjectPlaceSync:     func(*nats.Msg) { c.kickState() },
+		wire.SubjectPlaceSync:     func(*nats.Msg) { c.publishStateSoon() },
 	} {
 		s, err := c.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -89,7 +89,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 	}
 	res := c.placer.Place(&req)
 	if res.Reserve != nil {
-		c.kickState() // plugins placing locally must count these GPUs too
+		c.publishStateSoon() // plugins placing locally must count these GPUs too
 	}
 	reply := wire.PlaceReply{
 		V:            wire.Version,

@@ -30,12 +30,12 @@ func TestLocalPlacementRecorded(t *testing.T) {
 			dial := func() *submit.Handler {
 				c := submit.DefaultConfig()
 				c.NATSURL, c.NATSSync = url, sync
-				a, err := submit.DialNATS(c, nil)
+				h, err := submit.Open(c, submit.Hooks{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(a.Close)
-				return &submit.Handler{Config: c, Asker: a.Placer()}
+				t.Cleanup(h.Close)
+				return h
 			}
 			job := func(i int) *submit.Job {
 				return &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
@@ -128,12 +128,11 @@ func TestAbsorbedDecisionsBatchStates(t *testing.T) {
 	defer sub.Unsubscribe()
 	c := submit.DefaultConfig()
 	c.NATSURL, c.NATSSync = url, true
-	a, err := submit.DialNATS(c, nil)
+	h, err := submit.Open(c, submit.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	h := &submit.Handler{Config: c, Asker: a.Placer()}
+	defer h.Close()
 	job := &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
 	natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
 		_, o, _ := h.Handle(context.Background(), job)

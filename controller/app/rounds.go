@@ -69,11 +69,11 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)
-		c.kickState()
+		c.publishStateSoon()
 	}
 	c.rounds.Store(loop)
 	c.placer.SetName(loop.Policy())
-	c.kickState()
+	c.publishStateSoon()
 	go loop.Run(ctx)
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")

@@ -74,16 +74,16 @@ func TestControllerWithCreds(t *testing.T) {
 		pc := submit.DefaultConfig()
 		pc.NATSURL, pc.NATSNkeySeedFile, pc.Deadline = url, creds.SeedPath(dir, creds.Plugin, ""), 5*time.Second
 		var events []string
-		a, err := submit.DialNATS(pc, func(_ bool, m string) { events = append(events, m) })
+		a, err := submit.Dial(pc, submit.Hooks{OnEvent: func(_ bool, m string) { events = append(events, m) }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		natstest.WaitFor(t, 5*time.Second, "plugin connected", func() bool {
-			_, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}})
+			_, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}})
 			return err == nil
 		})
-		rep, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version, Partition: "gpu", GPU: wire.GPUAsk{PerNode: 1}})
+		rep, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version, Partition: "gpu", GPU: wire.GPUAsk{PerNode: 1}})
 		if err != nil {
 			t.Fatalf("place: %v (events %v)", err, events)
 		}

@@ -23,10 +23,10 @@ const stateMinGap = 20 * time.Millisecond
 // out after stateMinGap.
 const absorbGap = time.Second
 
-// kickState asks the publisher for a state message soon.
-func (c *Controller) kickState() {
+// publishStateSoon asks the publisher for a state message soon.
+func (c *Controller) publishStateSoon() {
 	select {
-	case c.stateKick <- struct{}{}:
+	case c.stateWanted <- struct{}{}:
 	default:
 	}
 }
@@ -59,7 +59,7 @@ func (c *Controller) publishStates(ctx context.Context) {
 			if !c.stateAbsorbed.Load() {
 				continue
 			}
-		case <-c.stateKick:
+		case <-c.stateWanted:
 			select {
 			case <-ctx.Done():
 				return

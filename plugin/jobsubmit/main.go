@@ -56,7 +56,6 @@ var (
 	calls, totalNs, maxNs atomic.Int64
 	mu                    sync.RWMutex
 	handler               *submit.Handler
-	asker                 *submit.NATSAsker
 	// stopStats ends the stats file's writer (stats.go), if one runs.
 	stopStats chan struct{}
 	log       = zerolog.New(slurmLog{}).Level(zerolog.InfoLevel)
@@ -80,9 +79,9 @@ func rota_go_init(path *C.char) {
 	mu.Lock()
 	defer mu.Unlock()
 	log = log.Level(lvl)
-	if asker != nil { // a second init after fini or reconfigure
-		asker.Close()
-		asker = nil
+	if handler != nil { // a second init after fini or reconfigure
+		handler.Close()
+		handler = nil
 	}
 	resetShelf()
 	if stopStats != nil {
@@ -93,35 +92,28 @@ func rota_go_init(path *C.char) {
 		stopStats = make(chan struct{})
 		go writeStats(cfg.StatsFile, stopStats)
 	}
-	h := &submit.Handler{Config: cfg}
-	if cfg.Enabled {
-		a, err := submit.DialNATS(cfg, func(warn bool, msg string) {
+	h, err := submit.Open(cfg, submit.Hooks{
+		OnEvent: func(warn bool, msg string) {
 			if warn {
 				log.Warn().Msg(msg)
 			} else {
 				log.Info().Msg(msg)
 			}
-		})
-		if err != nil {
-			log.Error().Err(err).Msg("cannot set up the NATS client; jobs pass through unchanged")
-		} else {
-			a.Breaker.OnChange = func(from, to breaker.State) {
-				switch to {
-				case breaker.Open:
-					log.Warn().Dur("cooldown", cfg.BreakerCooldown).Msg("controller not answering in time; passing GPU jobs through unchanged without asking until a probe succeeds")
-				case breaker.Closed:
-					log.Info().Msg("controller answering again; GPU jobs are placed by Rota")
-				}
+		},
+		OnBreaker: func(_, to breaker.State) {
+			switch to {
+			case breaker.Open:
+				log.Warn().Dur("cooldown", cfg.BreakerCooldown).Msg("controller not answering in time; passing GPU jobs through unchanged without asking until a probe succeeds")
+			case breaker.Closed:
+				log.Info().Msg("controller answering again; GPU jobs are placed by Rota")
 			}
-			asker = a
-			h.Asker = a.Placer()
-			if l, ok := h.Asker.(*submit.Local); ok {
-				l.Away = func(d time.Duration) { C.rota_away(C.int64_t(d)) }
-				if cfg.DecideAhead {
-					l.SetShelf(shelf.Shelf{})
-				}
-			}
-		}
+		},
+		// The shim then passes GPU jobs without entering Go.
+		PassThrough: func(d time.Duration) { C.rota_away(C.int64_t(d)) },
+		Shelf:       shelf.Shelf{},
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("cannot set up the NATS client; jobs pass through unchanged")
 	}
 	handler = h
 	log.Info().Str("config", p).Bool("enabled", cfg.Enabled).Str("nats", cfg.NATSURL).Str("placement", cfg.Placement).
@@ -163,9 +155,8 @@ func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway
 		}
 		ev.Uint64("from_shelf", uint64(shimShelf)).Msg("time spent in the plugin since it was loaded (jobs, mean/max: the GPU jobs that entered Go, time in Go; call_*: every GPU job's whole call from slurmctld's thread, entering Go included; from_shelf: GPU jobs placed by a decision made ahead, without entering Go)")
 	}
-	if asker != nil {
-		asker.Close()
-		asker = nil
+	if handler != nil {
+		handler.Close()
 	}
 	if stopStats != nil {
 		close(stopStats)

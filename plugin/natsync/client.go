@@ -128,8 +128,9 @@ type Client struct {
 	seq       uint64
 	connected atomic.Bool
 
-	kick chan struct{}
-	done chan struct{}
+	// redial wakes the loop to reconnect at once after a drop.
+	redial chan struct{}
+	done   chan struct{}
 
 	// inbound holds messages for OnMsg until the client's goroutine
 	// delivers them; guarded by mu. wake tells that goroutine there are
@@ -180,7 +181,7 @@ func New(opts Options) (*Client, error) {
 			return nil, fmt.Errorf("natsync: subject %q contains white space", s)
 		}
 	}
-	c := &Client{opts: opts, urls: urls, kick: make(chan struct{}, 1), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c := &Client{opts: opts, urls: urls, redial: make(chan struct{}, 1), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go c.loop()
 	return c, nil
 }
@@ -442,7 +443,7 @@ func (c *Client) dropLocked(err error) {
 		c.opts.OnDisconnect(err)
 	}
 	select {
-	case c.kick <- struct{}{}:
+	case c.redial <- struct{}{}:
 	default:
 	}
 }
@@ -524,7 +525,7 @@ func (c *Client) loop() {
 			select {
 			case <-c.done:
 				return
-			case <-c.kick:
+			case <-c.redial:
 			case <-tick.C:
 				c.keepalive()
 				c.deliver()
@@ -535,7 +536,7 @@ func (c *Client) loop() {
 		select {
 		case <-c.done:
 			return
-		case <-c.kick:
+		case <-c.redial:
 		case <-tick.C:
 			c.keepalive()
 		}
@@ -562,7 +563,7 @@ func (c *Client) readOnce(d time.Duration) {
 	if cn == nil {
 		select {
 		case <-c.done:
-		case <-c.kick:
+		case <-c.redial:
 		case <-time.After(d):
 		}
 		return

@@ -235,8 +235,8 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 	l.SetShelf(Shelf{})
 	ref := submit.NewLocal(30*time.Second, func([][]byte) error { return nil })
 	defer ref.Close()
-	h := &submit.Handler{Config: submit.DefaultConfig(), Asker: l}
-	hr := &submit.Handler{Config: submit.DefaultConfig(), Asker: ref}
+	h := &submit.Handler{Config: submit.DefaultConfig(), Placer: l}
+	hr := &submit.Handler{Config: submit.DefaultConfig(), Placer: ref}
 	feed := func(gen uint64, reserved map[string]int) {
 		for _, x := range []*submit.Local{l, ref} {
 			if err := x.Feed(stateMsg(gen, reserved)); err != nil {
@@ -373,7 +373,7 @@ func TestShelfStocksOnlyForARepeat(t *testing.T) {
 	if err := l.Feed(stateMsg(1, nil)); err != nil {
 		t.Fatal(err)
 	}
-	h := &submit.Handler{Config: submit.DefaultConfig(), Asker: l}
+	h := &submit.Handler{Config: submit.DefaultConfig(), Placer: l}
 	a := keyJob()
 	b := keyJob()
 	b.TresPerNode = "gres/gpu:2"

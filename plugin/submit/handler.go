@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -62,15 +63,22 @@ const (
 	FailOpen  Outcome = "fail-open" // something went wrong: untouched
 )
 
-// Asker asks the controller for a placement.
-type Asker interface {
-	Place(ctx context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error)
+// Placer places one GPU request: Local from the controller's pushed state
+// (placement = local), Conn by asking the controller (remote). job is the
+// submission req was made from, nil for a user's update: Local stocks its
+// shelf for submissions like it.
+type Placer interface {
+	Place(ctx context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error)
 }
 
-// Handler applies Rota's rules to one job at a time.
+// Handler applies Rota's rules to one job at a time. Open makes the one
+// the plugin runs.
 type Handler struct {
 	Config Config
-	Asker  Asker
+	// Placer is nil when there is no connection to the controller: every
+	// GPU job then passes unchanged.
+	Placer Placer
+	conn   *Conn // closed by Close; nil without one
 }
 
 // Handle decides what to change in job. It never fails: on any error the
@@ -96,7 +104,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	if err != nil {
 		return Change{}, FailOpen, err
 	}
-	if opts.Off || contains(h.Config.OptOutAccounts, job.Account) {
+	if opts.Off || (job.Account != "" && slices.Contains(h.Config.OptOutAccounts, job.Account)) {
 		return Change{}, OptedOut, nil
 	}
 	if job.Modify && !req.Untyped() {
@@ -123,25 +131,18 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	if userLimit(job.TimeLimit) {
 		preq.TimeLimitMin = job.TimeLimit
 	}
-	if h.Asker == nil {
+	if h.Placer == nil {
 		return Change{}, FailOpen, errors.New("no connection to the controller")
 	}
-	var reply *wire.PlaceReply
-	if jp, ok := h.Asker.(jobPlacer); ok && !job.Modify {
-		reply, err = jp.PlaceJob(ctx, job, preq)
-	} else {
-		reply, err = h.Asker.Place(ctx, preq)
+	submission := job
+	if job.Modify {
+		submission = nil
 	}
+	reply, err := h.Placer.Place(ctx, submission, preq)
 	if err != nil {
 		return Change{}, FailOpen, err
 	}
 	return apply(job, &req, preq, reply)
-}
-
-// jobPlacer is an Asker that also wants the submission a request was
-// made from (Local: it stocks the shelf for jobs like it).
-type jobPlacer interface {
-	PlaceJob(ctx context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error)
 }
 
 // changeFor is the Change that reply makes to job, whose request is req:
@@ -250,13 +251,4 @@ func unset16(v uint16) uint32 {
 		return 0
 	}
 	return uint32(v)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x && x != "" {
-			return true
-		}
-	}
-	return false
 }

@@ -17,7 +17,7 @@ type scripted struct {
 	got   []*wire.PlaceRequest
 }
 
-func (s *scripted) Place(_ context.Context, r *wire.PlaceRequest) (*wire.PlaceReply, error) {
+func (s *scripted) Place(_ context.Context, _ *Job, r *wire.PlaceRequest) (*wire.PlaceReply, error) {
 	s.got = append(s.got, r)
 	return s.reply, s.err
 }
@@ -204,7 +204,7 @@ func TestHandleRewriteRules(t *testing.T) {
 				tc.cfg(&cfg)
 			}
 			a := &scripted{reply: tc.reply, err: tc.askErr}
-			h := &Handler{Config: cfg, Asker: a}
+			h := &Handler{Config: cfg, Placer: a}
 			ch, out, err := h.Handle(context.Background(), &tc.job)
 			if out != tc.wantOutcome {
 				t.Fatalf("outcome %s (err %v), want %s", out, err, tc.wantOutcome)
@@ -246,7 +246,7 @@ func TestHandleRewriteRules(t *testing.T) {
 
 func TestHandleSendsHintsAndCounts(t *testing.T) {
 	a := &scripted{reply: &wire.PlaceReply{V: 1}}
-	h := &Handler{Config: DefaultConfig(), Asker: a}
+	h := &Handler{Config: DefaultConfig(), Placer: a}
 	job := &Job{JobID: NoVal, // not assigned yet at submission
 		TresPerTask: "gres:gpu:1", NumTasks: 4, MinNodes: NoVal, TimeLimit: 120, Account: "ml", Partition: "gpu", Name: "train",
 		SpankEnv: []string{"OTHER=1", "_SLURM_SPANK_OPTION_rota_rota_steps=5000", "_SLURM_SPANK_OPTION_rota_rota_throughput=v100:10,k80:2.5",
@@ -279,7 +279,7 @@ func TestHandleByFeature(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := &scripted{reply: &wire.PlaceReply{V: 1, GPUType: "v100", ByFeature: true, Policy: "las", DecisionID: "d1"}}
-			h := &Handler{Config: DefaultConfig(), Asker: a}
+			h := &Handler{Config: DefaultConfig(), Placer: a}
 			job := &Job{TresPerNode: c.tres, Features: c.features, TimeLimit: NoVal, ScriptHash: "abc"}
 			ch, out, err := h.Handle(context.Background(), job)
 			if err != nil || out != Rewritten {

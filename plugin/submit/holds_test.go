@@ -127,7 +127,7 @@ func TestPlacedOnlyWhereTheJobHolds(t *testing.T) {
 				if err := l.Feed(holdState(t, shapes[shape.name])); err != nil {
 					t.Fatal(err)
 				}
-				h := &Handler{Config: DefaultConfig(), Asker: l}
+				h := &Handler{Config: DefaultConfig(), Placer: l}
 				j := *tc.job
 				ch, o, err := h.Handle(context.Background(), &j)
 				if err != nil {

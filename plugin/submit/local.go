@@ -23,7 +23,7 @@ var (
 )
 
 // Local places jobs on slurmctld's thread with the controller's own rule
-// (controller/placement/rule) from the state the controller pushes
+// (package placement) from the state the controller pushes
 // (placement = local, the default): no round trip on the submit path. Safe
 // for concurrent use.
 //
@@ -50,13 +50,13 @@ type Local struct {
 	// OnSendError hears a record that could not be sent after its job
 	// was placed (the connection dropped in between; a full queue).
 	OnSendError func(err error)
-	// Away, when set, hears that jobs must pass through unchanged for a
-	// while (no usable state, or no connection to send decisions on), or
+	// PassThrough, when set, hears that jobs must pass through unchanged
+	// for a while (no usable state, or no connection to send decisions on), or
 	// with 0 that they need not any more (a new state): the shim then
 	// passes GPU jobs without entering Go, as the breaker spares jobs a
 	// dead controller's deadline. Called with Local's lock held.
-	Away func(d time.Duration)
-	now  func() time.Time
+	PassThrough func(d time.Duration)
+	now         func() time.Time
 
 	state atomic.Pointer[heldState]
 
@@ -84,9 +84,9 @@ type Local struct {
 	// every job). A value, not a pointer: no allocation per job.
 	lastJob  Job
 	haveLast bool
-	// poke asks the sender to stock the shelf now rather than at the end
-	// of its linger: sent by the job that starts a stock, one in a run.
-	poke chan struct{}
+	// stockNow asks the sender to stock the shelf now rather than at the
+	// end of its linger: sent by the job that starts a stock, one in a run.
+	stockNow chan struct{}
 
 	out      chan outgoing
 	stop     chan struct{}
@@ -139,7 +139,7 @@ type pendingRes struct {
 // Its goroutine runs until Close.
 func NewLocal(maxAge time.Duration, publish func([][]byte) error) *Local {
 	l := &Local{MaxAge: maxAge, Origin: nuid.Next(), Publish: publish, now: time.Now,
-		out: make(chan outgoing, queueLen), stop: make(chan struct{}), poke: make(chan struct{}, 1)}
+		out: make(chan outgoing, queueLen), stop: make(chan struct{}), stockNow: make(chan struct{}, 1)}
 	go l.send()
 	return l
 }
@@ -221,7 +221,7 @@ func (l *Local) send() {
 			case <-l.stop:
 				return
 			case <-linger.C:
-			case <-l.poke: // a new stock is wanted: now (and gather early)
+			case <-l.stockNow: // a new stock is wanted: now (and gather early)
 				linger.Stop()
 			}
 		}
@@ -302,8 +302,8 @@ func (l *Local) Feed(data []byte) error {
 	// is placed in Go, in this one, and the shelf restocked from it.
 	l.mu.Lock()
 	l.emptyShelfLocked()
-	if l.Away != nil {
-		l.Away(0)
+	if l.PassThrough != nil {
+		l.PassThrough(0)
 	}
 	l.mu.Unlock()
 	return nil
@@ -328,22 +328,22 @@ func (l *Local) unusable(h *heldState, now time.Time) error {
 	return nil
 }
 
-// awayFor is how long jobs pass through without entering Go once Local
-// found it could not place: a new state ends it sooner; after it, the
-// next job checks again.
-const awayFor = time.Second
+// passThroughFor is how long jobs pass through without entering Go once
+// Local found it could not place: a new state ends it sooner; after it,
+// the next job checks again.
+const passThroughFor = time.Second
 
-// away tells Away, if the state is still unusable: checked again under
-// the lock that Feed holds to say the opposite, so a state arriving
-// meanwhile is never followed by a stale "away".
-func (l *Local) away() {
-	if l.Away == nil {
+// passThrough tells PassThrough, if the state is still unusable: checked
+// again under the lock that Feed holds to say the opposite, so a state
+// arriving meanwhile is never followed by a stale pass-through.
+func (l *Local) passThrough() {
+	if l.PassThrough == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.unusable(l.state.Load(), l.now()) != nil {
-		l.Away(awayFor)
+		l.PassThrough(passThroughFor)
 	}
 }
 
@@ -377,22 +377,13 @@ func viewOf(s *wire.PlaceState, ps []pendingRes) *placement.View {
 // stopped absorbing them the state goes stale long before.
 const maxPending = 1 << 14
 
-// Place implements Asker: decides locally and queues the decision to be
-// recorded.
-func (l *Local) Place(_ context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
-	return l.place(req, nil)
-}
-
-// PlaceJob is Place for a submission, job, that req was made from: with
-// a shelf, jobs like it that follow take decisions made in advance.
-func (l *Local) PlaceJob(_ context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
-	return l.place(req, job)
-}
-
-func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error) {
+// Place implements Placer: decides locally and queues the decision to be
+// recorded. With a shelf, submissions like job (nil: none) that follow
+// take decisions made in advance.
+func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
 	h, now := l.state.Load(), l.now()
 	if err := l.unusable(h, now); err != nil {
-		l.away()
+		l.passThrough()
 		return nil, err
 	}
 	s := h.s
@@ -411,7 +402,7 @@ func (l *Local) place(req *wire.PlaceRequest, job *Job) (*wire.PlaceReply, error
 		if l.haveLast && SameRequest(&l.lastJob, job) {
 			l.stock = &stock{key: *job, req: *req}
 			select {
-			case l.poke <- struct{}{}:
+			case l.stockNow <- struct{}{}:
 			default:
 			}
 		}

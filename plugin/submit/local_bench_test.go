@@ -59,7 +59,7 @@ func benchLocal(b *testing.B) (*Local, *Handler) {
 	if err := l.Feed(placeState(0, "other")); err != nil {
 		b.Fatal(err)
 	}
-	return l, &Handler{Config: DefaultConfig(), Asker: l}
+	return l, &Handler{Config: DefaultConfig(), Placer: l}
 }
 
 // nextState feeds job i a new state every 16 jobs that counts what was

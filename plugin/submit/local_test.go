@@ -94,7 +94,7 @@ func TestLocalHandler(t *testing.T) {
 			l.Ready = func() error { return pubErr }
 			l.Origin = "me"
 			l.now = func() time.Time { return clock }
-			h := &Handler{Config: DefaultConfig(), Asker: l}
+			h := &Handler{Config: DefaultConfig(), Placer: l}
 			for i, s := range tc.steps {
 				if s.feed != nil {
 					_ = l.Feed(s.feed)
@@ -145,7 +145,7 @@ func TestLocalSendsBatches(t *testing.T) {
 	if err := l.Feed(placeState(0, "x")); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Config: DefaultConfig(), Asker: l}
+	h := &Handler{Config: DefaultConfig(), Placer: l}
 	const jobs = 3*maxBatch + 5
 	var ids []string
 	for range jobs {
@@ -206,7 +206,7 @@ func TestLocalSendErrorsAndFullQueue(t *testing.T) {
 	if err := l.Feed(placeState(0, "x")); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Config: DefaultConfig(), Asker: l}
+	h := &Handler{Config: DefaultConfig(), Placer: l}
 	// The first decision goes out alone (after sendLinger) and the
 	// sender blocks on it; queueLen more fill the queue; the next fails
 	// open.
@@ -261,7 +261,7 @@ func TestLocalCountsOwnPlacementsAcrossStates(t *testing.T) {
 				}
 			}
 			want := placement.Decide(&s, extra, &req)
-			reply, err := l.Place(context.Background(), &req)
+			reply, err := l.Place(context.Background(), nil, &req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +308,7 @@ func TestLocalSendsPacedRecordsPromptly(t *testing.T) {
 	placedAt := map[string]time.Time{}
 	for burst := range 2 { // the second after the sender went back to waiting
 		for range 30 {
-			reply, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+			reply, err := l.Place(context.Background(), nil, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +368,7 @@ func TestLocalCloseSendsQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if _, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+		if _, err := l.Place(context.Background(), nil, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -385,7 +385,7 @@ func TestLocalCloseSendsQueued(t *testing.T) {
 	if err := stuck.Feed(placeState(0, "x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stuck.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+	if _, err := stuck.Place(context.Background(), nil, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -396,7 +396,7 @@ func TestLocalCloseSendsQueued(t *testing.T) {
 }
 
 // A job that cannot be placed for want of a usable state or connection
-// tells Away to pass jobs for awayFor (the shim then spares them the call
+// tells Away to pass jobs for passThroughFor (the shim then spares them the call
 // into Go); a new state says so no longer; a placed job says nothing.
 func TestLocalAway(t *testing.T) {
 	clock := time.Unix(1000, 0)
@@ -406,9 +406,9 @@ func TestLocalAway(t *testing.T) {
 	defer l.Close()
 	l.now = func() time.Time { return clock }
 	l.Ready = func() error { return ready }
-	l.Away = func(d time.Duration) { calls = append(calls, d) }
+	l.PassThrough = func(d time.Duration) { calls = append(calls, d) }
 	place := func() error {
-		_, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
+		_, err := l.Place(context.Background(), nil, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}})
 		return err
 	}
 	for i, step := range []struct {
@@ -416,11 +416,11 @@ func TestLocalAway(t *testing.T) {
 		err  error
 		want []time.Duration
 	}{
-		{place, ErrNoState, []time.Duration{awayFor}},
+		{place, ErrNoState, []time.Duration{passThroughFor}},
 		{func() error { return l.Feed(placeState(0, "x")) }, nil, []time.Duration{0}},
 		{place, nil, nil},
-		{func() error { ready = ErrNotConnected; return place() }, ErrNotConnected, []time.Duration{awayFor}},
-		{func() error { ready = nil; clock = clock.Add(31 * time.Second); return place() }, ErrStaleState, []time.Duration{awayFor}},
+		{func() error { ready = ErrNotConnected; return place() }, ErrNotConnected, []time.Duration{passThroughFor}},
+		{func() error { ready = nil; clock = clock.Add(31 * time.Second); return place() }, ErrStaleState, []time.Duration{passThroughFor}},
 		{func() error { return l.Feed(placeState(0, "x")) }, nil, []time.Duration{0}},
 		{place, nil, nil},
 	} {
@@ -463,7 +463,7 @@ func TestLocalReportsDecideTime(t *testing.T) {
 				}
 				return clock
 			}
-			if _, err := l.Place(context.Background(), &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
+			if _, err := l.Place(context.Background(), nil, &wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			l.Flush()

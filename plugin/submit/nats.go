@@ -27,7 +27,7 @@ var (
 	ErrNoController = errors.New("no controller serves placements (none running, or a standby is taking over)")
 )
 
-// NATSAsker asks the controller over NATS request/reply within a hard
+// Conn is the plugin's connection to the controller: it asks the controller over NATS request/reply within a hard
 // deadline, behind a circuit breaker: a dead controller costs nothing (the
 // connection is down, so the request is refused at once), a hung one costs
 // the deadline Threshold times and then nothing until a probe gets through.
@@ -37,7 +37,7 @@ var (
 // cgo, so nothing else has to be woken (see plugin/natsync for why that
 // matters). nats.go serves TLS, which natsync does not speak, and
 // nats_sync = false.
-type NATSAsker struct {
+type Conn struct {
 	nc *nats.Conn      // nats.go, or nil
 	sc *natsync.Client // natsync, or nil
 	// serverErr hears natsync's refusals of a request (nats.go reports
@@ -56,19 +56,10 @@ type NATSAsker struct {
 	lastSendErr  atomic.Int64 // unix ns of the last lost record logged
 }
 
-// Placer is what the Handler should ask: the local placer, or the
-// controller itself (placement = remote).
-func (a *NATSAsker) Placer() Asker {
-	if a.local != nil {
-		return a.local
-	}
-	return a
-}
-
 // sendError logs a decision record lost after its job was placed, at
 // most once every sendErrorEvery (a connection that drops mid-burst
 // loses a queue's worth).
-func (a *NATSAsker) sendError(err error) {
+func (a *Conn) sendError(err error) {
 	now := time.Now().UnixNano()
 	last := a.lastSendErr.Load()
 	if now-last < int64(sendErrorEvery) || !a.lastSendErr.CompareAndSwap(last, now) || a.onEvent == nil {
@@ -80,7 +71,7 @@ func (a *NATSAsker) sendError(err error) {
 const sendErrorEvery = 10 * time.Second
 
 // feed takes a state message in.
-func (a *NATSAsker) feed(data []byte) {
+func (a *Conn) feed(data []byte) {
 	err := a.local.Feed(data)
 	if err == nil {
 		if a.lastStateErr.Swap(nil) != nil && a.onEvent != nil {
@@ -94,15 +85,60 @@ func (a *NATSAsker) feed(data []byte) {
 	}
 }
 
-// DialNATS connects in the background: it returns at once even when the
-// server is down, and keeps reconnecting for as long as the plugin lives.
-// onEvent, when set, hears connection changes worth a log line; warn marks
-// the ones that mean jobs now pass through unplaced.
-func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
-	if useSync(c) {
-		return dialSync(c, onEvent)
+// Hooks are what the plugin's host (plugin/jobsubmit) hears and lends.
+type Hooks struct {
+	// OnEvent hears connection changes worth a log line; warn marks the
+	// ones that mean jobs now pass through unplaced.
+	OnEvent func(warn bool, msg string)
+	// OnBreaker hears the circuit breaker open and close.
+	OnBreaker func(from, to breaker.State)
+	// PassThrough, with placement = local: see Local.PassThrough.
+	PassThrough func(d time.Duration)
+	// Shelf, with placement = local and decide_ahead: where decisions
+	// made ahead are kept (plugin/shelf).
+	Shelf Shelf
+}
+
+// Open returns the Handler the plugin runs for c: connected in the
+// background to the controller's NATS, placing from the controller's
+// pushed state (placement = local, the default) or asking the controller
+// for each job (remote). With Rota disabled it has no connection. When
+// the connection cannot be set up, the error says why and the Handler
+// passes every GPU job unchanged.
+func Open(c Config, hooks Hooks) (*Handler, error) {
+	h := &Handler{Config: c}
+	if !c.Enabled {
+		return h, nil
 	}
-	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown), onEvent: onEvent}
+	conn, err := Dial(c, hooks)
+	if err != nil {
+		return h, err
+	}
+	h.conn, h.Placer = conn, conn
+	if conn.local != nil {
+		if c.DecideAhead && hooks.Shelf != nil {
+			conn.local.SetShelf(hooks.Shelf)
+		}
+		h.Placer = conn.local
+	}
+	return h, nil
+}
+
+// Close drops the Handler's connection, if it has one.
+func (h *Handler) Close() {
+	if h.conn != nil {
+		h.conn.Close()
+	}
+}
+
+// Dial connects in the background: it returns at once even when the
+// server is down, and keeps reconnecting for as long as the plugin lives.
+func Dial(c Config, hooks Hooks) (*Conn, error) {
+	if useSync(c) {
+		return dialSync(c, hooks)
+	}
+	onEvent := hooks.OnEvent
+	a := newConn(c, hooks)
 	local := c.Placement == PlacementLocal
 	// The breaker is made after the connection; the reconnect handler
 	// reads it through this pointer, so no ordering is assumed.
@@ -155,25 +191,18 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	// Authentication failures and permission violations come back
 	// asynchronously and, while the server keeps refusing, on every
 	// reconnect: say each distinct one once, not once a second.
-	var (
-		mu      sync.Mutex
-		lastErr string
-	)
+	var seen errorSeen
 	opts = append(opts,
 		// Keep retrying after the server refused our key: the admin may be
 		// restarting the controller with a fixed identities file, and the
 		// plugin lives as long as slurmctld.
 		nats.IgnoreAuthErrorAbort(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			mu.Lock()
-			seen := err.Error() == lastErr
-			lastErr = err.Error()
-			mu.Unlock()
-			if seen || onEvent == nil {
+			if seen.again(err) || onEvent == nil {
 				return
 			}
 			if auth.IsPermissionError(err) {
-				onEvent(true, fmt.Sprintf("the controller's NATS refused the plugin (%v); check that nats_nkey_seed_file is the plugin's seed from 'rota-controller creds init'", err))
+				onEvent(true, refused(err))
 				return
 			}
 			onEvent(true, fmt.Sprintf("NATS error: %v", err))
@@ -189,13 +218,9 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	case c.NATSCredsFile != "":
 		opts = append(opts, nats.UserCredentials(c.NATSCredsFile))
 	case c.NATSUser != "":
-		pw := ""
-		if c.NATSPasswordFile != "" {
-			b, err := os.ReadFile(c.NATSPasswordFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading nats_password_file: %w", err)
-			}
-			pw = strings.TrimSpace(string(b))
+		pw, err := password(c)
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, nats.UserInfo(c.NATSUser, pw))
 	}
@@ -208,7 +233,7 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 	if local {
 		// nats.go buffers the publish and its flusher goroutine writes it:
 		// nothing here waits for the network.
-		a.local = NewLocal(c.StateMaxAge, func(batch [][]byte) error {
+		a.placeLocally(c, hooks, func(batch [][]byte) error {
 			for _, b := range batch {
 				if err := nc.Publish(wire.SubjectPlaceDecision, b); err != nil {
 					return err
@@ -216,13 +241,6 @@ func DialNATS(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 			}
 			return nil
 		})
-		a.local.Ready = func() error {
-			if !nc.IsConnected() {
-				return ErrNotConnected // logged once, when the connection dropped
-			}
-			return nil
-		}
-		a.local.OnSendError = a.sendError
 		if _, err := nc.Subscribe(wire.SubjectPlaceState, func(m *nats.Msg) { a.feed(m.Data) }); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("subscribing to the placement state: %w", err)
@@ -246,10 +264,10 @@ func useSync(c Config) bool {
 	return true
 }
 
-// dialSync is DialNATS with natsync: same credentials, same inbox, same
+// dialSync is Dial with natsync: same credentials, same inbox, same
 // events for the log.
-func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error) {
-	a := &NATSAsker{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown), onEvent: onEvent}
+func dialSync(c Config, hooks Hooks) (*Conn, error) {
+	a := newConn(c, hooks)
 	o := natsync.Options{Name: "rota-job_submit"}
 	for _, u := range strings.Split(c.NATSURL, ",") {
 		if u = strings.TrimSpace(u); u != "" {
@@ -281,29 +299,21 @@ func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 		}
 	case c.NATSUser != "":
 		o.User = c.NATSUser
-		if c.NATSPasswordFile != "" {
-			b, err := os.ReadFile(c.NATSPasswordFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading nats_password_file: %w", err)
-			}
-			o.Password = strings.TrimSpace(string(b))
+		var err error
+		if o.Password, err = password(c); err != nil {
+			return nil, err
 		}
 	}
 	// Failed connects repeat every second while the server is down or
 	// refuses us: say each distinct reason once per outage.
-	var (
-		mu      sync.Mutex
-		lastErr string
-	)
+	var seen errorSeen
 	event := func(warn bool, msg string) {
-		if onEvent != nil {
-			onEvent(warn, msg)
+		if hooks.OnEvent != nil {
+			hooks.OnEvent(warn, msg)
 		}
 	}
 	o.OnConnect = func(url string, reconnect bool) {
-		mu.Lock()
-		lastErr = ""
-		mu.Unlock()
+		seen.reset()
 		if reconnect {
 			// As with nats.go: timeouts before the drop said nothing
 			// about the controller; give it a fresh chance.
@@ -317,14 +327,10 @@ func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 		event(true, fmt.Sprintf("lost the controller's NATS connection (%v); jobs pass through unchanged until it is back", err))
 	}
 	o.OnError = func(err error) {
-		mu.Lock()
-		seen := err.Error() == lastErr
-		lastErr = err.Error()
-		mu.Unlock()
 		switch {
-		case seen:
+		case seen.again(err):
 		case errors.Is(err, natsync.ErrPermission), errors.Is(err, natsync.ErrAuthorization):
-			event(true, fmt.Sprintf("the controller's NATS refused the plugin (%v); check that nats_nkey_seed_file is the plugin's seed from 'rota-controller creds init'", err))
+			event(true, refused(err))
 		case errors.Is(err, natsync.ErrTLSRequired):
 			event(true, fmt.Sprintf("cannot connect to the controller's NATS: %v", err))
 		default:
@@ -341,40 +347,95 @@ func dialSync(c Config, onEvent func(warn bool, msg string)) (*NATSAsker, error)
 		o.OnMsg = func(_ string, data []byte) { a.feed(data) }
 		o.Announce = wire.SubjectPlaceSync
 		// Made before the client, whose goroutine may feed it at once;
-		// Publish is set below, before any job can call Place.
-		a.local = NewLocal(c.StateMaxAge, nil)
+		// the client is set below, before any job can call Place.
+		a.placeLocally(c, hooks, func(batch [][]byte) error {
+			return a.sc.PublishMany(wire.SubjectPlaceDecision, batch)
+		})
 	}
 	sc, err := natsync.New(o)
 	if err != nil {
+		if a.local != nil {
+			a.local.Close()
+		}
 		return nil, err
 	}
 	a.sc = sc
-	if a.local != nil {
-		a.local.Publish = func(batch [][]byte) error {
-			return sc.PublishMany(wire.SubjectPlaceDecision, batch)
-		}
-		a.local.Ready = func() error {
-			if !sc.Connected() {
-				return ErrNotConnected // logged once, when the connection dropped
-			}
-			return nil
-		}
-		a.local.OnSendError = a.sendError
-	}
 	return a, nil
 }
 
-// Connected reports whether the NATS connection is up.
-func (a *NATSAsker) Connected() bool {
-	if a.sc != nil {
-		return a.sc.Connected()
+func newConn(c Config, hooks Hooks) *Conn {
+	a := &Conn{deadline: c.Deadline, Breaker: breaker.New(c.BreakerFailures, c.BreakerCooldown), onEvent: hooks.OnEvent}
+	a.Breaker.OnChange = hooks.OnBreaker
+	return a
+}
+
+// placeLocally makes the Local that places from the controller's state
+// (placement = local), publishing its decision records with publish.
+func (a *Conn) placeLocally(c Config, hooks Hooks, publish func([][]byte) error) {
+	a.local = NewLocal(c.StateMaxAge, publish)
+	a.local.PassThrough = hooks.PassThrough
+	a.local.Ready = func() error {
+		if !a.Connected() {
+			return ErrNotConnected // logged once, when the connection dropped
+		}
+		return nil
 	}
-	return a.nc.IsConnected()
+	a.local.OnSendError = a.sendError
+}
+
+// password is the one in nats_password_file, "" without one.
+func password(c Config) (string, error) {
+	if c.NATSPasswordFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.NATSPasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("reading nats_password_file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// refused is the log line for a server that refuses the plugin's identity.
+func refused(err error) string {
+	return fmt.Sprintf("the controller's NATS refused the plugin (%v); check that nats_nkey_seed_file is the plugin's seed from 'rota-controller creds init'", err)
+}
+
+// errorSeen remembers the last error logged, so that one repeated every
+// reconnect is said once.
+type errorSeen struct {
+	mu   sync.Mutex
+	last string
+}
+
+// again says whether err is the one said last, and remembers it.
+func (s *errorSeen) again(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := err.Error() == s.last
+	s.last = err.Error()
+	return seen
+}
+
+func (s *errorSeen) reset() {
+	s.mu.Lock()
+	s.last = ""
+	s.mu.Unlock()
+}
+
+// Connected reports whether the NATS connection is up.
+func (a *Conn) Connected() bool {
+	switch {
+	case a.sc != nil:
+		return a.sc.Connected()
+	case a.nc != nil:
+		return a.nc.IsConnected()
+	}
+	return false
 }
 
 // request is one request/reply through whichever client is in use, with
 // the errors that matter here mapped to nats.go's.
-func (a *NATSAsker) request(ctx context.Context, data []byte) ([]byte, error) {
+func (a *Conn) request(ctx context.Context, data []byte) ([]byte, error) {
 	if a.sc == nil {
 		ctx, cancel := context.WithTimeout(ctx, a.deadline)
 		defer cancel()
@@ -404,8 +465,9 @@ func (a *NATSAsker) request(ctx context.Context, data []byte) ([]byte, error) {
 	return b, err
 }
 
-// Place sends req and waits at most the deadline for the answer.
-func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
+// Place implements Placer for placement = remote: it sends req and waits
+// at most the deadline for the answer.
+func (a *Conn) Place(ctx context.Context, _ *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error) {
 	if !a.Connected() {
 		return nil, ErrNotConnected
 	}
@@ -443,7 +505,7 @@ func (a *NATSAsker) Place(ctx context.Context, req *wire.PlaceRequest) (*wire.Pl
 }
 
 // Close drops the connection; pending requests fail at once.
-func (a *NATSAsker) Close() {
+func (a *Conn) Close() {
 	if a.local != nil {
 		a.local.Close()
 	}

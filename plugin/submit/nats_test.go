@@ -69,23 +69,23 @@ func responder(t *testing.T, url string, hang *atomic.Bool, seen *atomic.Int64) 
 	nc.Flush()
 }
 
-func waitConnected(t *testing.T, a *NATSAsker) {
+func waitConnected(t *testing.T, a *Conn) {
 	natstest.WaitFor(t, 5*time.Second, "plugin connected", a.Connected)
 }
 
-func TestNATSAskerAnswers(t *testing.T) {
+func TestConnAnswers(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
 		s := natstest.Start(t)
 		var hang atomic.Bool
 		var seen atomic.Int64
 		responder(t, s.URL(), &hang, &seen)
-		a, err := DialNATS(testConfig(s.URL()), nil)
+		a, err := Dial(testConfig(s.URL()), Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		waitConnected(t, a)
-		r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+		r, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 		if err != nil || r.GPUType != "v100" {
 			t.Fatalf("reply %+v err %v", r, err)
 		}
@@ -95,14 +95,14 @@ func TestNATSAskerAnswers(t *testing.T) {
 // A frozen controller costs the deadline for BreakerFailures requests, then
 // the breaker stops asking: later requests never reach it. After the
 // cooldown one probe goes through, and a recovered controller closes it.
-func TestNATSAskerBreakerOnHungController(t *testing.T) {
+func TestConnBreakerOnHungController(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
 		s := natstest.Start(t)
 		var hang atomic.Bool
 		var seen atomic.Int64
 		hang.Store(true)
 		responder(t, s.URL(), &hang, &seen)
-		a, err := DialNATS(testConfig(s.URL()), nil)
+		a, err := Dial(testConfig(s.URL()), Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 		waitConnected(t, a)
 
 		for i := 0; i < 50; i++ {
-			if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); err == nil {
+			if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); err == nil {
 				t.Fatal("a hung controller cannot answer")
 			}
 		}
@@ -120,14 +120,14 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 		if a.Breaker.State() != breaker.Open {
 			t.Fatalf("breaker %v, want open", a.Breaker.State())
 		}
-		_, err = a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+		_, err = a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 		if !errors.Is(err, ErrBreakerOpen) {
 			t.Fatalf("err %v, want ErrBreakerOpen", err)
 		}
 
 		hang.Store(false)
 		natstest.WaitFor(t, 5*time.Second, "probe closes the breaker", func() bool {
-			r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+			r, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 			return err == nil && r.GPUType == "v100"
 		})
 		if a.Breaker.State() != breaker.Closed {
@@ -139,21 +139,21 @@ func TestNATSAskerBreakerOnHungController(t *testing.T) {
 // With no controller subscribed (during a failover) NATS answers "no
 // responders" at once: the request fails cheaply and the breaker stays
 // closed, so the first request after a new leader subscribes is placed.
-func TestNATSAskerNoControllerKeepsBreakerClosed(t *testing.T) {
+func TestConnNoControllerKeepsBreakerClosed(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
 		s := natstest.Start(t)
 		cfg := testConfig(s.URL())
 		// The "no responders" answer comes at once; a loaded CI machine
 		// must not let the 30 ms deadline pass first.
 		cfg.Deadline = 2 * time.Second
-		a, err := DialNATS(cfg, nil)
+		a, err := Dial(cfg, Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		waitConnected(t, a)
 		for i := 0; i < 10; i++ {
-			if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNoController) {
+			if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNoController) {
 				t.Fatalf("err %v, want ErrNoController", err)
 			}
 		}
@@ -163,7 +163,7 @@ func TestNATSAskerNoControllerKeepsBreakerClosed(t *testing.T) {
 		var hang atomic.Bool
 		var seen atomic.Int64
 		responder(t, s.URL(), &hang, &seen)
-		if r, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); err != nil || r.GPUType != "v100" {
+		if r, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); err != nil || r.GPUType != "v100" {
 			t.Fatalf("first request after a controller appeared: %+v, %v", r, err)
 		}
 	})
@@ -173,7 +173,7 @@ func TestNATSAskerNoControllerKeepsBreakerClosed(t *testing.T) {
 // been requests lost with the old connection (a NATS node that died), and
 // keeping it open would pass jobs unplaced for breaker_cooldown after the
 // plugin is connected again.
-func TestNATSAskerReconnectClosesBreaker(t *testing.T) {
+func TestConnReconnectClosesBreaker(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
 		s := natstest.Start(t)
 		var hang atomic.Bool
@@ -182,14 +182,14 @@ func TestNATSAskerReconnectClosesBreaker(t *testing.T) {
 		responder(t, s.URL(), &hang, &seen)
 		cfg := testConfig(s.URL())
 		cfg.BreakerCooldown = time.Hour
-		a, err := DialNATS(cfg, nil)
+		a, err := Dial(cfg, Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		waitConnected(t, a)
 		for i := 0; i < cfg.BreakerFailures; i++ {
-			a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+			a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 		}
 		if a.Breaker.State() != breaker.Open {
 			t.Fatalf("breaker %v, want open", a.Breaker.State())
@@ -203,11 +203,11 @@ func TestNATSAskerReconnectClosesBreaker(t *testing.T) {
 
 // With the server gone the request is refused at once (not connected), and
 // the plugin reconnects by itself when a server is back on the same port.
-func TestNATSAskerDeadServer(t *testing.T) {
+func TestConnDeadServer(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
 		s := natstest.Start(t)
 		url := s.URL()
-		a, err := DialNATS(testConfig(url), nil)
+		a, err := Dial(testConfig(url), Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestNATSAskerDeadServer(t *testing.T) {
 		waitConnected(t, a)
 		s.Stop()
 		natstest.WaitFor(t, 5*time.Second, "disconnect noticed", func() bool { return !a.Connected() })
-		if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+		if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
 			t.Fatalf("err %v, want ErrNotConnected", err)
 		}
 	})
@@ -225,12 +225,12 @@ func TestNATSAskerDeadServer(t *testing.T) {
 // before the controller) and connects once one appears.
 func TestDialWithoutServer(t *testing.T) {
 	eachClient(t, func(t *testing.T, testConfig func(string) Config) {
-		a, err := DialNATS(testConfig("nats://127.0.0.1:1"), nil)
+		a, err := Dial(testConfig("nats://127.0.0.1:1"), Hooks{})
 		if err != nil {
-			t.Fatalf("DialNATS must not fail when the server is down: %v", err)
+			t.Fatalf("Dial must not fail when the server is down: %v", err)
 		}
 		defer a.Close()
-		if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+		if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
 			t.Fatalf("err %v, want ErrNotConnected", err)
 		}
 	})
@@ -260,9 +260,9 @@ func TestUseSync(t *testing.T) {
 // A connection the server closed since the last job is noticed by the next
 // request itself (natsync reads what arrived before publishing): it fails
 // as "not connected", logged at debug level, not as a controller error.
-func TestSyncAskerNoticesClosedConnection(t *testing.T) {
+func TestSyncConnNoticesClosedConnection(t *testing.T) {
 	s := natstest.Start(t)
-	a, err := DialNATS(testConfig(s.URL()), nil)
+	a, err := Dial(testConfig(s.URL()), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestSyncAskerNoticesClosedConnection(t *testing.T) {
 	if !a.Connected() {
 		t.Skip("the keep-alive noticed first; nothing left to test")
 	}
-	if _, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
+	if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("err %v, want ErrNotConnected", err)
 	}
 }

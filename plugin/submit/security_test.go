@@ -73,7 +73,7 @@ func TestPluginCredentials(t *testing.T) {
 		os.WriteFile(loose, b, 0o644)
 		c := testConfig(srv.URL())
 		c.NATSNkeySeedFile = loose
-		if _, err := DialNATS(c, nil); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		if _, err := Dial(c, Hooks{}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 			t.Fatalf("world-readable seed: %v", err)
 		}
 
@@ -97,13 +97,13 @@ func TestPluginCredentials(t *testing.T) {
 				c.NATSNkeySeedFile = creds.SeedPath(dir, tc.role, "")
 				var mu sync.Mutex
 				var events []string
-				a, err := DialNATS(c, func(_ bool, m string) { mu.Lock(); events = append(events, m); mu.Unlock() })
+				a, err := Dial(c, Hooks{OnEvent: func(_ bool, m string) { mu.Lock(); events = append(events, m); mu.Unlock() }})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer a.Close()
 				natstest.WaitFor(t, 5*time.Second, "connected", a.Connected)
-				rep, err := a.Place(context.Background(), &wire.PlaceRequest{V: wire.Version})
+				rep, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 				if tc.ok {
 					if err != nil || rep.GPUType != "v100" {
 						t.Fatalf("place: %+v %v", rep, err)

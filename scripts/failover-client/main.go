@@ -6,7 +6,7 @@
 //	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
 //	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
-//	    (plugin/submit.NATSAsker: deadline, circuit breaker, reconnects by
+//	    (plugin/submit.NATSPlacer: deadline, circuit breaker, reconnects by
 //	    itself); one line per attempt: "<unix ns> ok <decision id>" or
 //	    "<unix ns> fail <error>"; with -agents also "<unix ns> agent
 //	    <subject>" per agent report heard
@@ -221,9 +221,9 @@ func place(args []string) error {
 			return err
 		}
 	}
-	asker, err := submit.DialNATS(cfg, func(warn bool, msg string) {
+	asker, err := submit.Dial(cfg, submit.Hooks{OnEvent: func(warn bool, msg string) {
 		fmt.Fprintf(os.Stderr, "%s plugin client: %s\n", time.Now().Format(time.RFC3339Nano), msg)
-	})
+	}})
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func place(args []string) error {
 	req := &wire.PlaceRequest{V: wire.Version, Partition: "gpu", GPU: wire.GPUAsk{PerNode: 1},
 		Hints: wire.Hints{Steps: 36000, Throughput: map[string]float64{"v100": 10}}}
 	for ctx.Err() == nil {
-		rep, err := asker.Place(ctx, req)
+		rep, err := asker.Place(ctx, nil, req)
 		now := time.Now().UnixNano()
 		switch {
 		case err != nil:
