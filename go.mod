@@ -20,7 +20,6 @@ require (
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.61.0
 	google.golang.org/protobuf v1.36.12
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -105,7 +105,7 @@ func prometheusBinary(t *testing.T) string {
 
 var (
 	metricsListenRe = regexp.MustCompile(`(?m)^metrics_listen = (\S+)$`)
-	metricsAddrRe   = regexp.MustCompile(`(?m)^metrics_addr: "([^"]+)"$`)
+	metricsAddrRe   = regexp.MustCompile(`(?m)^metrics_addr = (\S+)$`)
 )
 
 // controllerTarget is the controller's /metrics address, from the config
@@ -123,7 +123,7 @@ func controllerTarget(t *testing.T) string {
 // agentTargets are the agents' /metrics addresses, from their configs.
 func agentTargets(t *testing.T) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(devDir, "agent", "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join(devDir, "agent", "*.conf"))
 	var out []string
 	for _, f := range files {
 		b, _ := os.ReadFile(f)

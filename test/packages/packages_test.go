@@ -173,8 +173,8 @@ type want struct {
 func wants() map[string]want {
 	return map[string]want{
 		"rota-agent": {
-			files:   []string{"/usr/bin/rota-agent", "/usr/lib/systemd/system/rota-agent.service", "/etc/rota/agent.yaml", "/etc/sysconfig/rota-agent", "/var/lib/rota-agent", "/usr/share/doc/rota-agent/agent.md"},
-			config:  []string{"/etc/rota/agent.yaml", "/etc/sysconfig/rota-agent"},
+			files:   []string{"/usr/bin/rota-agent", "/usr/lib/systemd/system/rota-agent.service", "/etc/rota/agent.conf", "/etc/sysconfig/rota-agent", "/var/lib/rota-agent", "/usr/share/doc/rota-agent/agent.md"},
+			config:  []string{"/etc/rota/agent.conf", "/etc/sysconfig/rota-agent"},
 			deb:     map[string]string{"/etc/sysconfig/rota-agent": "/etc/default/rota-agent"},
 			scripts: []string{"systemctl daemon-reload", "try-restart rota-agent.service", "disable --now rota-agent.service"},
 		},
@@ -427,7 +427,7 @@ func TestUnitsVerify(t *testing.T) {
 	for _, want := range []string{
 		"After=munge.service network-online.target", "Restart=on-failure", "StateDirectory=rota-agent",
 		"EnvironmentFile=-/etc/default/rota-agent", "EnvironmentFile=-/etc/sysconfig/rota-agent",
-		"ExecStart=/usr/bin/rota-agent --config /etc/rota/agent.yaml $ROTA_AGENT_OPTS",
+		"ExecStart=/usr/bin/rota-agent --config /etc/rota/agent.conf $ROTA_AGENT_OPTS",
 	} {
 		if !lines(string(unit))[want] {
 			t.Errorf("rota-agent.service lacks %q", want)

@@ -20,8 +20,6 @@ import (
 	"github.com/rota-hpc/rota/agent"
 )
 
-const defaultConfig = "/etc/rota/agent.yaml"
-
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "rota-agent:", err)
@@ -30,9 +28,38 @@ func main() {
 }
 
 func run(args []string) error {
+	o, cfg, err := options(args, agent.DefaultConfigFile)
+	if err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(o.LogLevel)
+	if err != nil {
+		return fmt.Errorf("log_level: %w", err)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339
+	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
+	if old := agent.OldConfig(cfg); old != "" {
+		// dpkg keeps an obsolete conffile on upgrade: say its settings
+		// no longer count, or they are lost unseen.
+		log.Warn().Str("ignored", old).Str("config", cfg).Msg("the YAML config of earlier releases is not read; move its settings into the config file and remove it")
+	}
+
+	a, err := agent.New(o, agent.Deps{Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return a.Run(ctx)
+}
+
+// options reads the flags and the config file they name (defaultConfig
+// when none; missing, that one is fine) over the defaults, and returns
+// them with the config file's path.
+func options(args []string, defaultConfig string) (agent.Options, string, error) {
 	o := agent.Defaults()
 	fs_ := flag.NewFlagSet("rota-agent", flag.ContinueOnError)
-	cfg := fs_.String("config", defaultConfig, "YAML config file (a missing default file is fine)")
+	cfg := fs_.String("config", defaultConfig, "config file, key = value (a missing default file is fine)")
 	// Flags are parsed into a scratch copy, then applied over the file for
 	// the flags actually given.
 	f := o
@@ -50,13 +77,13 @@ func run(args []string) error {
 	fs_.StringVar(&f.CheckpointSignal, "checkpoint-signal", o.CheckpointSignal, "default checkpoint signal")
 	fs_.StringVar(&f.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	if err := fs_.Parse(args); err != nil {
-		return err
+		return o, "", err
 	}
 	given := map[string]bool{}
 	fs_.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if err := agent.LoadFile(*cfg, &o); err != nil {
 		if !(errors.Is(err, fs.ErrNotExist) && !given["config"]) {
-			return err
+			return o, "", err
 		}
 	}
 	for name, apply := range map[string]func(){
@@ -72,18 +99,5 @@ func run(args []string) error {
 			apply()
 		}
 	}
-	level, err := zerolog.ParseLevel(o.LogLevel)
-	if err != nil {
-		return fmt.Errorf("log_level: %w", err)
-	}
-	zerolog.TimeFieldFormat = time.RFC3339
-	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
-
-	a, err := agent.New(o, agent.Deps{Log: log})
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	return a.Run(ctx)
+	return o, *cfg, nil
 }
