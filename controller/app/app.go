@@ -8,20 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/bus"
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
-	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
@@ -29,7 +26,6 @@ import (
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
-	"github.com/rota-hpc/rota/internal/auth"
 )
 
 // Options are what Run needs besides the config.
@@ -48,21 +44,16 @@ type Controller struct {
 	cfg   Config
 	log   zerolog.Logger
 	slurm slurm.Client
-	nc    *nats.Conn
-	// ingestNC carries the agents' reports, apart from nc: tens of
-	// thousands of reports a second on one connection would queue the
-	// placement requests (on slurmctld's submit path) behind them in that
-	// connection's single reader.
-	ingestNC *nats.Conn
-	store    *decisions.Store
-	journal  *decisions.Journal // embedded mode only: see decisions.Journal
-	placer   *placer.Placer
-	snap     atomic.Pointer[cluster.Snapshot]
-	ns       *server.Server // embedded server, nil when external
-	lease    *leader.Lease  // nil when alone (embedded server)
-	auth     string         // how clients authenticate, for the log
-	obs      *observe.Observer
-	started  time.Time
+	// bus is the controller's NATS; nc is its request connection.
+	bus     *bus.Bus
+	nc      *nats.Conn
+	store   *decisions.Store
+	journal *decisions.Journal // embedded mode only: see decisions.Journal
+	placer  *placer.Placer
+	snap    atomic.Pointer[cluster.Snapshot]
+	lease   *leader.Lease // nil when alone (embedded server)
+	obs     *observe.Observer
+	started time.Time
 	// estimator learns throughputs, walltimes and memory needs; rounds
 	// is the round loop while leading (nil otherwise).
 	estimator rounds.Estimator
@@ -134,10 +125,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := c.connect(); err != nil {
+	b, err := bus.Open(c.cfg.bus(), c.log)
+	if err != nil {
 		return err
 	}
-	defer c.shutdown()
+	defer b.Close()
+	c.bus, c.nc = b, b.NC
 
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -162,7 +155,7 @@ func Run(ctx context.Context, o Options) error {
 	// Agent reports: taken in by every controller, leader or not, so a
 	// standby that takes over already knows what the agents measured.
 	c.obs = observe.New(c.cfg.Observe, c.log.With().Str("component", "observe").Logger())
-	if err := c.obs.Start(ctx, c.ingestNC); err != nil {
+	if err := c.obs.Start(ctx, b.Ingest); err != nil {
 		return err
 	}
 	if c.cfg.MetricsListen != "" {
@@ -197,11 +190,7 @@ func Run(ctx context.Context, o Options) error {
 		if o.Ready == nil {
 			return
 		}
-		url := c.cfg.NATSURL
-		if c.ns != nil {
-			url = c.ns.ClientURL()
-		}
-		readyOnce.Do(func() { o.Ready(url) })
+		readyOnce.Do(func() { o.Ready(b.ClientURL(c.cfg.bus())) })
 	}
 	var leadErr error
 	err = elector.Run(ctx, func(lctx context.Context) {
@@ -241,10 +230,7 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen
 	}
-	if c.auth == "" {
-		c.auth = "external server's"
-	}
-	c.log.Info().Str("nats", where).Str("auth", c.auth).Str("policy", c.placer.Name()).Str("refresh", c.cfg.Refresh.String()).
+	c.log.Info().Str("nats", where).Str("auth", c.bus.Auth).Str("policy", c.placer.Name()).Str("refresh", c.cfg.Refresh.String()).
 		Bool("durable_decisions", c.cfg.durableDecisions()).Int("replicas", c.cfg.Replicas).Msg("controller ready")
 	ready()
 
@@ -281,173 +267,6 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 				c.log.Warn().Err(err).Msg("cannot refresh the cluster from Slurm; keeping the last view")
 			}
 		}
-	}
-}
-
-// connect starts the embedded NATS server (JetStream on, data under the
-// state dir) or connects to the configured external one. With a creds dir
-// the embedded server admits only the listed identities, each with its
-// role's rights, and the controller signs in with its own seed.
-func (c *Controller) connect() error {
-	opts := []nats.Option{nats.Name("rota-controller"), nats.MaxReconnects(-1),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := c.log.Error().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			if auth.IsPermissionError(err) {
-				ev.Msg("NATS refused the controller an action; an external server needs the permissions from 'rota-controller creds server-config'")
-				return
-			}
-			ev.Msg("NATS error")
-		})}
-	var users []*server.NkeyUser
-	if dir := c.cfg.CredsDir; dir != "" {
-		ids, err := creds.ReadIdentities(dir)
-		if err != nil {
-			return fmt.Errorf("creds_dir: %w", err)
-		}
-		me, ok := creds.Find(ids, creds.Controller, "")
-		if !ok {
-			return fmt.Errorf("creds_dir: %s lists no controller identity; run 'rota-controller creds init --dir %s'", filepath.Join(dir, creds.IdentitiesFile), dir)
-		}
-		seed := creds.SeedPath(dir, creds.Controller, "")
-		if pub, err := auth.PublicKey(seed); err != nil {
-			return fmt.Errorf("creds_dir: controller's %w", err)
-		} else if pub != me.PublicKey {
-			return fmt.Errorf("creds_dir: %s is not the controller key listed in %s (%s); regenerate one or the other", seed, creds.IdentitiesFile, me.PublicKey)
-		}
-		ca := ""
-		if c.cfg.NATSURL != "" {
-			ca = c.cfg.TLSCA
-		}
-		ao, err := auth.ClientOptions(seed, ca)
-		if err != nil {
-			return fmt.Errorf("creds_dir: %w", err)
-		}
-		opts = append(opts, ao...)
-		users = creds.NkeyUsers(ids)
-		c.auth = fmt.Sprintf("nkeys (%d identities)", len(ids))
-	} else if c.cfg.NATSURL != "" && c.cfg.TLSCA != "" {
-		ao, err := auth.ClientOptions("", c.cfg.TLSCA)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, ao...)
-	}
-	if c.cfg.NATSURL != "" {
-		// The URL may list several servers of a cluster (comma-separated);
-		// the client moves to another when its server goes away.
-		opts = append(opts,
-			nats.ReconnectWait(250*time.Millisecond),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				if err != nil {
-					c.log.Warn().Err(err).Msg("lost the NATS connection; reconnecting (a leader that cannot renew its lease in time stands down)")
-				}
-			}),
-			nats.ReconnectHandler(func(nc *nats.Conn) {
-				c.log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
-			}))
-		nc, err := nats.Connect(c.cfg.NATSURL, opts...)
-		if err != nil {
-			return fmt.Errorf("connecting to NATS at %s: %w", c.cfg.NATSURL, err)
-		}
-		c.nc = nc
-		if c.ingestNC, err = nats.Connect(c.cfg.NATSURL, append(opts, nats.Name("rota-controller-ingest"))...); err != nil {
-			return fmt.Errorf("connecting to NATS at %s for agent reports: %w", c.cfg.NATSURL, err)
-		}
-		return nil
-	}
-	host, port, err := splitHostPort(c.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %q: %w", c.cfg.Listen, err)
-	}
-	if users == nil {
-		// An open server is anyone's controller: anyone who reaches it
-		// can read every decision and impersonate every node. Only this
-		// host's users may reach it on loopback; anything wider needs
-		// credentials.
-		if !isLoopback(host) {
-			return fmt.Errorf("listen %s without creds_dir would let anyone on the network use the controller's NATS; set creds_dir (see 'rota-controller creds init') or listen on 127.0.0.1", c.cfg.Listen)
-		}
-		c.log.Warn().Str("listen", c.cfg.Listen).Msg("NATS authentication is off (no creds_dir): any local user can talk to the controller and act as any agent; set creds_dir for production")
-		c.auth = "none (loopback only)"
-	}
-	// The server, with its log off, would only time out below on a port
-	// already taken: say so at once. (-1 is "any free port", for tests.)
-	if port > 0 {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(port)))
-		if err != nil {
-			return fmt.Errorf("embedded NATS server cannot listen on %s (another process has the port? set listen): %w", c.cfg.Listen, err)
-		}
-		l.Close()
-	}
-	sopts := &server.Options{
-		ServerName: "rota-controller",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   filepath.Join(c.cfg.StateDir, "jetstream"),
-		NoSigs:     true, // signals belong to main
-		NoLog:      true,
-		Nkeys:      users,
-	}
-	if c.cfg.TLSCert != "" || c.cfg.TLSKey != "" {
-		if c.cfg.TLSCert == "" || c.cfg.TLSKey == "" {
-			return errors.New("tls_cert and tls_key go together: set both or neither")
-		}
-		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.cfg.TLSCert, KeyFile: c.cfg.TLSKey})
-		if err != nil {
-			return fmt.Errorf("TLS for the embedded NATS server: %w", err)
-		}
-		sopts.TLSConfig, sopts.TLS, sopts.TLSTimeout = tc, true, 2
-		c.auth += ", TLS"
-	}
-	ns, err := server.NewServer(sopts)
-	if err != nil {
-		return fmt.Errorf("embedded NATS server: %w", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
-		ns.Shutdown()
-		return fmt.Errorf("embedded NATS server did not start on %s (port in use? state dir %s writable?)", c.cfg.Listen, c.cfg.StateDir)
-	}
-	c.ns = ns
-	// In-process: no TLS on this connection, but the same nkey check.
-	nc, err := nats.Connect("", append(opts, nats.InProcessServer(ns))...)
-	if err != nil {
-		return fmt.Errorf("connecting to the embedded NATS server: %w", err)
-	}
-	c.nc = nc
-	if c.ingestNC, err = nats.Connect("", append(opts, nats.InProcessServer(ns), nats.Name("rota-controller-ingest"))...); err != nil {
-		return fmt.Errorf("connecting to the embedded NATS server for agent reports: %w", err)
-	}
-	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func (c *Controller) shutdown() {
-	if c.ingestNC != nil {
-		c.ingestNC.Close()
-	}
-	if c.nc != nil {
-		if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			c.nc.Close()
-		}
-		for i := 0; i < 100 && !c.nc.IsClosed(); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if c.ns != nil {
-		c.ns.Shutdown()
-		c.ns.WaitForShutdown()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/bus"
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
@@ -249,3 +250,9 @@ func (c Config) elected() bool { return c.NATSURL != "" }
 // decision to a local file before answering instead (decisions.Journal),
 // which a restart replays, so a kill -9 loses nothing it answered.
 func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDecisions }
+
+// bus is where the controller's NATS is and how it is secured.
+func (c Config) bus() bus.Config {
+	return bus.Config{NATSURL: c.NATSURL, Listen: c.Listen, StateDir: c.StateDir, CredsDir: c.CredsDir,
+		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey}
+}

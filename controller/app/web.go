@@ -17,6 +17,7 @@ import (
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/controller/web"
+	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -106,7 +107,7 @@ func (c *Controller) serveWeb(ctx context.Context) error {
 	c.serveHTTP(ctx, ln, srv, "web view")
 	host, _, _ := net.SplitHostPort(addr)
 	ev := c.log.Info().Str("url", "http://"+ln.Addr().String()).Str("auth", a.Mode)
-	if a.Mode == web.AuthNone && !isLoopback(host) {
+	if a.Mode == web.AuthNone && !auth.IsLoopback(host) {
 		ev = ev.Str("note", "read-only, open to everyone who reaches it, explain and estimate included (web_auth)")
 	}
 	ev.Msg("web view serving")

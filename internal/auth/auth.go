@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/nats-io/nats.go"
@@ -110,3 +111,14 @@ func PublicKey(seedFile string) (string, error) {
 // or subscription (nats.ErrPermissionViolation), as delivered to a
 // connection's async error handler.
 func IsPermissionError(err error) bool { return errors.Is(err, nats.ErrPermissionViolation) }
+
+// IsLoopback says whether host (a name or an address to listen on) is this
+// machine's loopback: the only place a service without authentication
+// may listen, reachable by this host's users alone.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -77,3 +77,13 @@ func TestClientOptionsCA(t *testing.T) {
 		t.Fatalf("no seed, no CA: %v %v", opts, err)
 	}
 }
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true, "127.1.2.3": true,
+		"0.0.0.0": false, "": false, "10.0.0.1": false, "example.org": false, "::": false} {
+		if IsLoopback(host) != want {
+			t.Errorf("IsLoopback(%q) = %v", host, !want)
+		}
+	}
+}
