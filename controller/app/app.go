@@ -26,6 +26,7 @@ import (
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
+	"github.com/rota-hpc/rota/wire"
 )
 
 // Options are what Run needs besides the config.
@@ -70,11 +71,8 @@ type Controller struct {
 	// subscription instead of piling up goroutines.
 	durable sync.WaitGroup
 	writes  chan struct{}
-	// stateWanted asks publishStates for a placement state now.
-	stateWanted chan struct{}
-	// stateAbsorbed: plugins' decisions were absorbed since the last
-	// state (published within absorbGap).
-	stateAbsorbed atomic.Bool
+	// states pushes the placer's state to the plugins while leading.
+	states *placer.Publisher
 
 	// leading: this controller serves requests and reads Slurm now.
 	leading atomic.Bool
@@ -99,7 +97,7 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites), stateWanted: make(chan struct{}, 1), inst: newInstruments(),
+		writes: make(chan struct{}, maxDurableWrites), inst: newInstruments(),
 		trend: trend.New(trendSamples, trendWindow)}
 	if err := c.cfg.Check(); err != nil {
 		return err
@@ -108,6 +106,7 @@ func Run(ctx context.Context, o Options) error {
 		c.slurm = &slurm.CLI{}
 	}
 	c.placer = placer.New(c.cfg.Placement)
+	c.states = placer.NewPublisher(c.placer, nil, c.cfg.StateInterval, c.log)
 	est := newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 	stopPlugins, err := c.startEstimatorPlugins(est)
 	defer stopPlugins()
@@ -131,6 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer b.Close()
 	c.bus, c.nc = b, b.NC
+	c.states.Publish = func(data []byte) error { return b.NC.Publish(wire.SubjectPlaceState, data) }
 
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -225,7 +225,7 @@ func (c *Controller) lead(ctx context.Context, ready func()) error {
 	if c.cfg.Web.Listen != "" {
 		go c.sampleTrend(ctx)
 	}
-	go c.publishStates(ctx)
+	go c.states.Run(ctx)
 	where := c.cfg.NATSURL
 	if where == "" {
 		where = "embedded server on " + c.cfg.Listen
@@ -288,7 +288,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	c.snap.Store(s)
 	c.placer.Update(s)
 	c.refreshSite(ctx, nodes, parts)
-	c.publishStateSoon()
+	c.states.Soon()
 	c.log.Debug().Int("nodes", len(nodes)).Int("gpu_types", len(s.Types)).Int("partitions", len(parts)).Msg("cluster refreshed")
 	return nil
 }

@@ -34,7 +34,7 @@ func (c *Controller) subscribe() ([]*nats.Subscription, error) {
 		// Local placement: plugins report what they decided, and ask
 		// for the state when they (re)connect.
 		wire.SubjectPlaceDecision: c.onDecision,
-		wire.SubjectPlaceSync:     func(*nats.Msg) { c.publishStateSoon() },
+		wire.SubjectPlaceSync:     func(*nats.Msg) { c.states.Soon() },
 	} {
 		s, err := c.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -89,7 +89,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 	}
 	res := c.placer.Place(&req)
 	if res.Reserve != nil {
-		c.publishStateSoon() // plugins placing locally must count these GPUs too
+		c.states.Soon() // plugins placing locally must count these GPUs too
 	}
 	reply := wire.PlaceReply{
 		V:            wire.Version,
@@ -152,7 +152,7 @@ func (c *Controller) onDecision(m *nats.Msg) {
 		return
 	}
 	c.placer.Absorb(&d)
-	c.absorbedState()
+	c.states.Absorbed()
 	if noTime { // checkDecision gave it a time: m.Data lacks it
 		c.store.Record(&d)
 	} else {

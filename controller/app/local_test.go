@@ -97,10 +97,10 @@ func TestLocalPlacementRecorded(t *testing.T) {
 }
 
 // Decisions a plugin placed itself reach the plugins again in a state
-// within absorbGap, not in a state each: the plugin counts its own
+// within the placer's absorbGap, not in a state each: the plugin counts its own
 // placements until then, and every state costs slurmctld's process a
 // decoding. A paced burst of 40 placements (one per 10 ms, where
-// stateMinGap alone would let through one state each) yields a handful
+// placer's stateMinGap alone would let through one state each) yields a handful
 // of states, the last of which counts them all.
 func TestAbsorbedDecisionsBatchStates(t *testing.T) {
 	fs := &fakeSlurm{comments: map[uint32]string{}}

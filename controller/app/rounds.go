@@ -69,11 +69,11 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)
-		c.publishStateSoon()
+		c.states.Soon()
 	}
 	c.rounds.Store(loop)
 	c.placer.SetName(loop.Policy())
-	c.publishStateSoon()
+	c.states.Soon()
 	go loop.Run(ctx)
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")
