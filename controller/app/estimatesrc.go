@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/wire"
 )
 

@@ -7,12 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/controller/estimators/external"
+	"github.com/rota-hpc/rota/controller/estimate/external"
 	"github.com/rota-hpc/rota/internal/conf"
 )
 
-// EstimatorPlugins names external estimators (docs/estimators.md,
+// EstimatorPlugins names external estimators (docs/estimate.md,
 // "External estimators"): an executable's absolute path, then its
 // arguments. "" keeps the built-in.
 type EstimatorPlugins struct {
@@ -55,12 +54,12 @@ func (c *Controller) startEstimatorPlugins(e *estimator) (stop func(), err error
 		}
 	}
 	if cmd := c.cfg.Estimators.Throughput; cmd != "" {
-		if e.ext.tp, err = external.NewThroughput(cfg(cmd), estimators.BuiltinThroughput{T: e.tp}); err != nil {
+		if e.ext.tp, err = external.NewThroughput(cfg(cmd), estimate.BuiltinThroughput{T: e.tp}); err != nil {
 			return stop, err
 		}
 	}
 	if cmd := c.cfg.Estimators.Walltime; cmd != "" {
-		if e.ext.wall, err = external.NewWalltime(cfg(cmd), estimators.BuiltinWalltime{W: e.wall}); err != nil {
+		if e.ext.wall, err = external.NewWalltime(cfg(cmd), estimate.BuiltinWalltime{W: e.wall}); err != nil {
 			return stop, err
 		}
 	}
@@ -73,7 +72,7 @@ func (e *estimator) throughputs(key string, types []string) []estimate.Estimate 
 	if e.ext.tp == nil {
 		return e.tp.Estimate(key, types)
 	}
-	a, err := e.ext.tp.Throughput(context.Background(), estimators.ThroughputQueryFor(e.tp, key, types))
+	a, err := e.ext.tp.Throughput(context.Background(), estimate.ThroughputQueryFor(e.tp, key, types))
 	if err != nil || len(a.Rates) != len(types) {
 		return e.tp.Estimate(key, types)
 	}
@@ -90,7 +89,7 @@ func (e *estimator) walltime(in estimate.WalltimeInput) estimate.WalltimeEstimat
 	if e.ext.wall == nil {
 		return e.wall.Estimate(in)
 	}
-	w, err := e.ext.wall.Walltime(context.Background(), estimators.WalltimeQueryFor(e.wall, in))
+	w, err := e.ext.wall.Walltime(context.Background(), estimate.WalltimeQueryFor(e.wall, in))
 	if err != nil {
 		return e.wall.Estimate(in)
 	}
@@ -99,7 +98,7 @@ func (e *estimator) walltime(in estimate.WalltimeInput) estimate.WalltimeEstimat
 
 var (
 	mPluginAnswers = prometheus.NewDesc("rota_controller_estimator_plugin_answers_total",
-		"Calls an external estimator answered (docs/estimators.md).", []string{"estimator"}, nil)
+		"Calls an external estimator answered (docs/estimate.md).", []string{"estimator"}, nil)
 	mPluginFallbacks = prometheus.NewDesc("rota_controller_estimator_plugin_fallbacks_total",
 		"Calls the built-in estimator answered in an external one's place, by reason (down, crash, timeout, error, nonsense).",
 		[]string{"estimator", "reason"}, nil)
@@ -142,7 +141,7 @@ func (c *Controller) startQueueWaitPlugin(w *waitPredictor) (stop func(), err er
 		return func() {}, nil
 	}
 	ext, err := external.NewQueueWait(external.Config{Command: c.cfg.Estimators.QueueWait, Timeout: c.cfg.Estimators.Timeout,
-		Log: c.log.With().Str("component", "estimators").Logger()}, estimators.BuiltinQueueWait{M: w.model})
+		Log: c.log.With().Str("component", "estimators").Logger()}, estimate.BuiltinQueueWait{M: w.model})
 	if err != nil {
 		return func() {}, err
 	}

@@ -8,25 +8,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/estimators"
+	"github.com/rota-hpc/rota/controller/estimate"
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/forecast"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // waitPredictor answers "how long would this job wait now" from the
-// queue-wait model (controller/queuewait) and the queue as squeue shows
+// queue-wait model (controller/estimate/queuewait) and the queue as squeue shows
 // it. Without a model every wait is unknown, with the reason.
 type waitPredictor struct {
 	model *queuewait.Model
 	// ext is an external queue-wait estimator (estimator_queuewait) in
 	// front of the model; nil: the model answers alone.
-	ext    estimators.QueueWait
+	ext    estimate.QueueWait
 	status string
 	jobs   func(ctx context.Context) ([]slurm.Job, error) // nil: the client cannot read the queue
 
@@ -306,8 +306,8 @@ func (w *waitPredictor) Predict(ctx context.Context, kb *wire.Site, q forecast.W
 	req := queuewait.Request{User: user, Partition: q.Partition, Nodes: q.Nodes, GPUs: q.GPUs,
 		TimeLimit: time.Duration(q.LimitMin) * time.Minute}
 	if w.ext != nil {
-		a, err := w.ext.QueueWait(ctx, estimators.QueueWaitQuery{Request: req, State: st})
-		if err != nil || a.Source == estimators.SourceUnknown {
+		a, err := w.ext.QueueWait(ctx, estimate.QueueWaitQuery{Request: req, State: st})
+		if err != nil || a.Source == estimate.SourceUnknown {
 			why := a.Basis
 			if err != nil {
 				why = err.Error()

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"

@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/chains"
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/controller/forecast"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -313,13 +313,13 @@ queuewait_model = /m.json
 
 // fixedWait is an external queue-wait estimator as the controller sees it
 // (external.QueueWait falls back to the model by itself; see
-// controller/estimators/external for the plugin side).
+// controller/estimate/external for the plugin side).
 type fixedWait struct {
-	a    estimators.QueueWaitAnswer
-	seen *estimators.QueueWaitQuery
+	a    estimate.QueueWaitAnswer
+	seen *estimate.QueueWaitQuery
 }
 
-func (f fixedWait) QueueWait(_ context.Context, q estimators.QueueWaitQuery) (estimators.QueueWaitAnswer, error) {
+func (f fixedWait) QueueWait(_ context.Context, q estimate.QueueWaitQuery) (estimate.QueueWaitAnswer, error) {
 	*f.seen = q
 	return f.a, nil
 }
@@ -338,19 +338,19 @@ func TestWaitPredictorExternal(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		a     estimators.QueueWaitAnswer
+		a     estimate.QueueWaitAnswer
 		known bool
 		min   float64
 		basis string
 	}{
-		{"known", estimators.QueueWaitAnswer{Wait: 12 * time.Minute, Source: "external:history", Basis: "site quantile"}, true, 12, "site quantile"},
-		{"unknown", estimators.QueueWaitAnswer{Source: estimators.SourceUnknown, Basis: "no history for gpu"}, false, 0, "no history for gpu"},
+		{"known", estimate.QueueWaitAnswer{Wait: 12 * time.Minute, Source: "external:history", Basis: "site quantile"}, true, 12, "site quantile"},
+		{"unknown", estimate.QueueWaitAnswer{Source: estimate.SourceUnknown, Basis: "no history for gpu"}, false, 0, "no history for gpu"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWaitPredictor("", zerolog.Nop()) // no model: the plugin alone
 			w.jobs = queue
-			var seen estimators.QueueWaitQuery
+			var seen estimate.QueueWaitQuery
 			w.ext = fixedWait{tc.a, &seen}
 			got := w.Predict(context.Background(), kb, q, "u1", now)
 			if got.Known != tc.known || got.Minutes != tc.min || !strings.Contains(got.Basis, tc.basis) {
@@ -376,14 +376,14 @@ func TestChainWaitsUseTheSitePredictor(t *testing.T) {
 	req := chains.WaitRequest{Partition: "gpu", GPUType: "v100", GPUs: 1, TimeLimitMin: 60}
 	tests := []struct {
 		name string
-		ext  estimators.QueueWait // nil: no model, no plugin
+		ext  estimate.QueueWait // nil: no model, no plugin
 		kb   *wire.Site
 		want time.Duration
 	}{
 		{"no predictor: observed waits", nil, kb, 7 * time.Minute},
-		{"predictor answers", fixedWait{estimators.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimators.QueueWaitQuery)}, kb, 3 * time.Minute},
-		{"predictor unknown: observed waits", fixedWait{estimators.QueueWaitAnswer{Source: estimators.SourceUnknown}, new(estimators.QueueWaitQuery)}, kb, 7 * time.Minute},
-		{"no knowledge base yet: observed waits", fixedWait{estimators.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimators.QueueWaitQuery)}, nil, 7 * time.Minute},
+		{"predictor answers", fixedWait{estimate.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimate.QueueWaitQuery)}, kb, 3 * time.Minute},
+		{"predictor unknown: observed waits", fixedWait{estimate.QueueWaitAnswer{Source: estimate.SourceUnknown}, new(estimate.QueueWaitQuery)}, kb, 7 * time.Minute},
+		{"no knowledge base yet: observed waits", fixedWait{estimate.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimate.QueueWaitQuery)}, nil, 7 * time.Minute},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

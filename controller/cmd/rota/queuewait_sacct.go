@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/app"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 )
 
