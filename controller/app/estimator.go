@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"sort"
 	"sync"
@@ -50,20 +51,20 @@ func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) 
 		byName: map[string]string{}, counts: newEstimateCounter()}
 }
 
-func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
-	w := e.walltime(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
+func (e *estimator) Walltime(ctx context.Context, key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
+	w := e.walltime(ctx, estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
 		UserLimitMin: userLimit, MaxTimeMin: maxTime})
 	e.counts.WithLabelValues(estWalltime, sourceLabel(w.Source)).Inc()
 	return w.Minutes, w.Basis
 }
 
 // Finished drops what the estimator refuses (a zero run time).
-func (e *estimator) Finished(key string, jobID uint32, limitMin, actualSec float64) {
+func (e *estimator) Finished(_ context.Context, key string, jobID uint32, limitMin, actualSec float64) {
 	_ = e.wall.Finished(key, jobID, limitMin, actualSec)
 }
 
-func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
-	est := e.throughputs(key, types)
+func (e *estimator) Rates(ctx context.Context, key string, types []string) ([]float64, []string) {
+	est := e.throughputs(ctx, key, types)
 	rates, src := make([]float64, len(types)), make([]string, len(types))
 	known := false
 	for k := range est {
@@ -75,7 +76,7 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 		peer := e.byName[userName(key)]
 		e.mu.Unlock()
 		if peer != "" && peer != key {
-			for k, pe := range e.throughputs(peer, types) {
+			for k, pe := range e.throughputs(ctx, peer, types) {
 				if pe.StepsPerSec > 0 {
 					rates[k], src[k], known = pe.StepsPerSec, SourceSameName, true
 				}
@@ -103,7 +104,7 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 
 // Observe and Hint drop what the estimator refuses (a zero or absurd
 // rate, an unknown key): the agents' intake has already counted it.
-func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
+func (e *estimator) Observe(_ context.Context, key, gpuType string, sps float64, at time.Time) {
 	if e.tp.Observe(key, gpuType, sps, at) == nil {
 		if un := userName(key); un != "" {
 			e.mu.Lock()
@@ -117,11 +118,17 @@ func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
 // same user and job name.
 const SourceSameName = "same-name"
 
-func (e *estimator) Hint(key string, perType map[string]float64) { _ = e.tp.Hint(key, perType) }
+func (e *estimator) Hint(_ context.Context, key string, perType map[string]float64) {
+	_ = e.tp.Hint(key, perType)
+}
 
-func (e *estimator) MemoryFits(key string, memBytes uint64) bool { return e.mem.Fits(key, memBytes) }
+func (e *estimator) MemoryFits(_ context.Context, key string, memBytes uint64) bool {
+	return e.mem.Fits(key, memBytes)
+}
 
-func (e *estimator) ObserveMemory(key string, peak uint64) { e.mem.Observe(key, peak) }
+func (e *estimator) ObserveMemory(_ context.Context, key string, peak uint64) {
+	e.mem.Observe(key, peak)
+}
 
 // hintRatio is the median of measured over hinted rates.
 func (e *estimator) hintRatio() (float64, bool) {

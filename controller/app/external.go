@@ -67,12 +67,13 @@ func (c *Controller) startEstimatorPlugins(e *estimator) (stop func(), err error
 }
 
 // throughputs is the throughput estimate for key: the plugin's where
-// one is configured (it falls back to the built-in by itself).
-func (e *estimator) throughputs(key string, types []string) []estimate.Estimate {
+// one is configured (it falls back to the built-in by itself), asked
+// within ctx and its own per-call deadline.
+func (e *estimator) throughputs(ctx context.Context, key string, types []string) []estimate.Estimate {
 	if e.ext.tp == nil {
 		return e.tp.Estimate(key, types)
 	}
-	a, err := e.ext.tp.Throughput(context.Background(), estimate.ThroughputQueryFor(e.tp, key, types))
+	a, err := e.ext.tp.Throughput(ctx, estimate.ThroughputQueryFor(e.tp, key, types))
 	if err != nil || len(a.Rates) != len(types) {
 		return e.tp.Estimate(key, types)
 	}
@@ -85,11 +86,11 @@ func (e *estimator) throughputs(key string, types []string) []estimate.Estimate 
 
 // walltime is the walltime estimate for in, the plugin's where one is
 // configured.
-func (e *estimator) walltime(in estimate.WalltimeInput) estimate.WalltimeEstimate {
+func (e *estimator) walltime(ctx context.Context, in estimate.WalltimeInput) estimate.WalltimeEstimate {
 	if e.ext.wall == nil {
 		return e.wall.Estimate(in)
 	}
-	w, err := e.ext.wall.Walltime(context.Background(), estimate.WalltimeQueryFor(e.wall, in))
+	w, err := e.ext.wall.Walltime(ctx, estimate.WalltimeQueryFor(e.wall, in))
 	if err != nil {
 		return e.wall.Estimate(in)
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,14 +79,14 @@ func TestEstimatorWithPlugin(t *testing.T) {
 	c.estimator = e
 
 	types := []string{"k80", "p100", "v100"}
-	e.Observe("alice/resnet18", "k80", 6, time.Now())
-	rates, src := e.Rates("alice/resnet18", types)
+	e.Observe(context.Background(), "alice/resnet18", "k80", 6, time.Now())
+	rates, src := e.Rates(context.Background(), "alice/resnet18", types)
 	if src[0] != "measured" || rates[0] != 6 || src[1] != "table" || src[2] != "external:table-scaled" || rates[2] < 23.99 || rates[2] > 24.01 {
 		t.Fatalf("rates %v from %v", rates, src)
 	}
 	// A job the table does not know and nobody measured: the built-in's
 	// last resort, the admin's relative speeds.
-	if _, src := e.Rates("bob/bert", types); src[2] != "relative" {
+	if _, src := e.Rates(context.Background(), "bob/bert", types); src[2] != "relative" {
 		t.Fatalf("unknown job: %v", src)
 	}
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -57,17 +58,17 @@ func TestEstimateCounts(t *testing.T) {
 		{"nothing known: relative speeds", func(*estimator) {}, "bob/bert",
 			map[string]float64{"relative": 3}},
 		{"measured on one type: the table scales it to the others", func(e *estimator) {
-			e.Observe("alice/resnet", "k80", 6, time.Now())
-			e.Observe("alice/resnet", "k80", 6, time.Now().Add(time.Second))
+			e.Observe(context.Background(), "alice/resnet", "k80", 6, time.Now())
+			e.Observe(context.Background(), "alice/resnet", "k80", 6, time.Now().Add(time.Second))
 		}, "alice/resnet", map[string]float64{"measured": 1, "table": 2}},
 		{"hinted on every type", func(e *estimator) {
-			e.Hint("carol/lm", map[string]float64{"k80": 1, "p100": 3, "v100": 4})
+			e.Hint(context.Background(), "carol/lm", map[string]float64{"k80": 1, "p100": 3, "v100": 4})
 		}, "carol/lm", map[string]float64{"hint": 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEstimator(map[string]float64{"v100": 4, "p100": 3, "k80": 1}, 1.5, 5)
 			tc.prepare(e)
-			e.Rates(tc.key, types)
+			e.Rates(context.Background(), tc.key, types)
 			for _, src := range countedSources[estThroughput] {
 				if got := testutil.ToFloat64(e.counts.WithLabelValues(estThroughput, src)); got != tc.want[src] {
 					t.Errorf("estimates_total{throughput,%s} = %v, want %v", src, got, tc.want[src])
@@ -76,8 +77,8 @@ func TestEstimateCounts(t *testing.T) {
 		})
 	}
 	e := newEstimator(nil, 1.5, 5)
-	e.Walltime("a/b", 3600, 2, 0, 0)
-	e.Walltime("a/b", 0, 0, 0, 0)
+	e.Walltime(context.Background(), "a/b", 3600, 2, 0, 0)
+	e.Walltime(context.Background(), "a/b", 0, 0, 0, 0)
 	for src, want := range map[string]float64{"steps": 1, "unknown": 1, "history": 0, "external": 0} {
 		if got := testutil.ToFloat64(e.counts.WithLabelValues(estWalltime, src)); got != want {
 			t.Errorf("estimates_total{walltime,%s} = %v, want %v", src, got, want)
