@@ -23,6 +23,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 		c.slurm = &slurm.CLI{}
 	}
 	c.placer = placer.New(c.cfg.Placement)
-	est := newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
+	est := live.NewEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 	stopPlugins, err := c.startEstimatorPlugins(est)
 	defer stopPlugins()
 	if err != nil {

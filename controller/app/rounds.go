@@ -196,7 +196,7 @@ type chainWaits struct {
 }
 
 func (w *chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
-	if s := w.c.site; s != nil && (s.waits.model != nil || s.waits.ext != nil) {
+	if s := w.c.site; s != nil && s.waits.Predicts() {
 		if kb := w.c.siteKB(); kb != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

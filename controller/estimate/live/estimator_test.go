@@ -1,4 +1,4 @@
-package app
+package live
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestEstimatorRates(t *testing.T) {
-	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
+	e := NewEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
 	types := []string{"k80", "p100", "v100"}
 	// Nothing known: the admin's relative speeds, marked as such.
 	r, src := e.Rates(context.Background(), "u/a", types)
@@ -34,7 +34,7 @@ func TestEstimatorRates(t *testing.T) {
 // A job never measured takes the rates of its user's latest measured job
 // of the same name (a resubmission with an edited script).
 func TestEstimatorSameName(t *testing.T) {
-	e := newEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
+	e := NewEstimator(map[string]float64{"v100": 3.36, "k80": 1}, 1.5, 5)
 	types := []string{"k80", "v100"}
 	now := time.Now()
 	e.Observe(context.Background(), "alice/resnet/aaa", "v100", 12, now)
