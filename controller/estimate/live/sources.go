@@ -9,6 +9,7 @@ import (
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/policy/workload"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -93,17 +94,14 @@ func NewSources(ctx context.Context, req *wire.EstimateRequest, p Parts) (*Sourc
 	return s, notes, nil
 }
 
-// gpusAsked is the job's GPU count when it does not depend on the type.
+// gpusAsked is the job's GPU count when it does not depend on the type,
+// counted as the rest of Rota counts a request (placement.NeedOf).
 func gpusAsked(r *wire.EstimateRequest) int {
-	switch {
-	case r.GPUsPerNode > 0:
-		return int(r.GPUsPerNode) * max(int(r.Nodes), 1)
-	case r.GPUsPerJob > 0:
-		return int(r.GPUsPerJob)
-	case r.GPUsPerTask > 0:
-		return int(r.GPUsPerTask) * max(int(r.Tasks), int(r.Nodes), 1)
+	a := wire.GPUAsk{PerJob: r.GPUsPerJob, PerNode: r.GPUsPerNode, PerTask: r.GPUsPerTask, Nodes: r.Nodes, Tasks: r.Tasks}
+	if a.Tasks == 0 {
+		a.Tasks = a.Nodes // Slurm's default: one task per node
 	}
-	return 1
+	return max(placement.NeedOf(a).Total, 1)
 }
 
 // Rates implements forecast.Sources.
