@@ -74,7 +74,7 @@ $(BIN)/rota-estimator-speedtable: FORCE
 # after editing the .proto. Needs protoc, protoc-gen-go and
 # protoc-gen-go-grpc (Debian: protobuf-compiler protoc-gen-go
 # protoc-gen-go-grpc).
-PROTO := controller/estimators/external/estimatorpb/estimator.proto
+PROTO := controller/estimate/external/estimatorpb/estimator.proto
 .PHONY: proto
 proto:
 	@command -v protoc >/dev/null && command -v protoc-gen-go >/dev/null && command -v protoc-gen-go-grpc >/dev/null || \

@@ -14,8 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/controller/estimators/external"
+	"github.com/rota-hpc/rota/controller/estimate/external"
 )
 
 // The example as an admin runs it: built, named in the config with its
@@ -50,7 +49,7 @@ func TestLoadThroughGoPlugin(t *testing.T) {
 	// A deadline that the real answer meets: the default (200 ms) would
 	// be tight for a busy CI machine, where this test must not flake.
 	host, err := external.NewThroughput(external.Config{Command: bin + " --table " + table, Timeout: 10 * time.Second,
-		Log: zerolog.New(&log).Level(zerolog.InfoLevel)}, estimators.BuiltinThroughput{T: tp})
+		Log: zerolog.New(&log).Level(zerolog.InfoLevel)}, estimate.BuiltinThroughput{T: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,18 +58,18 @@ func TestLoadThroughGoPlugin(t *testing.T) {
 	types := []string{"k80", "p100", "v100"}
 	for _, tc := range []struct {
 		key  string
-		want []estimators.Rate // Basis not compared
+		want []estimate.Rate // Basis not compared
 	}{
-		{"alice/resnet18", []estimators.Rate{
+		{"alice/resnet18", []estimate.Rate{
 			{GPUType: "k80", StepsPerSec: 6, Source: estimate.SourceMeasured},     // the built-in's measurement
 			{GPUType: "p100", StepsPerSec: 18, Source: estimate.SourceTable},      // not in the table: built-in, speed table
 			{GPUType: "v100", StepsPerSec: 24, Source: "external:table-scaled"}}}, // 12 x 6/3
-		{"bob/lm/abc", []estimators.Rate{
+		{"bob/lm/abc", []estimate.Rate{
 			{GPUType: "k80", Source: estimate.SourceUnknown},
 			{GPUType: "p100", Source: estimate.SourceUnknown},
 			{GPUType: "v100", StepsPerSec: 40, Source: "external:table"}}},
 	} {
-		a, err := host.Throughput(context.Background(), estimators.ThroughputQueryFor(tp, tc.key, types))
+		a, err := host.Throughput(context.Background(), estimate.ThroughputQueryFor(tp, tc.key, types))
 		if err != nil {
 			t.Fatal(err)
 		}

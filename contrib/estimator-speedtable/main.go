@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rota-hpc/rota/controller/estimators/external"
+	"github.com/rota-hpc/rota/controller/estimate/external"
 )
 
 func main() {

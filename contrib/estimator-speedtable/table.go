@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rota-hpc/rota/controller/estimators"
+	"github.com/rota-hpc/rota/controller/estimate"
 )
 
 // Row is one line of the table: a job name pattern (path.Match syntax,
@@ -100,8 +100,8 @@ func (t *Table) rowsFor(name string) (string, map[string]float64) {
 	return "", nil
 }
 
-// Throughput implements estimators.Throughput.
-func (t *Table) Throughput(_ context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, error) {
+// Throughput implements estimate.Throughput.
+func (t *Table) Throughput(_ context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, error) {
 	pat, rates := t.rowsFor(q.Job.Name)
 	// The measured types that the table also has, for scaling: the
 	// geometric mean of measured/table over them.
@@ -114,19 +114,19 @@ func (t *Table) Throughput(_ context.Context, q estimators.ThroughputQuery) (est
 		}
 	}
 	slices.Sort(on)
-	a := estimators.ThroughputAnswer{Rates: make([]estimators.Rate, len(q.Types))}
+	a := estimate.ThroughputAnswer{Rates: make([]estimate.Rate, len(q.Types))}
 	for i, ty := range q.Types {
 		tv, ok := rates[ty]
 		_, measured := q.Measured[ty]
 		switch {
 		case !ok || measured:
-			a.Rates[i] = estimators.Rate{GPUType: ty, Source: estimators.SourceUnknown}
+			a.Rates[i] = estimate.Rate{GPUType: ty, Source: estimate.SourceUnknown}
 		case len(on) > 0:
 			c := math.Exp(logSum / float64(len(on)))
-			a.Rates[i] = estimators.Rate{GPUType: ty, StepsPerSec: tv * c, Source: "table-scaled",
+			a.Rates[i] = estimate.Rate{GPUType: ty, StepsPerSec: tv * c, Source: "table-scaled",
 				Basis: fmt.Sprintf("table %s on %s %.4g steps/s x %.3g (measured/table on %s)", pat, ty, tv, c, strings.Join(on, ","))}
 		default:
-			a.Rates[i] = estimators.Rate{GPUType: ty, StepsPerSec: tv, Source: "table",
+			a.Rates[i] = estimate.Rate{GPUType: ty, StepsPerSec: tv, Source: "table",
 				Basis: fmt.Sprintf("table %s on %s: %.4g steps/s", pat, ty, tv)}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
 )
 
 const testTable = `# pattern,gpu_type,steps_per_sec
@@ -50,24 +49,24 @@ func TestTableThroughput(t *testing.T) {
 		name     string
 		job      string
 		measured map[string]estimate.Measured
-		want     []estimators.Rate // Basis not compared
+		want     []estimate.Rate // Basis not compared
 	}{
-		{"nothing measured: the rows", "resnet50", nil, []estimators.Rate{
+		{"nothing measured: the rows", "resnet50", nil, []estimate.Rate{
 			{GPUType: "k80", StepsPerSec: 3, Source: "table"}, {GPUType: "p100", Source: "unknown"},
 			{GPUType: "v100", StepsPerSec: 12, Source: "table"}}},
 		{"measured on k80: scaled, k80 left to the controller", "resnet18",
-			map[string]estimate.Measured{"k80": {StepsPerSec: 6, Samples: 3}}, []estimators.Rate{
+			map[string]estimate.Measured{"k80": {StepsPerSec: 6, Samples: 3}}, []estimate.Rate{
 				{GPUType: "k80", Source: "unknown"}, {GPUType: "p100", Source: "unknown"},
 				{GPUType: "v100", StepsPerSec: 24, Source: "table-scaled"}}},
 		{"measured on a type off the table: rows as given", "lm",
-			map[string]estimate.Measured{"p100": {StepsPerSec: 6, Samples: 3}}, []estimators.Rate{
+			map[string]estimate.Measured{"p100": {StepsPerSec: 6, Samples: 3}}, []estimate.Rate{
 				{GPUType: "k80", Source: "unknown"}, {GPUType: "p100", Source: "unknown"},
 				{GPUType: "v100", StepsPerSec: 40, Source: "table"}}},
-		{"no pattern matches", "bert", nil, []estimators.Rate{
+		{"no pattern matches", "bert", nil, []estimate.Rate{
 			{GPUType: "k80", Source: "unknown"}, {GPUType: "p100", Source: "unknown"}, {GPUType: "v100", Source: "unknown"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := tab.Throughput(context.Background(), estimators.ThroughputQuery{
+			a, err := tab.Throughput(context.Background(), estimate.ThroughputQuery{
 				Key: "u/" + tc.job, Job: estimate.Identity{User: "u", Name: tc.job}, Types: types, Measured: tc.measured})
 			if err != nil {
 				t.Fatal(err)

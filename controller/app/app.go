@@ -20,6 +20,7 @@ import (
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	c.placer = placer.New(c.cfg.Placement)
 	c.states = placer.NewPublisher(c.placer, nil, c.cfg.StateInterval, c.log)
-	est := newEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
+	est := live.NewEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
 	stopPlugins, err := c.startEstimatorPlugins(est)
 	defer stopPlugins()
 	if err != nil {

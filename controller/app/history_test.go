@@ -9,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -85,29 +84,5 @@ func TestReadHistory(t *testing.T) {
 				t.Errorf("v100 group %+v; want 2 jobs, mean 6 min, max 10 min", v)
 			}
 		})
-	}
-}
-
-// Seeded jobs are the recent waits the model reads, as if seen running.
-func TestSeededJobsAreRecent(t *testing.T) {
-	now := time.Now()
-	w := newWaitPredictor("", zerolog.Nop())
-	w.Seed([]slurm.AcctJob{{ID: 7, State: "COMPLETED", Partition: "gpu", Submit: now.Add(-time.Hour), Start: now.Add(-30 * time.Minute),
-		End: now.Add(-time.Minute), NumNodes: 1, Nodes: []string{"v1"}, GPUs: 2, GPUTypes: map[string]int{"v100": 2}}}, now.Add(-time.Hour), "1d")
-	var started []slurm.Job
-	for _, s := range w.started {
-		started = append(started, s.job)
-	}
-	kb := historyKB()
-	kb.Nodes[0].Partitions = []string{"gpu"}
-	kb.Partitions = []wire.SitePartition{{Name: "gpu", Types: []wire.SitePartitionType{{Type: "v100", Nodes: 1}}}}
-	st := QueueStateFor(kb, nil, started, "gpu", "v100", now)
-	want := []queuewait.QueueJob{{ID: "7", Partition: "gpu", Nodes: 1, GPUs: 2, Submit: now.Add(-time.Hour), Start: now.Add(-30 * time.Minute)}}
-	if len(st.Recent) != 1 || st.Recent[0] != want[0] {
-		t.Fatalf("recent %+v, want %+v", st.Recent, want)
-	}
-	// A second seed (a restart reading the same window) adds nothing twice.
-	if n := w.Seed([]slurm.AcctJob{{ID: 7, Submit: now, Start: now}}, now, "1d"); n != 0 {
-		t.Errorf("seeded job 7 again: %d", n)
 	}
 }

@@ -1,12 +1,10 @@
 package app
 
 import (
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -94,42 +92,4 @@ func (in *instruments) placed(mode string, r *wire.PlaceReply, took time.Duratio
 	if took > 0 {
 		in.placeSecs.WithLabelValues(mode).Observe(took.Seconds())
 	}
-}
-
-// Estimators whose answers are counted by source.
-const (
-	estThroughput = "throughput"
-	estWalltime   = "walltime"
-)
-
-// countedSources are the sources every dashboard may ask for, counted
-// from 0; an external estimator's (external:<its own>) count as
-// "external", so its words cannot grow the label set.
-var countedSources = map[string][]string{
-	estThroughput: {estimate.SourceMeasured, estimate.SourceHint, estimate.SourceCompleted, estimate.SourceTable,
-		SourceSameName, rounds.SourceRelative, estimate.SourceUnknown, sourceExternal},
-	estWalltime: {estimate.WalltimeSteps, estimate.WalltimeHistory, estimate.WalltimeUnknown, sourceExternal},
-}
-
-const sourceExternal = "external"
-
-func newEstimateCounter() *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rota_controller_estimates_total",
-		Help: "Estimates the controller's estimators gave, by estimator (throughput: one per job and GPU type; walltime: one per job) " +
-			"and source: how far they fell back from measurement (docs/estimators.md)."},
-		[]string{"estimator", "source"})
-	for est, srcs := range countedSources {
-		for _, s := range srcs {
-			v.WithLabelValues(est, s)
-		}
-	}
-	return v
-}
-
-// sourceLabel is src as a label value of rota_controller_estimates_total.
-func sourceLabel(src string) string {
-	if strings.HasPrefix(src, sourceExternal+":") {
-		return sourceExternal
-	}
-	return src
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 )
 
 // metrics is the controller's Prometheus collector: the values defined
@@ -35,26 +36,21 @@ var (
 	mLimits      = metricDesc("limits_raised_total", "Running jobs' time limits Rota had shortened and raised to follow their progress (or gave back for want of a measurement).")
 	mSlurmErrors = metricDesc("slurm_update_errors_total", "scontrol updates that failed (job ended meanwhile, Slurm busy).")
 	mUnannotated = metricDesc("gpu_jobs_without_decision", "GPU jobs in the queue with no Rota annotation: submitted while the plugin failed open (controller unreachable, deadline) or opted out.")
-	mWallCount   = metricDesc("walltime_estimates_judged", "Finished jobs whose Rota walltime was compared with their run time (latest window).")
-	mWallRatio   = metricDesc("walltime_estimate_ratio_median", "Median of Rota's time limit over the actual run time on finished jobs (above 1: room to spare).")
-	mWallUnder   = metricDesc("walltime_underestimated_ratio", "Fraction of judged jobs whose run time exceeded Rota's limit.")
-	mHintRatio   = metricDesc("throughput_hint_error_ratio_median", "Median of measured over hinted steps/s for jobs with --rota-throughput hints (1: hints were right).")
 
 	// Chains (docs/chains.md), from the chain manager's counters.
-	mChains       = metricDesc("chains_started_total", "Jobs past MaxTime that Rota runs as chains of segments.")
-	mChainsRun    = metricDesc("chains_running", "Chains running now.")
-	mChainSegs    = metricDesc("chain_segments_submitted_total", "Successor segments the chain manager submitted.")
-	mChainCkpts   = metricDesc("chain_checkpoints_total", "Checkpoints the chain manager asked of segments before their limit.")
-	mChainErrors  = metricDesc("chain_errors_total", "Chain manager actions that failed (Slurm unreadable, a submission refused); retried the next tick.")
-	mChainsEnded  = prometheus.NewDesc("rota_controller_chains_ended_total", "Chains ended, by how: done, cancelled, failed.", []string{"state"}, nil)
-	roundsDescs   = []*prometheus.Desc{mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated}
-	chainDescs    = []*prometheus.Desc{mChains, mChainsRun, mChainSegs, mChainCkpts, mChainErrors, mChainsEnded}
-	estimateDescs = []*prometheus.Desc{mWallCount, mWallRatio, mWallUnder, mHintRatio}
+	mChains      = metricDesc("chains_started_total", "Jobs past MaxTime that Rota runs as chains of segments.")
+	mChainsRun   = metricDesc("chains_running", "Chains running now.")
+	mChainSegs   = metricDesc("chain_segments_submitted_total", "Successor segments the chain manager submitted.")
+	mChainCkpts  = metricDesc("chain_checkpoints_total", "Checkpoints the chain manager asked of segments before their limit.")
+	mChainErrors = metricDesc("chain_errors_total", "Chain manager actions that failed (Slurm unreadable, a submission refused); retried the next tick.")
+	mChainsEnded = prometheus.NewDesc("rota_controller_chains_ended_total", "Chains ended, by how: done, cancelled, failed.", []string{"state"}, nil)
+	roundsDescs  = []*prometheus.Desc{mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated}
+	chainDescs   = []*prometheus.Desc{mChains, mChainsRun, mChainSegs, mChainCkpts, mChainErrors, mChainsEnded}
 )
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- mDecisions
-	for _, ds := range [][]*prometheus.Desc{roundsDescs, chainDescs, estimateDescs, pluginDescs} {
+	for _, ds := range [][]*prometheus.Desc{roundsDescs, chainDescs} {
 		for _, d := range ds {
 			ch <- d
 		}
@@ -64,7 +60,7 @@ func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range newInstruments().collectors() {
 		c.Describe(ch)
 	}
-	newEstimateCounter().Describe(ch)
+	live.Describe(ch)
 }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -102,19 +98,9 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, in := range c.inst.collectors() {
 		in.Collect(ch)
 	}
-	if e, ok := c.estimator.(*estimator); ok {
-		w := e.wall.Errors()
-		gauge(mWallCount, float64(w.Count))
-		if w.Count > 0 {
-			gauge(mWallRatio, w.MedianRatio)
-			gauge(mWallUnder, w.Under)
-		}
-		if r, ok := e.hintRatio(); ok {
-			gauge(mHintRatio, r)
-		}
-		e.counts.Collect(ch)
+	if e, ok := c.estimator.(*live.Estimator); ok {
+		e.Collect(ch)
 	}
-	c.collectEstimatorPlugins(ch)
 }
 
 // serveMetrics serves /metrics on addr until ctx ends.

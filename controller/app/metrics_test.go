@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -43,59 +44,12 @@ func TestPlacementMetrics(t *testing.T) {
 	none.placed(placeLocal, &wire.PlaceReply{}, time.Millisecond)
 }
 
-// The estimator counts each rate it gives by its source: measured where
-// a type was measured, the table's scaling elsewhere, and the admin's
-// relative speeds for a job nothing is known of; walltimes likewise.
-func TestEstimateCounts(t *testing.T) {
-	types := []string{"k80", "p100", "v100"}
-	for _, tc := range []struct {
-		name    string
-		prepare func(e *estimator)
-		key     string
-		want    map[string]float64 // source -> count after one Rates call
-	}{
-		{"nothing known: relative speeds", func(*estimator) {}, "bob/bert",
-			map[string]float64{"relative": 3}},
-		{"measured on one type: the table scales it to the others", func(e *estimator) {
-			e.Observe("alice/resnet", "k80", 6, time.Now())
-			e.Observe("alice/resnet", "k80", 6, time.Now().Add(time.Second))
-		}, "alice/resnet", map[string]float64{"measured": 1, "table": 2}},
-		{"hinted on every type", func(e *estimator) {
-			e.Hint("carol/lm", map[string]float64{"k80": 1, "p100": 3, "v100": 4})
-		}, "carol/lm", map[string]float64{"hint": 3}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEstimator(map[string]float64{"v100": 4, "p100": 3, "k80": 1}, 1.5, 5)
-			tc.prepare(e)
-			e.Rates(tc.key, types)
-			for _, src := range countedSources[estThroughput] {
-				if got := testutil.ToFloat64(e.counts.WithLabelValues(estThroughput, src)); got != tc.want[src] {
-					t.Errorf("estimates_total{throughput,%s} = %v, want %v", src, got, tc.want[src])
-				}
-			}
-		})
-	}
-	e := newEstimator(nil, 1.5, 5)
-	e.Walltime("a/b", 3600, 2, 0, 0)
-	e.Walltime("a/b", 0, 0, 0, 0)
-	for src, want := range map[string]float64{"steps": 1, "unknown": 1, "history": 0, "external": 0} {
-		if got := testutil.ToFloat64(e.counts.WithLabelValues(estWalltime, src)); got != want {
-			t.Errorf("estimates_total{walltime,%s} = %v, want %v", src, got, want)
-		}
-	}
-	for in, want := range map[string]string{"external:table-scaled": "external", "measured": "measured", "same-name": "same-name"} {
-		if got := sourceLabel(in); got != want {
-			t.Errorf("sourceLabel(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // The whole exposition registers cleanly (what Describe says is what
 // Collect gives), the round and solve times are histograms under their
 // base-unit names, and the counters a dashboard rates exist at 0 before
 // anything happened.
 func TestMetricsExposition(t *testing.T) {
-	c := &Controller{cfg: DefaultConfig(), inst: newInstruments(), estimator: newEstimator(nil, 1.5, 5)}
+	c := &Controller{cfg: DefaultConfig(), inst: newInstruments(), estimator: live.NewEstimator(nil, 1.5, 5)}
 	c.inst.Round(1500 * time.Millisecond)
 	c.inst.Solve(20 * time.Millisecond)
 	reg := prometheus.NewPedanticRegistry()
@@ -122,7 +76,8 @@ func TestMetricsExposition(t *testing.T) {
 		{"rota_controller_migration_duration_seconds", "HISTOGRAM", 1},
 		{"rota_controller_chain_segment_gap_seconds", "HISTOGRAM", 1},
 		{"rota_controller_placement_duration_seconds", "HISTOGRAM", 2},
-		{"rota_controller_estimates_total", "COUNTER", len(countedSources[estThroughput]) + len(countedSources[estWalltime])},
+		// Throughput's 8 sources and walltime's 4, each from 0 (package live).
+		{"rota_controller_estimates_total", "COUNTER", 12},
 	} {
 		if types[tc.name] != tc.typ || series[tc.name] != tc.series {
 			t.Errorf("%s: %v with %d series, want %v with %d", tc.name, types[tc.name], series[tc.name], tc.typ, tc.series)

@@ -10,7 +10,7 @@ import (
 	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
-	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
@@ -160,7 +160,7 @@ type chainWaits struct {
 }
 
 func (w *chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
-	if s := w.c.site; s != nil && (s.waits.model != nil || s.waits.ext != nil) {
+	if s := w.c.site; s != nil && s.waits.Predicts() {
 		if kb := w.c.siteKB(); kb != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -15,7 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -35,7 +36,7 @@ type siteState struct {
 	saved []byte // last stored form, without its time
 	store *state.KV
 
-	waits *waitPredictor
+	waits *live.Waits
 	table *workload.Table
 	// tableErr says why there is no table.
 	tableErr string
@@ -45,10 +46,11 @@ type siteState struct {
 // the config. Neither is needed to run: a missing or broken file is logged
 // once and the numbers that need it are reported unknown, with the reason.
 func (c *Controller) loadSite() {
-	c.site = &siteState{waits: newWaitPredictor(c.cfg.QueueWaitModel, c.log)}
+	var jobs func(context.Context) ([]slurm.Job, error)
 	if sched, ok := c.slurm.(slurm.Scheduler); ok {
-		c.site.waits.jobs = sched.Jobs
+		jobs = sched.Jobs
 	}
+	c.site = &siteState{waits: live.NewWaits(c.cfg.QueueWaitModel, jobs, c.log)}
 	if p := c.cfg.ThroughputTable; p == "" {
 		c.site.tableErr = "the controller has no throughput table (set throughput_table to Gavel's simulation_throughputs.json)"
 	} else if t, err := loadThroughputTable(p); err != nil {
@@ -237,7 +239,9 @@ func (c *Controller) estimateReply(ctx context.Context, req *wire.EstimateReques
 	if kb == nil {
 		return wire.EstimateReply{V: wire.Version, Error: "the controller has not read the cluster from Slurm yet; try again after its next refresh"}
 	}
-	src, notes, err := c.estimateSources(ctx, req)
+	est, _ := c.estimator.(*live.Estimator)
+	src, notes, err := live.NewSources(ctx, req, live.Parts{Estimator: est, Waits: c.site.waits,
+		Table: c.site.table, TableErr: c.site.tableErr, Site: kb})
 	if err != nil {
 		return wire.EstimateReply{V: wire.Version, Error: err.Error()}
 	}

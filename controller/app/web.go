@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -194,7 +195,7 @@ func gpuJob(j *slurm.Job, nodeType map[string]string, types []string) (gpus int,
 			return gpus, t, true
 		}
 	}
-	if t := gpureq.FeatureType(j.Features, func(f string) bool { return contains(types, f) }); t != "" {
+	if t := gpureq.FeatureType(j.Features, func(f string) bool { return slices.Contains(types, f) }); t != "" {
 		return gpus, t, true
 	}
 	if ts := req.Types(); len(ts) == 1 {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/forecast/report"
+	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/freeport"

@@ -122,7 +122,7 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt checkpo
 }
 
 // SetPredictor replaces the fallback (recent observed waits) with a
-// queue-wait model, e.g. controller/queuewait's. Call before Run.
+// queue-wait model, e.g. controller/estimate/queuewait's. Call before Run.
 func (m *Manager) SetPredictor(p WaitPredictor) {
 	if p != nil {
 		m.pred = p

@@ -18,7 +18,7 @@ type WaitRequest struct {
 }
 
 // WaitPredictor predicts how long a job submitted now waits in the queue;
-// ok false when it cannot tell. controller/queuewait's model is meant to
+// ok false when it cannot tell. controller/estimate/queuewait's model is meant to
 // plug in here (Manager.SetPredictor); until it does, ObservedWaits
 // stands in.
 type WaitPredictor interface {

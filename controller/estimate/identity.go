@@ -1,13 +1,3 @@
-// Package estimate holds the controller's estimators (issue #5): a job's
-// throughput on each GPU type, its walltime, and its GPU memory need. It is
-// pure Go: no NATS, no Slurm. The controller's round loop feeds it the
-// agents' measurements and the users' hints, asks it for numbers, and
-// persists its state (Export/Import, versioned JSON) in JetStream KV.
-//
-// Everything is keyed by a job's Identity rather than its Slurm job id, so
-// what was learnt about a job carries over to its requeues and to the
-// user's next submission of the same script. docs/estimators.md describes
-// the methods and their evaluation on Gavel's measured throughput table.
 package estimate
 
 import (

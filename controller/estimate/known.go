@@ -8,7 +8,7 @@ type Measured struct {
 
 // Known returns what Throughputs holds of key: its measured rates per
 // GPU type and the user's latest hint (copies; nil when none). An
-// external estimator is asked with them (controller/estimators).
+// external estimator is asked with them (interfaces.go).
 func (t *Throughputs) Known(key string) (measured map[string]Measured, hint map[string]float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

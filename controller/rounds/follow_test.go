@@ -55,7 +55,9 @@ type finishedEst struct {
 	finished map[uint32]float64 // job -> limit in minutes
 }
 
-func (e *finishedEst) Finished(_ string, id uint32, limitMin, _ float64) { e.finished[id] = limitMin }
+func (e *finishedEst) Finished(_ context.Context, _ string, id uint32, limitMin, _ float64) {
+	e.finished[id] = limitMin
+}
 
 // The loop raises the limit Rota shortened of a running job that its
 // measured progress says needs more, gives the user's limit back when

@@ -97,23 +97,24 @@ type Measurements interface {
 // walltimes.
 const SourceRelative = "relative"
 
-// Estimator turns what is known of a job into rates and walltimes.
+// Estimator turns what is known of a job into rates and walltimes. ctx is
+// the round's, so an estimator that asks another process stops with it.
 type Estimator interface {
 	// Rates returns steps/s per type and where each figure came from
 	// ("measured", "hint", "completed", "table", "unknown").
-	Rates(key string, types []string) (rates []float64, sources []string)
+	Rates(ctx context.Context, key string, types []string) (rates []float64, sources []string)
 	// Observe feeds a measurement; Hint the user's figures.
-	Observe(key, gpuType string, stepsPerSec float64, at time.Time)
-	Hint(key string, perType map[string]float64)
+	Observe(ctx context.Context, key, gpuType string, stepsPerSec float64, at time.Time)
+	Hint(ctx context.Context, key string, perType map[string]float64)
 	// MemoryFits says whether a type with memBytes per GPU holds the job.
-	MemoryFits(key string, memBytes uint64) bool
-	ObserveMemory(key string, peakPerGPU uint64)
+	MemoryFits(ctx context.Context, key string, memBytes uint64) bool
+	ObserveMemory(ctx context.Context, key string, peakPerGPU uint64)
 	// Walltime is the time limit in minutes for stepsLeft (0 unknown) at
 	// rate (0 unknown) steps/s, capped by the user's limit and MaxTime (0
 	// none); 0 means no estimate. basis says how, in words.
-	Walltime(key string, stepsLeft, rate float64, userLimitMin, maxTimeMin uint32) (minutes uint32, basis string)
+	Walltime(ctx context.Context, key string, stepsLeft, rate float64, userLimitMin, maxTimeMin uint32) (minutes uint32, basis string)
 	// Finished records a job's run time against the limit Rota gave it.
-	Finished(key string, jobID uint32, limitMin, actualSec float64)
+	Finished(ctx context.Context, key string, jobID uint32, limitMin, actualSec float64)
 }
 
 // ChainSegments tells the loop which jobs are segments of chains
@@ -405,7 +406,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		usage, counted = typedUsage(lim, jobs, types, nodeType)
 	}
 	l.planner.SetEntityWeights(l.entityWeights(ctx, now))
-	views, byID := l.views(jobs, types, snap.View(), nodeType, memPerGPU, now, usage, counted)
+	views, byID := l.views(ctx, jobs, types, snap.View(), nodeType, memPerGPU, now, usage, counted)
 	l.mu.Lock()
 	l.headroom, l.headroomAt = nil, now
 	if usage != nil {
@@ -477,7 +478,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 	for id, tr := range l.known {
 		if !inQueue[id] && !l.moving[id] {
 			if tr != nil && tr.running && tr.limitMin > 0 && tr.total > 0 && tr.step >= tr.total && l.est != nil {
-				l.est.Finished(tr.key, id, float64(tr.limitMin), tr.runSec)
+				l.est.Finished(ctx, tr.key, id, float64(tr.limitMin), tr.runSec)
 			}
 			delete(l.known, id)
 		}
@@ -513,7 +514,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 		}
 		key := estimate.Identity{User: j.User, Name: j.Name, ScriptHash: d.Asked.ScriptHash}.Key()
 		if len(d.Asked.Hints.Throughput) > 0 && l.est != nil {
-			l.est.Hint(key, d.Asked.Hints.Throughput)
+			l.est.Hint(ctx, key, d.Asked.Hints.Throughput)
 		}
 		l.mu.Lock()
 		l.known[j.ID] = &tracked{decision: d, key: key, baseNice: j.Nice, niceRead: true}
@@ -539,7 +540,7 @@ func (l *Loop) decisionIDs(ctx context.Context, jobs []slurm.Job) (map[uint32]st
 }
 
 // views builds the planner's picture of the managed jobs.
-func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time,
+func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *wire.ClusterView, nodeType map[string]string, memPerGPU map[string]uint64, now time.Time,
 	usage *limits.Usage, counted map[uint32]bool) ([]JobView, map[uint32]*slurm.Job) {
 	var out []JobView
 	byID := map[uint32]*slurm.Job{}
@@ -631,11 +632,11 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			tr.step, tr.total = m.Step, m.Total
 			for _, r := range m.Rates {
 				if r.StepsPerSec > 0 {
-					l.est.Observe(tr.key, r.GPUType, r.StepsPerSec, r.Updated)
+					l.est.Observe(ctx, tr.key, r.GPUType, r.StepsPerSec, r.Updated)
 				}
 			}
 			if m.PeakGPUMemoryPerGPU > 0 {
-				l.est.ObserveMemory(tr.key, m.PeakGPUMemoryPerGPU)
+				l.est.ObserveMemory(ctx, tr.key, m.PeakGPUMemoryPerGPU)
 			}
 			total := float64(m.Total)
 			if total == 0 {
@@ -648,7 +649,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 			v.StepsLeft = float64(asked.Hints.Steps)
 		}
 		if l.est != nil {
-			v.Rates, v.RateSource = l.est.Rates(tr.key, types)
+			v.Rates, v.RateSource = l.est.Rates(ctx, tr.key, types)
 			tr.stepsLeft, tr.typ, tr.rates = v.StepsLeft, v.Type, map[string]float64{}
 			if v.Unfit != "" {
 				// No type to pin its chain's next segment to: its first
@@ -667,7 +668,7 @@ func (l *Loop) views(jobs []slurm.Job, types []string, cv *wire.ClusterView, nod
 				}
 			}
 			for k, t := range types {
-				v.Fits[k] = v.Fits[k] && (memPerGPU[t] == 0 || l.est.MemoryFits(tr.key, memPerGPU[t]))
+				v.Fits[k] = v.Fits[k] && (memPerGPU[t] == 0 || l.est.MemoryFits(ctx, tr.key, memPerGPU[t]))
 			}
 		}
 		out = append(out, v)
@@ -728,7 +729,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if j == nil || v == nil || tr == nil {
 			continue
 		}
-		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(v, tr, a.Type, snap, j.Partition)
+		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(ctx, v, tr, a.Type, snap, j.Partition)
 		a.Moves = tr.moves
 		if a.Migrate {
 			l.migrate(ctx, j, v, tr, a, snap)
@@ -815,7 +816,7 @@ func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, s
 
 // walltimeBasis is the limit for the job's remaining work on type t (see
 // Estimator.Walltime; 0: no estimate) and how it was reckoned.
-func (l *Loop) walltimeBasis(v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
+func (l *Loop) walltimeBasis(ctx context.Context, v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
 	k := indexOf(snap.TypeNames(), t)
 	if k < 0 || k >= len(v.Rates) || l.est == nil {
 		return 0, ""
@@ -828,7 +829,7 @@ func (l *Loop) walltimeBasis(v *JobView, tr *tracked, t string, snap *cluster.Sn
 	if p, ok := snap.Partitions[part]; ok {
 		maxTime = p.MaxTimeMin
 	}
-	return l.est.Walltime(tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
+	return l.est.Walltime(ctx, tr.key, v.StepsLeft, rate, tr.decision.Asked.TimeLimitMin, maxTime)
 }
 
 // Explain returns the last plan's action for a job.

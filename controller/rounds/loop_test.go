@@ -170,7 +170,7 @@ func (noMeasurements) Job(uint32) (observe.Job, bool) { return observe.Job{}, fa
 // tableEst gives every job of a name the same rates.
 type tableEst struct{ rates map[string][]float64 }
 
-func (e *tableEst) Rates(key string, types []string) ([]float64, []string) {
+func (e *tableEst) Rates(_ context.Context, key string, types []string) ([]float64, []string) {
 	src := make([]string, len(types))
 	for k := range src {
 		src[k] = "table"
@@ -181,14 +181,14 @@ func (e *tableEst) Rates(key string, types []string) ([]float64, []string) {
 	}
 	return r, src
 }
-func (e *tableEst) Observe(string, string, float64, time.Time) {}
-func (e *tableEst) Hint(string, map[string]float64)            {}
-func (e *tableEst) MemoryFits(string, uint64) bool             { return true }
-func (e *tableEst) ObserveMemory(string, uint64)               {}
-func (e *tableEst) Finished(string, uint32, float64, float64)  {}
+func (e *tableEst) Observe(context.Context, string, string, float64, time.Time) {}
+func (e *tableEst) Hint(context.Context, string, map[string]float64)            {}
+func (e *tableEst) MemoryFits(context.Context, string, uint64) bool             { return true }
+func (e *tableEst) ObserveMemory(context.Context, string, uint64)               {}
+func (e *tableEst) Finished(context.Context, string, uint32, float64, float64)  {}
 
 // Walltime: steps over rate x1.5 + 5 min, capped, as the real estimator.
-func (e *tableEst) Walltime(_ string, steps, rate float64, user, maxTime uint32) (uint32, string) {
+func (e *tableEst) Walltime(_ context.Context, _ string, steps, rate float64, user, maxTime uint32) (uint32, string) {
 	if steps <= 0 || rate <= 0 {
 		return 0, "unknown"
 	}
@@ -261,6 +261,49 @@ func TestPendingJobsRetypedAndOrdered(t *testing.T) {
 	}
 	if s := l.Stats(); s.Rounds != 1 || s.Retyped == 0 || s.Reprioritised == 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// ctxEst is tableEst remembering whether each call carried the round's
+// context (the value roundKey marks it with).
+type ctxEst struct {
+	tableEst
+	calls, without int
+}
+
+type roundKey struct{}
+
+func (e *ctxEst) saw(ctx context.Context) {
+	e.calls++
+	if ctx.Value(roundKey{}) == nil {
+		e.without++
+	}
+}
+
+func (e *ctxEst) Rates(ctx context.Context, key string, types []string) ([]float64, []string) {
+	e.saw(ctx)
+	return e.tableEst.Rates(ctx, key, types)
+}
+
+func (e *ctxEst) Walltime(ctx context.Context, key string, steps, rate float64, user, maxTime uint32) (uint32, string) {
+	e.saw(ctx)
+	return e.tableEst.Walltime(ctx, key, steps, rate, user, maxTime)
+}
+
+// The estimator is asked with the round's context, so an external one's
+// calls end with the round.
+func TestEstimatorGetsTheRoundsContext(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	for id := uint32(1); id <= 3; id++ {
+		f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	}
+	est := &ctxEst{tableEst: tableEst{rates: map[string][]float64{}}}
+	l := newLoop(t, f, decs, est, nil)
+	if err := l.Round(context.WithValue(context.Background(), roundKey{}, true)); err != nil {
+		t.Fatal(err)
+	}
+	if est.calls == 0 || est.without > 0 {
+		t.Fatalf("%d estimator calls, %d without the round's context", est.calls, est.without)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/forecast/report"
+	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/forecast/report"
+	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
 	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/wire"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rota-hpc/rota/controller/forecast/report"
+	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
 	"github.com/rota-hpc/rota/wire"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
 
 func newQueuewaitCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/conf"
 )

@@ -1,23 +1,18 @@
-// Package estimators holds the controller's three estimators behind small
-// interfaces: a job's throughput per GPU type, its walltime, and its wait
-// in the queue. Each question and answer is a plain struct, so an
-// estimator can run in process (the built-ins here wrap
-// controller/estimate and controller/queuewait) or in another process
-// (controller/estimators/external runs an admin's go-plugin executable
+// The estimators behind small interfaces: a job's throughput per GPU
+// type, its walltime, and its wait in the queue. Each question and answer
+// is a plain struct, so an estimator can run in process (the built-ins
+// here wrap this package's learners and package queuewait's model) or in
+// another process (package external runs an admin's go-plugin executable
 // and falls back to the built-in when it misbehaves).
-package estimators
+
+package estimate
 
 import (
 	"context"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
-
-// SourceUnknown is an answer's source when the estimator knows nothing:
-// its number is 0, and whoever asked falls back to what else it has.
-const SourceUnknown = estimate.SourceUnknown
 
 // Throughput estimates a job's steps/s on GPU types.
 type Throughput interface {
@@ -26,13 +21,13 @@ type Throughput interface {
 
 // ThroughputQuery is a job and what is known of it.
 type ThroughputQuery struct {
-	Key string // the job's estimate.Identity key
-	Job estimate.Identity
+	Key string // the job's Identity key
+	Job Identity
 	// Types are the GPU types to estimate, in the order of the answer.
 	Types []string
 	// Measured holds the agents' smoothed measurements of the job, per
 	// GPU type; Hints the user's --rota-throughput (steps/s per type).
-	Measured map[string]estimate.Measured
+	Measured map[string]Measured
 	Hints    map[string]float64
 }
 
@@ -51,13 +46,13 @@ type ThroughputAnswer struct {
 
 // Walltime estimates the time limit a job needs.
 type Walltime interface {
-	Walltime(ctx context.Context, q WalltimeQuery) (estimate.WalltimeEstimate, error)
+	Walltime(ctx context.Context, q WalltimeQuery) (WalltimeEstimate, error)
 }
 
 // WalltimeQuery is the job's remaining work and limits, and its past runs.
 type WalltimeQuery struct {
-	estimate.WalltimeInput
-	Job estimate.Identity
+	WalltimeInput
+	Job Identity
 	// PastRunSec are the job's latest run times, oldest first.
 	PastRunSec []float64
 }
@@ -81,23 +76,23 @@ type QueueWaitAnswer struct {
 }
 
 // ThroughputQueryFor builds the query for key from what t holds of it.
-func ThroughputQueryFor(t *estimate.Throughputs, key string, types []string) ThroughputQuery {
-	id, _ := estimate.ParseKey(key)
+func ThroughputQueryFor(t *Throughputs, key string, types []string) ThroughputQuery {
+	id, _ := ParseKey(key)
 	q := ThroughputQuery{Key: key, Job: id, Types: types}
 	q.Measured, q.Hints = t.Known(key)
 	return q
 }
 
 // WalltimeQueryFor builds the query for in from w's history of the job.
-func WalltimeQueryFor(w *estimate.Walltimes, in estimate.WalltimeInput) WalltimeQuery {
-	id, _ := estimate.ParseKey(in.Key)
+func WalltimeQueryFor(w *Walltimes, in WalltimeInput) WalltimeQuery {
+	id, _ := ParseKey(in.Key)
 	return WalltimeQuery{WalltimeInput: in, Job: id, PastRunSec: w.History(in.Key)}
 }
 
-// BuiltinThroughput is estimate.Throughputs behind Throughput. It answers
+// BuiltinThroughput is Throughputs behind Throughput. It answers
 // from its own state, which is what ThroughputQueryFor reads the query's
 // Measured and Hints from, so it looks only at Key and Types.
-type BuiltinThroughput struct{ T *estimate.Throughputs }
+type BuiltinThroughput struct{ T *Throughputs }
 
 // Throughput implements Throughput.
 func (b BuiltinThroughput) Throughput(_ context.Context, q ThroughputQuery) (ThroughputAnswer, error) {
@@ -109,12 +104,12 @@ func (b BuiltinThroughput) Throughput(_ context.Context, q ThroughputQuery) (Thr
 	return a, nil
 }
 
-// BuiltinWalltime is estimate.Walltimes behind Walltime; like
+// BuiltinWalltime is Walltimes behind Walltime; like
 // BuiltinThroughput it reads the history from its own state.
-type BuiltinWalltime struct{ W *estimate.Walltimes }
+type BuiltinWalltime struct{ W *Walltimes }
 
 // Walltime implements Walltime.
-func (b BuiltinWalltime) Walltime(_ context.Context, q WalltimeQuery) (estimate.WalltimeEstimate, error) {
+func (b BuiltinWalltime) Walltime(_ context.Context, q WalltimeQuery) (WalltimeEstimate, error) {
 	return b.W.Estimate(q.WalltimeInput), nil
 }
 

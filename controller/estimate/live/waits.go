@@ -1,33 +1,34 @@
-package app
+package live
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/internal/conf"
+	"github.com/rota-hpc/rota/controller/estimate"
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/forecast"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
-// waitPredictor answers "how long would this job wait now" from the
-// queue-wait model (controller/queuewait) and the queue as squeue shows
-// it. Without a model every wait is unknown, with the reason.
-type waitPredictor struct {
+// Waits answers "how long would this job wait now" from the queue-wait
+// model (package queuewait), or an external estimator in front of it, and
+// the queue as squeue shows it. Without either every wait is unknown, with
+// the reason.
+type Waits struct {
 	model *queuewait.Model
 	// ext is an external queue-wait estimator (estimator_queuewait) in
 	// front of the model; nil: the model answers alone.
-	ext    estimators.QueueWait
+	ext    estimate.QueueWait
 	status string
 	jobs   func(ctx context.Context) ([]slurm.Job, error) // nil: the client cannot read the queue
 
@@ -61,10 +62,11 @@ const maxStarted = 5000
 
 const trainHint = "train one with `rota queuewait train --trace sacct.tsv --out /var/lib/rota/queuewait.json` and set queuewait_model in the controller's config"
 
-// newWaitPredictor loads the model at path. A missing or broken file is
-// logged once, here, and leaves the predictor answering "unknown".
-func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
-	w := &waitPredictor{started: map[uint32]startedJob{}, unread: "slurmdbd not read yet"}
+// NewWaits loads the model at path and reads the queue with jobs (nil:
+// the queue cannot be read). A missing or broken file is logged once,
+// here, and leaves the predictor answering "unknown".
+func NewWaits(path string, jobs func(ctx context.Context) ([]slurm.Job, error), log zerolog.Logger) *Waits {
+	w := &Waits{jobs: jobs, started: map[uint32]startedJob{}, unread: "slurmdbd not read yet"}
 	if path == "" {
 		w.status = "no model: " + trainHint
 		log.Info().Msg("no queue-wait model configured (queuewait_model); rota estimate reports queue waits as unknown")
@@ -83,23 +85,22 @@ func newWaitPredictor(path string, log zerolog.Logger) *waitPredictor {
 	return w
 }
 
-// readHistory seeds the queue-wait history from slurmdbd (sacct) over
-// the configured window. slurmdbd being down, or no accounting at all,
-// costs only the history: the controller runs on and says why, once.
-func (c *Controller) readHistory(ctx context.Context) {
-	w := c.site.waits
-	if c.cfg.HistoryWindow <= 0 {
+// ReadHistory seeds the queue-wait history from slurmdbd (sacct, through
+// acct; nil: the Slurm client cannot read accounting) over the last
+// window, which window prints as the config says it. slurmdbd being
+// down, or no accounting at all, costs only the history: the controller
+// runs on and says why, once.
+func (w *Waits) ReadHistory(ctx context.Context, acct slurm.AccountingReader, last time.Duration, window string, log zerolog.Logger) {
+	if last <= 0 {
 		w.HistoryUnread("history_window = 0: slurmdbd not read")
-		c.log.Info().Msg("history_window = 0: queue-wait history starts from the jobs the controller sees")
+		log.Info().Msg("history_window = 0: queue-wait history starts from the jobs the controller sees")
 		return
 	}
-	acct, ok := c.slurm.(slurm.AccountingReader)
-	if !ok {
+	if acct == nil {
 		w.HistoryUnread("slurmdbd not read: the controller's Slurm client cannot read accounting")
 		return
 	}
-	window := conf.FormatWindow(c.cfg.HistoryWindow)
-	since := time.Now().Add(-c.cfg.HistoryWindow)
+	since := time.Now().Add(-last)
 	start := time.Now()
 	jobs, st, err := acct.Accounting(ctx, since, time.Time{})
 	if err != nil {
@@ -107,16 +108,16 @@ func (c *Controller) readHistory(ctx context.Context) {
 			return
 		}
 		w.HistoryUnread(fmt.Sprintf("slurmdbd not read at start (%v)", lastLine(err.Error())))
-		c.log.Warn().Err(err).Str("history_window", window).Msg("cannot read job history from slurmdbd (sacct); " +
+		log.Warn().Err(err).Str("history_window", window).Msg("cannot read job history from slurmdbd (sacct); " +
 			"the controller runs on, and queue-wait history starts from the jobs it sees from now on. " +
 			"Check that slurmdbd runs and answers (sacctmgr show cluster), then restart the controller; or set history_window = 0 to not read it")
 		return
 	}
 	n := w.Seed(jobs, since, window)
-	c.log.Info().Int("jobs", st.Jobs).Int("started", n).Int("bad_lines", st.Bad).Str("history_window", window).
+	log.Info().Int("jobs", st.Jobs).Int("started", n).Int("bad_lines", st.Bad).Str("history_window", window).
 		Dur("took", time.Since(start)).Msg("queue-wait history read from slurmdbd")
 	if st.Bad > 0 {
-		c.log.Warn().Int("bad_lines", st.Bad).Strs("examples", st.BadExamples).Msg("sacct lines skipped: they could not be read")
+		log.Warn().Int("bad_lines", st.Bad).Strs("examples", st.BadExamples).Msg("sacct lines skipped: they could not be read")
 	}
 }
 
@@ -128,13 +129,20 @@ func lastLine(s string) string {
 }
 
 // Status says which model is used, or why none.
-func (w *waitPredictor) Status() string { return w.status }
+func (w *Waits) Status() string { return w.status }
 
 // Loaded says whether a model is in use.
-func (w *waitPredictor) Loaded() bool { return w.model != nil }
+func (w *Waits) Loaded() bool { return w.model != nil }
+
+// Predicts says whether a model or an external estimator may answer.
+func (w *Waits) Predicts() bool { return w.model != nil || w.ext != nil }
+
+// SetExternal puts an external queue-wait estimator in front of the
+// model (StartPlugin; a test's fake).
+func (w *Waits) SetExternal(ext estimate.QueueWait) { w.ext = ext }
 
 // queue returns the pending and running jobs, read at most every queueTTL.
-func (w *waitPredictor) queue(ctx context.Context, now time.Time) ([]slurm.Job, error) {
+func (w *Waits) queue(ctx context.Context, now time.Time) ([]slurm.Job, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.read != nil && now.Sub(w.readAt) < queueTTL {
@@ -155,7 +163,7 @@ func (w *waitPredictor) queue(ctx context.Context, now time.Time) ([]slurm.Job, 
 }
 
 // trimLocked keeps the latest maxStarted starts.
-func (w *waitPredictor) trimLocked() {
+func (w *Waits) trimLocked() {
 	if len(w.started) <= maxStarted {
 		return
 	}
@@ -173,7 +181,7 @@ func (w *waitPredictor) trimLocked() {
 // the history, so a restarted controller predicts from the site's own
 // recent waits at once. A job the queue has shown since is kept as
 // seen. It returns how many jobs it added.
-func (w *waitPredictor) Seed(jobs []slurm.AcctJob, since time.Time, window string) int {
+func (w *Waits) Seed(jobs []slurm.AcctJob, since time.Time, window string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
@@ -194,7 +202,7 @@ func (w *waitPredictor) Seed(jobs []slurm.AcctJob, since time.Time, window strin
 }
 
 // HistoryUnread records why slurmdbd's history was not read.
-func (w *waitPredictor) HistoryUnread(why string) {
+func (w *Waits) HistoryUnread(why string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.unread = why
@@ -218,7 +226,7 @@ func AcctAsJob(a *slurm.AcctJob) slurm.Job {
 
 // History is the queue-wait history by partition and GPU type. A job's
 // type is the one it asked for or, failing that, its first node's.
-func (w *waitPredictor) History(kb *wire.Site) *wire.QueueWaitHistory {
+func (w *Waits) History(kb *wire.Site) *wire.QueueWaitHistory {
 	nodeType := map[string]string{}
 	if kb != nil {
 		for _, n := range kb.Nodes {
@@ -286,7 +294,7 @@ func (w *waitPredictor) History(kb *wire.Site) *wire.QueueWaitHistory {
 
 // Predict is the model's wait for one job shape on one partition and
 // GPU type, given the queue now.
-func (w *waitPredictor) Predict(ctx context.Context, kb *wire.Site, q forecast.WaitQuery, user string, now time.Time) forecast.Wait {
+func (w *Waits) Predict(ctx context.Context, kb *wire.Site, q forecast.WaitQuery, user string, now time.Time) forecast.Wait {
 	if w.model == nil && w.ext == nil {
 		return forecast.Wait{Basis: "queue wait unknown (" + w.status + ")"}
 	}
@@ -307,8 +315,8 @@ func (w *waitPredictor) Predict(ctx context.Context, kb *wire.Site, q forecast.W
 	req := queuewait.Request{User: user, Partition: q.Partition, Nodes: q.Nodes, GPUs: q.GPUs,
 		TimeLimit: time.Duration(q.LimitMin) * time.Minute}
 	if w.ext != nil {
-		a, err := w.ext.QueueWait(ctx, estimators.QueueWaitQuery{Request: req, State: st})
-		if err != nil || a.Source == estimators.SourceUnknown {
+		a, err := w.ext.QueueWait(ctx, estimate.QueueWaitQuery{Request: req, State: st})
+		if err != nil || a.Source == estimate.SourceUnknown {
 			why := a.Basis
 			if err != nil {
 				why = err.Error()
@@ -339,7 +347,7 @@ func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType 
 	st := queuewait.QueueState{Now: now}
 	onType := map[string]bool{}
 	for _, n := range kb.Nodes {
-		if n.GPUs[gpuType] > 0 && contains(n.Partitions, partition) {
+		if n.GPUs[gpuType] > 0 && slices.Contains(n.Partitions, partition) {
 			onType[n.Name] = true
 		}
 	}
@@ -378,7 +386,7 @@ func QueueStateFor(kb *wire.Site, jobs, started []slurm.Job, partition, gpuType 
 			st.Running = append(st.Running, qj(j))
 			st.Recent = append(st.Recent, qj(j))
 			seen[j.ID] = true
-		case j.Pending() && contains(strings.Split(j.Partition, ","), partition) && !namesOther(j, gpuType, isType):
+		case j.Pending() && slices.Contains(strings.Split(j.Partition, ","), partition) && !namesOther(j, gpuType, isType):
 			st.Pending = append(st.Pending, qj(j))
 		}
 	}
@@ -405,15 +413,6 @@ func namesOther(j *slurm.Job, t string, isType func(string) bool) bool {
 	}
 	if f := gpureq.FeatureType(j.Features, isType); f != "" && f != t {
 		return true
-	}
-	return false
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
 	}
 	return false
 }

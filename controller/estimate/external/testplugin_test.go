@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
 )
 
 // The test binary doubles as a misbehaving estimator plugin: run as
@@ -74,20 +73,20 @@ func bad(mode string, absurd float64) (float64, bool) {
 	return 0, false
 }
 
-func (p testPlugin) Throughput(_ context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, error) {
+func (p testPlugin) Throughput(_ context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, error) {
 	m := p.mode()
-	a := estimators.ThroughputAnswer{Rates: make([]estimators.Rate, len(q.Types))}
+	a := estimate.ThroughputAnswer{Rates: make([]estimate.Rate, len(q.Types))}
 	for i, ty := range q.Types {
 		// ok: 100 + the hint + the measurement for the type, so a test
 		// sees the query arrive whole.
 		v := 100 + q.Hints[ty] + q.Measured[ty].StepsPerSec
-		r := estimators.Rate{GPUType: ty, StepsPerSec: v, Source: "test", Basis: "test plugin"}
+		r := estimate.Rate{GPUType: ty, StepsPerSec: v, Source: "test", Basis: "test plugin"}
 		if b, ok := bad(m, 1e12); ok {
 			r.StepsPerSec = b
 		}
 		switch m {
 		case modeUnknown:
-			r = estimators.Rate{GPUType: ty, Source: estimators.SourceUnknown}
+			r = estimate.Rate{GPUType: ty, Source: estimate.SourceUnknown}
 		case modeWrongTypes:
 			r.GPUType = "not-asked-" + ty
 		case modeBadSource:
@@ -100,7 +99,7 @@ func (p testPlugin) Throughput(_ context.Context, q estimators.ThroughputQuery) 
 	return a, nil
 }
 
-func (p testPlugin) Walltime(_ context.Context, q estimators.WalltimeQuery) (estimate.WalltimeEstimate, error) {
+func (p testPlugin) Walltime(_ context.Context, q estimate.WalltimeQuery) (estimate.WalltimeEstimate, error) {
 	m := p.mode()
 	// ok: ten minutes per past run, plus 1.
 	e := estimate.WalltimeEstimate{UncappedMin: 1 + 10*float64(len(q.PastRunSec)), Source: "test", Basis: "test plugin"}
@@ -109,7 +108,7 @@ func (p testPlugin) Walltime(_ context.Context, q estimators.WalltimeQuery) (est
 	}
 	switch m {
 	case modeUnknown:
-		e = estimate.WalltimeEstimate{Source: estimators.SourceUnknown}
+		e = estimate.WalltimeEstimate{Source: estimate.SourceUnknown}
 	case modeWrongTypes, modeBadSource:
 		e.Source = ""
 	case modeError:
@@ -118,10 +117,10 @@ func (p testPlugin) Walltime(_ context.Context, q estimators.WalltimeQuery) (est
 	return e, nil
 }
 
-func (p testPlugin) QueueWait(_ context.Context, q estimators.QueueWaitQuery) (estimators.QueueWaitAnswer, error) {
+func (p testPlugin) QueueWait(_ context.Context, q estimate.QueueWaitQuery) (estimate.QueueWaitAnswer, error) {
 	m := p.mode()
 	// ok: a minute per pending job.
-	a := estimators.QueueWaitAnswer{Wait: time.Duration(len(q.State.Pending)) * time.Minute, Source: "test"}
+	a := estimate.QueueWaitAnswer{Wait: time.Duration(len(q.State.Pending)) * time.Minute, Source: "test"}
 	if b, ok := bad(m, 1e12); ok {
 		a.Wait = time.Duration(b * float64(time.Second))
 		if math.IsNaN(b) || math.IsInf(b, 0) {
@@ -131,7 +130,7 @@ func (p testPlugin) QueueWait(_ context.Context, q estimators.QueueWaitQuery) (e
 	}
 	switch m {
 	case modeUnknown:
-		a = estimators.QueueWaitAnswer{Source: estimators.SourceUnknown}
+		a = estimate.QueueWaitAnswer{Source: estimate.SourceUnknown}
 	case modeWrongTypes, modeBadSource:
 		a.Source = ""
 	case modeError:

@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	pb "github.com/rota-hpc/rota/controller/estimators/external/estimatorpb"
+	pb "github.com/rota-hpc/rota/controller/estimate/external/estimatorpb"
 )
 
 func TestCheckThroughput(t *testing.T) {
-	q := estimators.ThroughputQuery{Types: []string{"k80", "v100"}}
+	q := estimate.ThroughputQuery{Types: []string{"k80", "v100"}}
 	rate := func(ty string, v float64, src string) *pb.Rate {
 		return &pb.Rate{GpuType: ty, StepsPerSec: v, Source: src}
 	}
@@ -49,7 +48,7 @@ func TestCheckThroughput(t *testing.T) {
 }
 
 func TestCheckWalltimeAndWait(t *testing.T) {
-	q := estimators.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{UserLimitMin: 100}}
+	q := estimate.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{UserLimitMin: 100}}
 	for _, tc := range []struct {
 		min   float64
 		src   string

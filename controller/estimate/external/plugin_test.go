@@ -7,30 +7,29 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
 
 // capture records the query a plugin's server hands its implementation.
 type capture struct {
-	tp   estimators.ThroughputQuery
-	wall estimators.WalltimeQuery
-	qw   estimators.QueueWaitQuery
+	tp   estimate.ThroughputQuery
+	wall estimate.WalltimeQuery
+	qw   estimate.QueueWaitQuery
 }
 
-func (c *capture) Throughput(_ context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, error) {
+func (c *capture) Throughput(_ context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, error) {
 	c.tp = q
-	return estimators.ThroughputAnswer{}, nil
+	return estimate.ThroughputAnswer{}, nil
 }
 
-func (c *capture) Walltime(_ context.Context, q estimators.WalltimeQuery) (estimate.WalltimeEstimate, error) {
+func (c *capture) Walltime(_ context.Context, q estimate.WalltimeQuery) (estimate.WalltimeEstimate, error) {
 	c.wall = q
 	return estimate.WalltimeEstimate{}, nil
 }
 
-func (c *capture) QueueWait(_ context.Context, q estimators.QueueWaitQuery) (estimators.QueueWaitAnswer, error) {
+func (c *capture) QueueWait(_ context.Context, q estimate.QueueWaitQuery) (estimate.QueueWaitAnswer, error) {
 	c.qw = q
-	return estimators.QueueWaitAnswer{}, nil
+	return estimate.QueueWaitAnswer{}, nil
 }
 
 // What the controller asks is what the plugin's implementation gets:
@@ -40,7 +39,7 @@ func TestWireRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c := &capture{}
 	at := time.UnixMilli(1_700_000_000_123)
-	tp := estimators.ThroughputQuery{Key: "a/b/c", Job: estimate.Identity{User: "a", Name: "b", ScriptHash: "c"},
+	tp := estimate.ThroughputQuery{Key: "a/b/c", Job: estimate.Identity{User: "a", Name: "b", ScriptHash: "c"},
 		Types: []string{"k80", "v100"}, Hints: map[string]float64{"v100": 9.5},
 		Measured: map[string]estimate.Measured{"k80": {StepsPerSec: 2.5, Samples: 7}, "p100": {StepsPerSec: 4, Samples: 1}}}
 	if _, err := (throughputServer{impl: c}).Estimate(ctx, throughputRequest(tp)); err != nil {
@@ -50,7 +49,7 @@ func TestWireRoundTrip(t *testing.T) {
 		t.Errorf("throughput:\n got %+v\nwant %+v", c.tp, tp)
 	}
 
-	wall := estimators.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{Key: "a/b", RemainingSteps: 1e6, StepsPerSec: 12,
+	wall := estimate.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{Key: "a/b", RemainingSteps: 1e6, StepsPerSec: 12,
 		UserLimitMin: 600, MaxTimeMin: 2880}, Job: estimate.Identity{User: "a", Name: "b"}, PastRunSec: []float64{60, 90}}
 	if _, err := (walltimeServer{impl: c}).Estimate(ctx, walltimeRequest(wall)); err != nil {
 		t.Fatal(err)
@@ -63,7 +62,7 @@ func TestWireRoundTrip(t *testing.T) {
 		return queuewait.QueueJob{ID: id, User: "u" + id, Partition: "gpu", Nodes: 2, GPUs: 6, TimeLimit: 90 * time.Minute,
 			Submit: at.Add(-time.Hour), Start: start}
 	}
-	qw := estimators.QueueWaitQuery{
+	qw := estimate.QueueWaitQuery{
 		Request: queuewait.Request{User: "a", Partition: "gpu", Nodes: 1, GPUs: 3, TimeLimit: 2 * time.Hour},
 		State: queuewait.QueueState{Now: at, TotalNodes: 80, Pending: []queuewait.QueueJob{job("1", time.Time{})},
 			Running: []queuewait.QueueJob{job("2", at.Add(-time.Minute))}, Recent: []queuewait.QueueJob{job("3", at.Add(-time.Second))}},

@@ -93,7 +93,7 @@ var _Throughput_serviceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "controller/estimators/external/estimatorpb/estimator.proto",
+	Metadata: "controller/estimate/external/estimatorpb/estimator.proto",
 }
 
 // WalltimeClient is the client API for Walltime service.
@@ -176,7 +176,7 @@ var _Walltime_serviceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "controller/estimators/external/estimatorpb/estimator.proto",
+	Metadata: "controller/estimate/external/estimatorpb/estimator.proto",
 }
 
 // QueueWaitClient is the client API for QueueWait service.
@@ -259,5 +259,5 @@ var _QueueWait_serviceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "controller/estimators/external/estimatorpb/estimator.proto",
+	Metadata: "controller/estimate/external/estimatorpb/estimator.proto",
 }

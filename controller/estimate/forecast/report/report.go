@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/jobscript"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/internal/slurmtime"
@@ -182,8 +183,8 @@ func Build(req *wire.EstimateRequest, rep *wire.EstimateReply) *Table {
 		case r.Segments == 0:
 			chain = "unknown"
 		}
-		t.Rows = append(t.Rows, []string{p, r.GPUType, r.Fits, strconv.Itoa(int(r.Nodes)), sps, Minutes(r.RunMin), chain,
-			Minutes(r.WaitMin), Minutes(r.FinishMin), cost(r.Cost, rep.Unit)})
+		t.Rows = append(t.Rows, []string{p, r.GPUType, r.Fits, strconv.Itoa(int(r.Nodes)), sps, minutes(r.RunMin), chain,
+			minutes(r.WaitMin), minutes(r.FinishMin), cost(r.Cost, rep.Unit)})
 		at := r.Partition + "/" + r.GPUType + ": "
 		for _, y := range r.Why {
 			why = append(why, at+y)
@@ -242,21 +243,12 @@ func (t *Table) WriteText(w io.Writer) error {
 	return nil
 }
 
-// Minutes prints a duration in minutes as the table does; nil is unknown.
-func Minutes(p *float64) string {
+// minutes is a table cell's duration (forecast.Minutes); nil is unknown.
+func minutes(p *float64) string {
 	if p == nil {
 		return "unknown"
 	}
-	m := *p
-	switch {
-	case m < 1:
-		return fmt.Sprintf("%.0fs", m*60)
-	case m < 120:
-		return fmt.Sprintf("%.0fm", m)
-	case m < 48*60:
-		return fmt.Sprintf("%.1fh", m/60)
-	}
-	return fmt.Sprintf("%.1fd", m/1440)
+	return forecast.Minutes(*p)
 }
 
 func cost(p *float64, unit string) string {

@@ -1,4 +1,4 @@
-package app
+package live
 
 import (
 	"context"
@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/policy/workload"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
-// estimateSources answers forecast's questions for one `rota estimate`
-// request from the controller's estimators and the queue-wait model.
-type estimateSources struct {
-	est *estimator
+// Sources answers forecast's questions for one `rota estimate` request
+// from the controller's estimators and the queue-wait model.
+type Sources struct {
+	est *Estimator
 	// hints are steps/s per type: the user's, over the throughput
 	// table's for --model; from says where each came from.
 	hints map[string]float64
@@ -22,22 +24,34 @@ type estimateSources struct {
 	name  string
 	key   string
 	user  string
-	waits *waitPredictor
+	waits *Waits
 	ctx   context.Context
 	kb    *wire.Site
 }
 
-// estimateSources prepares the answers to one request. An unknown --model
-// is an error: the user named something the controller does not know.
-func (c *Controller) estimateSources(ctx context.Context, req *wire.EstimateRequest) (*estimateSources, []string, error) {
-	s := &estimateSources{hints: map[string]float64{}, from: map[string]string{}, name: req.Name, user: req.User,
-		waits: c.site.waits, ctx: ctx, kb: c.siteKB()}
-	s.est, _ = c.estimator.(*estimator)
+// Parts are what Sources answer from.
+type Parts struct {
+	Estimator *Estimator // nil: no throughput estimator
+	Waits     *Waits
+	// Table is the throughput table --model reads; TableErr says why
+	// there is none.
+	Table    *workload.Table
+	TableErr string
+	Site     *wire.Site // the knowledge base
+}
+
+// NewSources prepares the answers to one request; notes are what the user
+// should know of them. An unknown --model is an error: the user named
+// something the controller does not know. A request without its GPU
+// memory takes the need measured on earlier runs of the job.
+func NewSources(ctx context.Context, req *wire.EstimateRequest, p Parts) (*Sources, []string, error) {
+	s := &Sources{hints: map[string]float64{}, from: map[string]string{}, name: req.Name, user: req.User,
+		est: p.Estimator, waits: p.Waits, ctx: ctx, kb: p.Site}
 	var notes []string
 	if req.Model != "" {
-		t := c.site.table
+		t := p.Table
 		if t == nil {
-			return nil, nil, fmt.Errorf("--model %q: %s; give --throughput TYPE:STEPS_PER_S instead", req.Model, c.site.tableErr)
+			return nil, nil, fmt.Errorf("--model %q: %s; give --throughput TYPE:STEPS_PER_S instead", req.Model, p.TableErr)
 		}
 		name := ""
 		for _, n := range t.JobTypes {
@@ -80,21 +94,18 @@ func (c *Controller) estimateSources(ctx context.Context, req *wire.EstimateRequ
 	return s, notes, nil
 }
 
-// gpusAsked is the job's GPU count when it does not depend on the type.
+// gpusAsked is the job's GPU count when it does not depend on the type,
+// counted as the rest of Rota counts a request (placement.NeedOf).
 func gpusAsked(r *wire.EstimateRequest) int {
-	switch {
-	case r.GPUsPerNode > 0:
-		return int(r.GPUsPerNode) * max(int(r.Nodes), 1)
-	case r.GPUsPerJob > 0:
-		return int(r.GPUsPerJob)
-	case r.GPUsPerTask > 0:
-		return int(r.GPUsPerTask) * max(int(r.Tasks), int(r.Nodes), 1)
+	a := wire.GPUAsk{PerJob: r.GPUsPerJob, PerNode: r.GPUsPerNode, PerTask: r.GPUsPerTask, Nodes: r.Nodes, Tasks: r.Tasks}
+	if a.Tasks == 0 {
+		a.Tasks = a.Nodes // Slurm's default: one task per node
 	}
-	return 1
+	return max(placement.NeedOf(a).Total, 1)
 }
 
 // Rates implements forecast.Sources.
-func (s *estimateSources) Rates(types []string) []forecast.Rate {
+func (s *Sources) Rates(types []string) []forecast.Rate {
 	out := make([]forecast.Rate, len(types))
 	if s.est == nil {
 		for i := range out {
@@ -148,7 +159,7 @@ func (s *estimateSources) Rates(types []string) []forecast.Rate {
 
 // speedsKnown says whether the speed table names ty and every type the
 // hints come from, so that a table-scaled number rests on the config.
-func (s *estimateSources) speedsKnown(ty string) bool {
+func (s *Sources) speedsKnown(ty string) bool {
 	if _, ok := s.est.tp.SpeedOf(ty); !ok {
 		return false
 	}
@@ -170,6 +181,6 @@ func anyKnown(es []estimate.Estimate) bool {
 }
 
 // Wait implements forecast.Sources.
-func (s *estimateSources) Wait(q forecast.WaitQuery) forecast.Wait {
+func (s *Sources) Wait(q forecast.WaitQuery) forecast.Wait {
 	return s.waits.Predict(s.ctx, s.kb, q, s.user, time.Now())
 }

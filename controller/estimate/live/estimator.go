@@ -1,6 +1,14 @@
-package app
+// Package live holds the estimators as the running controller holds
+// them: Estimator, the round loop's rounds.Estimator over the learning
+// estimators (package estimate) with external ones in front, persisted by
+// the loop; Waits, the queue-wait predictor over the live queue and
+// slurmdbd's history; Sources, the answers to one `rota estimate`
+// request; and their Prometheus metrics. Package app constructs and wires
+// them; nothing here knows NATS.
+package live
 
 import (
+	"context"
 	"encoding/json"
 	"sort"
 	"sync"
@@ -12,14 +20,14 @@ import (
 	"github.com/rota-hpc/rota/controller/rounds"
 )
 
-// estimator joins the throughput and memory estimators behind the round
-// loop's Estimator interface.
-type estimator struct {
+// Estimator joins the throughput, walltime and memory estimators behind
+// the round loop's Estimator interface.
+type Estimator struct {
 	tp    *estimate.Throughputs
 	mem   *estimate.Memory
 	wall  *estimate.Walltimes
 	speed map[string]float64
-	ext   plugins // external estimators in front of tp and wall (external.go)
+	ext   plugins // external estimators in front of tp and wall (plugins.go)
 
 	// byName maps "user/name" to the latest job of that user and job name
 	// that was measured: a job never measured (and without hints) takes
@@ -43,27 +51,39 @@ func userName(key string) string {
 	return estimate.Identity{User: id.User, Name: id.Name}.Key()
 }
 
-func newEstimator(speed map[string]float64, margin float64, overheadMin uint32) *estimator {
-	return &estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
+var (
+	_ rounds.Estimator = (*Estimator)(nil)
+	_ rounds.Exporter  = (*Estimator)(nil)
+)
+
+// NewEstimator is an Estimator knowing nothing yet: speed is the admin's
+// relative speed per GPU type, margin and overheadMin size walltimes as
+// the placement does.
+func NewEstimator(speed map[string]float64, margin float64, overheadMin uint32) *Estimator {
+	return &Estimator{tp: estimate.NewThroughputs(estimate.ThroughputConfig{Speed: speed}),
 		mem:  estimate.NewMemory(estimate.MemoryConfig{}),
 		wall: estimate.NewWalltimes(estimate.WalltimeConfig{Margin: margin, OverheadMin: overheadMin}), speed: speed,
 		byName: map[string]string{}, counts: newEstimateCounter()}
 }
 
-func (e *estimator) Walltime(key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
-	w := e.walltime(estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
+// Walltime implements rounds.Estimator.
+func (e *Estimator) Walltime(ctx context.Context, key string, stepsLeft, rate float64, userLimit, maxTime uint32) (uint32, string) {
+	w := e.walltime(ctx, estimate.WalltimeInput{Key: key, RemainingSteps: stepsLeft, StepsPerSec: rate,
 		UserLimitMin: userLimit, MaxTimeMin: maxTime})
 	e.counts.WithLabelValues(estWalltime, sourceLabel(w.Source)).Inc()
 	return w.Minutes, w.Basis
 }
 
 // Finished drops what the estimator refuses (a zero run time).
-func (e *estimator) Finished(key string, jobID uint32, limitMin, actualSec float64) {
+func (e *Estimator) Finished(_ context.Context, key string, jobID uint32, limitMin, actualSec float64) {
 	_ = e.wall.Finished(key, jobID, limitMin, actualSec)
 }
 
-func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
-	est := e.throughputs(key, types)
+// Rates implements rounds.Estimator: the estimators' rates; a job never
+// measured or hinted takes those of its user's latest measured job of the
+// same name, else the admin's relative speeds.
+func (e *Estimator) Rates(ctx context.Context, key string, types []string) ([]float64, []string) {
+	est := e.throughputs(ctx, key, types)
 	rates, src := make([]float64, len(types)), make([]string, len(types))
 	known := false
 	for k := range est {
@@ -75,7 +95,7 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 		peer := e.byName[userName(key)]
 		e.mu.Unlock()
 		if peer != "" && peer != key {
-			for k, pe := range e.throughputs(peer, types) {
+			for k, pe := range e.throughputs(ctx, peer, types) {
 				if pe.StepsPerSec > 0 {
 					rates[k], src[k], known = pe.StepsPerSec, SourceSameName, true
 				}
@@ -103,7 +123,7 @@ func (e *estimator) Rates(key string, types []string) ([]float64, []string) {
 
 // Observe and Hint drop what the estimator refuses (a zero or absurd
 // rate, an unknown key): the agents' intake has already counted it.
-func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
+func (e *Estimator) Observe(_ context.Context, key, gpuType string, sps float64, at time.Time) {
 	if e.tp.Observe(key, gpuType, sps, at) == nil {
 		if un := userName(key); un != "" {
 			e.mu.Lock()
@@ -117,14 +137,20 @@ func (e *estimator) Observe(key, gpuType string, sps float64, at time.Time) {
 // same user and job name.
 const SourceSameName = "same-name"
 
-func (e *estimator) Hint(key string, perType map[string]float64) { _ = e.tp.Hint(key, perType) }
+func (e *Estimator) Hint(_ context.Context, key string, perType map[string]float64) {
+	_ = e.tp.Hint(key, perType)
+}
 
-func (e *estimator) MemoryFits(key string, memBytes uint64) bool { return e.mem.Fits(key, memBytes) }
+func (e *Estimator) MemoryFits(_ context.Context, key string, memBytes uint64) bool {
+	return e.mem.Fits(key, memBytes)
+}
 
-func (e *estimator) ObserveMemory(key string, peak uint64) { e.mem.Observe(key, peak) }
+func (e *Estimator) ObserveMemory(_ context.Context, key string, peak uint64) {
+	e.mem.Observe(key, peak)
+}
 
-// hintRatio is the median of measured over hinted rates.
-func (e *estimator) hintRatio() (float64, bool) {
+// HintRatio is the median of measured over hinted rates.
+func (e *Estimator) HintRatio() (float64, bool) {
 	errs := e.tp.HintErrors()
 	if len(errs) == 0 {
 		return 0, false
@@ -146,7 +172,7 @@ type savedEstimates struct {
 }
 
 // Export implements rounds.Exporter.
-func (e *estimator) Export() ([]byte, error) {
+func (e *Estimator) Export() ([]byte, error) {
 	tp, err := e.tp.Export()
 	if err != nil {
 		return nil, err
@@ -169,7 +195,7 @@ func (e *estimator) Export() ([]byte, error) {
 }
 
 // Import implements rounds.Exporter.
-func (e *estimator) Import(b []byte) error {
+func (e *Estimator) Import(b []byte) error {
 	var s savedEstimates
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err

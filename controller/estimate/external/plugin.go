@@ -16,9 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	pb "github.com/rota-hpc/rota/controller/estimators/external/estimatorpb"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	pb "github.com/rota-hpc/rota/controller/estimate/external/estimatorpb"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
 
 // Handshake is what the controller and an estimator executable check of
@@ -41,9 +40,9 @@ const (
 
 // Estimators are what an executable serves; nil ones are left out.
 type Estimators struct {
-	Throughput estimators.Throughput
-	Walltime   estimators.Walltime
-	QueueWait  estimators.QueueWait
+	Throughput estimate.Throughput
+	Walltime   estimate.Walltime
+	QueueWait  estimate.QueueWait
 }
 
 // Serve serves e to the controller that launched this executable, until
@@ -76,7 +75,7 @@ func pluginSet() plugin.PluginSet {
 
 type throughputPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl estimators.Throughput
+	impl estimate.Throughput
 }
 
 func (p *throughputPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -90,11 +89,11 @@ func (p *throughputPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c
 
 type throughputServer struct {
 	pb.UnimplementedThroughputServer
-	impl estimators.Throughput
+	impl estimate.Throughput
 }
 
 func (s throughputServer) Estimate(ctx context.Context, r *pb.ThroughputRequest) (*pb.ThroughputReply, error) {
-	q := estimators.ThroughputQuery{Types: r.GetGpuTypes(), Hints: r.GetHints()}
+	q := estimate.ThroughputQuery{Types: r.GetGpuTypes(), Hints: r.GetHints()}
 	q.Key, q.Job = jobFromPB(r.GetJob())
 	if len(r.GetMeasured()) > 0 {
 		q.Measured = make(map[string]estimate.Measured, len(r.GetMeasured()))
@@ -113,7 +112,7 @@ func (s throughputServer) Estimate(ctx context.Context, r *pb.ThroughputRequest)
 	return out, nil
 }
 
-func throughputRequest(q estimators.ThroughputQuery) *pb.ThroughputRequest {
+func throughputRequest(q estimate.ThroughputQuery) *pb.ThroughputRequest {
 	r := &pb.ThroughputRequest{Job: jobToPB(q.Key, q.Job), GpuTypes: q.Types, Hints: q.Hints}
 	for _, ty := range slices.Sorted(maps.Keys(q.Measured)) {
 		m := q.Measured[ty]
@@ -126,7 +125,7 @@ func throughputRequest(q estimators.ThroughputQuery) *pb.ThroughputRequest {
 
 type walltimePlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl estimators.Walltime
+	impl estimate.Walltime
 }
 
 func (p *walltimePlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -140,11 +139,11 @@ func (p *walltimePlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *
 
 type walltimeServer struct {
 	pb.UnimplementedWalltimeServer
-	impl estimators.Walltime
+	impl estimate.Walltime
 }
 
 func (s walltimeServer) Estimate(ctx context.Context, r *pb.WalltimeRequest) (*pb.WalltimeReply, error) {
-	q := estimators.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{RemainingSteps: r.GetRemainingSteps(),
+	q := estimate.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{RemainingSteps: r.GetRemainingSteps(),
 		StepsPerSec: r.GetStepsPerSec(), UserLimitMin: r.GetUserLimitMin(), MaxTimeMin: r.GetMaxTimeMin()},
 		PastRunSec: r.GetPastRunSec()}
 	q.Key, q.Job = jobFromPB(r.GetJob())
@@ -161,7 +160,7 @@ func (s walltimeServer) Estimate(ctx context.Context, r *pb.WalltimeRequest) (*p
 	return &pb.WalltimeReply{Minutes: min, Source: a.Source, Basis: a.Basis}, nil
 }
 
-func walltimeRequest(q estimators.WalltimeQuery) *pb.WalltimeRequest {
+func walltimeRequest(q estimate.WalltimeQuery) *pb.WalltimeRequest {
 	return &pb.WalltimeRequest{Job: jobToPB(q.Key, q.Job), RemainingSteps: q.RemainingSteps, StepsPerSec: q.StepsPerSec,
 		UserLimitMin: q.UserLimitMin, MaxTimeMin: q.MaxTimeMin, PastRunSec: q.PastRunSec}
 }
@@ -170,7 +169,7 @@ func walltimeRequest(q estimators.WalltimeQuery) *pb.WalltimeRequest {
 
 type queueWaitPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl estimators.QueueWait
+	impl estimate.QueueWait
 }
 
 func (p *queueWaitPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -184,11 +183,11 @@ func (p *queueWaitPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c 
 
 type queueWaitServer struct {
 	pb.UnimplementedQueueWaitServer
-	impl estimators.QueueWait
+	impl estimate.QueueWait
 }
 
 func (s queueWaitServer) Estimate(ctx context.Context, r *pb.QueueWaitRequest) (*pb.QueueWaitReply, error) {
-	q := estimators.QueueWaitQuery{
+	q := estimate.QueueWaitQuery{
 		Request: queuewait.Request{User: r.GetUser(), Partition: r.GetPartition(), Nodes: int(r.GetNodes()),
 			GPUs: int(r.GetGpus()), TimeLimit: time.Duration(r.GetTimeLimitSec()) * time.Second},
 		State: queuewait.QueueState{Now: fromUnixMS(r.GetNowUnixMs()), TotalNodes: int(r.GetTotalNodes()),
@@ -202,7 +201,7 @@ func (s queueWaitServer) Estimate(ctx context.Context, r *pb.QueueWaitRequest) (
 	return &pb.QueueWaitReply{WaitSec: a.Wait.Seconds(), Source: a.Source, Basis: a.Basis}, nil
 }
 
-func queueWaitRequest(q estimators.QueueWaitQuery) *pb.QueueWaitRequest {
+func queueWaitRequest(q estimate.QueueWaitQuery) *pb.QueueWaitRequest {
 	return &pb.QueueWaitRequest{User: q.Request.User, Partition: q.Request.Partition, Nodes: int64(q.Request.Nodes),
 		Gpus: int64(q.Request.GPUs), TimeLimitSec: int64(q.Request.TimeLimit / time.Second),
 		NowUnixMs: unixMS(q.State.Now), TotalNodes: int64(q.State.TotalNodes),

@@ -1,4 +1,4 @@
-package estimators
+package estimate
 
 import (
 	"context"
@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
 
 func TestBuiltins(t *testing.T) {
 	ctx := context.Background()
-	tp := estimate.NewThroughputs(estimate.ThroughputConfig{})
-	key := estimate.Identity{User: "alice", Name: "resnet", ScriptHash: "h1"}.Key()
+	tp := NewThroughputs(ThroughputConfig{})
+	key := Identity{User: "alice", Name: "resnet", ScriptHash: "h1"}.Key()
 	if err := tp.Observe(key, "k80", 3, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +21,7 @@ func TestBuiltins(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := ThroughputQueryFor(tp, key, []string{"k80", "v100", "a100"})
-	if q.Job.User != "alice" || q.Job.ScriptHash != "h1" || q.Measured["k80"] != (estimate.Measured{StepsPerSec: 3, Samples: 1}) ||
+	if q.Job.User != "alice" || q.Job.ScriptHash != "h1" || q.Measured["k80"] != (Measured{StepsPerSec: 3, Samples: 1}) ||
 		!reflect.DeepEqual(q.Hints, map[string]float64{"v100": 10}) {
 		t.Fatalf("query %+v", q)
 	}
@@ -39,18 +38,18 @@ func TestBuiltins(t *testing.T) {
 		t.Errorf("unknown job: %+v", q)
 	}
 
-	wall := estimate.NewWalltimes(estimate.WalltimeConfig{})
+	wall := NewWalltimes(WalltimeConfig{})
 	for _, s := range []float64{600, 1200} {
 		if err := wall.Finished(key, 1, 0, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	in := estimate.WalltimeInput{Key: key, MaxTimeMin: 100}
+	in := WalltimeInput{Key: key, MaxTimeMin: 100}
 	wq := WalltimeQueryFor(wall, in)
 	if !reflect.DeepEqual(wq.PastRunSec, []float64{600, 1200}) || wq.Job.Name != "resnet" {
 		t.Fatalf("walltime query %+v", wq)
 	}
-	if w, _ := (BuiltinWalltime{W: wall}).Walltime(ctx, wq); w != wall.Estimate(in) || w.Source != estimate.WalltimeHistory {
+	if w, _ := (BuiltinWalltime{W: wall}).Walltime(ctx, wq); w != wall.Estimate(in) || w.Source != WalltimeHistory {
 		t.Errorf("walltime %+v", w)
 	}
 

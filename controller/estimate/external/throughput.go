@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/rota-hpc/rota/controller/estimators"
-	pb "github.com/rota-hpc/rota/controller/estimators/external/estimatorpb"
+	"github.com/rota-hpc/rota/controller/estimate"
+	pb "github.com/rota-hpc/rota/controller/estimate/external/estimatorpb"
 )
 
 // Bounds past which a plugin's number is nonsense, not an estimate.
@@ -28,13 +28,13 @@ const SourcePrefix = "external:"
 // for the types it does not know and whenever it fails.
 type Throughput struct {
 	p       *proc
-	builtin estimators.Throughput
+	builtin estimate.Throughput
 }
 
 // NewThroughput starts cfg's executable as the throughput estimator in
 // front of builtin. An error is a command that cannot be run; a plugin
 // that does not start is logged and retried while builtin answers.
-func NewThroughput(cfg Config, builtin estimators.Throughput) (*Throughput, error) {
+func NewThroughput(cfg Config, builtin estimate.Throughput) (*Throughput, error) {
 	p, err := newProc(KindThroughput, cfg)
 	if err != nil {
 		return nil, err
@@ -42,16 +42,16 @@ func NewThroughput(cfg Config, builtin estimators.Throughput) (*Throughput, erro
 	return &Throughput{p: p, builtin: builtin}, nil
 }
 
-// Throughput implements estimators.Throughput. It returns within the
+// Throughput implements estimate.Throughput. It returns within the
 // configured timeout plus the built-in's time.
-func (t *Throughput) Throughput(ctx context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, error) {
+func (t *Throughput) Throughput(ctx context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, error) {
 	a, ok := t.ask(ctx, q)
 	if !ok {
 		return t.builtin.Throughput(ctx, q)
 	}
 	var fill []int
 	for i, r := range a.Rates {
-		if r.Source == estimators.SourceUnknown {
+		if r.Source == estimate.SourceUnknown {
 			fill = append(fill, i)
 		}
 	}
@@ -68,23 +68,23 @@ func (t *Throughput) Throughput(ctx context.Context, q estimators.ThroughputQuer
 	return a, nil
 }
 
-func (t *Throughput) ask(ctx context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, bool) {
+func (t *Throughput) ask(ctx context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, bool) {
 	stub, _ := t.p.acquire()
 	c, ok := stub.(pb.ThroughputClient)
 	if !ok {
-		return estimators.ThroughputAnswer{}, false
+		return estimate.ThroughputAnswer{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.Timeout)
 	defer cancel()
 	r, err := c.Estimate(ctx, throughputRequest(q))
 	if err != nil {
 		t.p.done(stub, t.p.classify(ctx, err), err)
-		return estimators.ThroughputAnswer{}, false
+		return estimate.ThroughputAnswer{}, false
 	}
 	a, err := checkThroughput(q, r, filepath.Base(t.p.args[0]))
 	if err != nil {
 		t.p.done(stub, FailNonsense, err)
-		return estimators.ThroughputAnswer{}, false
+		return estimate.ThroughputAnswer{}, false
 	}
 	t.p.done(stub, "", nil)
 	return a, true
@@ -93,12 +93,12 @@ func (t *Throughput) ask(ctx context.Context, q estimators.ThroughputQuery) (est
 // checkThroughput turns a reply into an answer in the query's order,
 // or says why it is nonsense: a type missing, repeated or not asked, a
 // rate that is not a positive number below MaxStepsPerSec.
-func checkThroughput(q estimators.ThroughputQuery, r *pb.ThroughputReply, name string) (estimators.ThroughputAnswer, error) {
+func checkThroughput(q estimate.ThroughputQuery, r *pb.ThroughputReply, name string) (estimate.ThroughputAnswer, error) {
 	at := make(map[string]int, len(q.Types))
 	for i, ty := range q.Types {
 		at[ty] = i
 	}
-	a := estimators.ThroughputAnswer{Rates: make([]estimators.Rate, len(q.Types))}
+	a := estimate.ThroughputAnswer{Rates: make([]estimate.Rate, len(q.Types))}
 	seen := make([]bool, len(q.Types))
 	for _, x := range r.GetRates() {
 		i, ok := at[x.GetGpuType()]
@@ -114,14 +114,14 @@ func checkThroughput(q estimators.ThroughputQuery, r *pb.ThroughputReply, name s
 			return a, fmt.Errorf("GPU type %q: %w", x.GetGpuType(), err)
 		}
 		v := x.GetStepsPerSec()
-		if src == estimators.SourceUnknown {
-			a.Rates[i] = estimators.Rate{GPUType: q.Types[i], Source: src}
+		if src == estimate.SourceUnknown {
+			a.Rates[i] = estimate.Rate{GPUType: q.Types[i], Source: src}
 			continue
 		}
 		if !(v > 0 && v <= MaxStepsPerSec) { // also NaN
 			return a, fmt.Errorf("GPU type %q: %v steps/s is not a number in (0, %g]", x.GetGpuType(), v, float64(MaxStepsPerSec))
 		}
-		a.Rates[i] = estimators.Rate{GPUType: q.Types[i], StepsPerSec: v, Source: SourcePrefix + src,
+		a.Rates[i] = estimate.Rate{GPUType: q.Types[i], StepsPerSec: v, Source: SourcePrefix + src,
 			Basis: basis(name, x.GetBasis())}
 	}
 	for i, ok := range seen {

@@ -14,27 +14,26 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	"github.com/rota-hpc/rota/controller/queuewait"
+	"github.com/rota-hpc/rota/controller/estimate/queuewait"
 )
 
 // builtin answers recognisably: 1 steps/s, 7 minutes, 3 seconds.
 type builtin struct{}
 
-func (builtin) Throughput(_ context.Context, q estimators.ThroughputQuery) (estimators.ThroughputAnswer, error) {
-	a := estimators.ThroughputAnswer{}
+func (builtin) Throughput(_ context.Context, q estimate.ThroughputQuery) (estimate.ThroughputAnswer, error) {
+	a := estimate.ThroughputAnswer{}
 	for _, ty := range q.Types {
-		a.Rates = append(a.Rates, estimators.Rate{GPUType: ty, StepsPerSec: 1, Source: "builtin"})
+		a.Rates = append(a.Rates, estimate.Rate{GPUType: ty, StepsPerSec: 1, Source: "builtin"})
 	}
 	return a, nil
 }
 
-func (builtin) Walltime(_ context.Context, q estimators.WalltimeQuery) (estimate.WalltimeEstimate, error) {
+func (builtin) Walltime(_ context.Context, q estimate.WalltimeQuery) (estimate.WalltimeEstimate, error) {
 	return estimate.WalltimeEstimate{Minutes: 7, UncappedMin: 7, Source: "builtin"}, nil
 }
 
-func (builtin) QueueWait(context.Context, estimators.QueueWaitQuery) (estimators.QueueWaitAnswer, error) {
-	return estimators.QueueWaitAnswer{Wait: 3 * time.Second, Source: "builtin"}, nil
+func (builtin) QueueWait(context.Context, estimate.QueueWaitQuery) (estimate.QueueWaitAnswer, error) {
+	return estimate.QueueWaitAnswer{Wait: 3 * time.Second, Source: "builtin"}, nil
 }
 
 // syncBuf is a log sink the plugin's goroutines may write to.
@@ -108,17 +107,17 @@ func (r *rig) set(t *testing.T, mode string) {
 }
 
 var (
-	tpQuery = estimators.ThroughputQuery{Key: "alice/resnet", Job: estimate.Identity{User: "alice", Name: "resnet"},
+	tpQuery = estimate.ThroughputQuery{Key: "alice/resnet", Job: estimate.Identity{User: "alice", Name: "resnet"},
 		Types: []string{"k80", "v100"}, Hints: map[string]float64{"v100": 20},
 		Measured: map[string]estimate.Measured{"k80": {StepsPerSec: 3, Samples: 4}}}
-	wallQuery = estimators.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{Key: "alice/resnet", MaxTimeMin: 600},
+	wallQuery = estimate.WalltimeQuery{WalltimeInput: estimate.WalltimeInput{Key: "alice/resnet", MaxTimeMin: 600},
 		PastRunSec: []float64{60, 120}}
-	qwQuery = estimators.QueueWaitQuery{Request: queuewait.Request{User: "alice", Nodes: 1},
+	qwQuery = estimate.QueueWaitQuery{Request: queuewait.Request{User: "alice", Nodes: 1},
 		State: queuewait.QueueState{Now: time.Unix(1e9, 0), Pending: make([]queuewait.QueueJob, 4)}}
 )
 
 // answers asks all three estimators once and returns their sources.
-func (r *rig) answers(t *testing.T) (tp estimators.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimators.QueueWaitAnswer) {
+func (r *rig) answers(t *testing.T) (tp estimate.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimate.QueueWaitAnswer) {
 	t.Helper()
 	ctx := context.Background()
 	var err error
@@ -135,8 +134,8 @@ func (r *rig) answers(t *testing.T) (tp estimators.ThroughputAnswer, wall estima
 }
 
 // pluginAnswers checks that all three answers are the plugin's "ok" ones.
-func pluginAnswers(tp estimators.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimators.QueueWaitAnswer) bool {
-	return len(tp.Rates) == 2 && tp.Rates[0] == estimators.Rate{GPUType: "k80", StepsPerSec: 103, Source: "external:test",
+func pluginAnswers(tp estimate.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimate.QueueWaitAnswer) bool {
+	return len(tp.Rates) == 2 && tp.Rates[0] == estimate.Rate{GPUType: "k80", StepsPerSec: 103, Source: "external:test",
 		Basis: tp.Rates[0].Basis} && tp.Rates[1].StepsPerSec == 120 && tp.Rates[1].Source == "external:test" &&
 		wall.Minutes == 21 && wall.Source == "external:test" &&
 		qw.Wait == 4*time.Minute && qw.Source == "external:test"
@@ -159,7 +158,7 @@ func (r *rig) waitPlugin(t *testing.T) {
 	}
 }
 
-func builtinAnswers(tp estimators.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimators.QueueWaitAnswer) bool {
+func builtinAnswers(tp estimate.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimate.QueueWaitAnswer) bool {
 	return len(tp.Rates) == 2 && tp.Rates[0].Source == "builtin" && tp.Rates[1].Source == "builtin" &&
 		wall.Source == "builtin" && qw.Source == "builtin"
 }

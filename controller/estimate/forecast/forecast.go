@@ -395,9 +395,9 @@ func plan(rep *wire.EstimateReply) {
 			}
 			return byName(a, b)
 		})
-		why := fmt.Sprintf("finishes first: queue wait %s + run %s", minutes(*f.WaitMin), minutes(*f.RunMin))
+		why := fmt.Sprintf("finishes first: queue wait %s + run %s", Minutes(*f.WaitMin), Minutes(*f.RunMin))
 		if f.Segments > 1 {
-			why = fmt.Sprintf("finishes first: %d segments, each waiting about %s, run %s", f.Segments, minutes(*f.WaitMin), minutes(*f.RunMin))
+			why = fmt.Sprintf("finishes first: %d segments, each waiting about %s, run %s", f.Segments, Minutes(*f.WaitMin), Minutes(*f.RunMin))
 		}
 		if withFinish < len(cands) {
 			why += fmt.Sprintf(" (of the %d rows whose wait and run time are known)", withFinish)
@@ -410,7 +410,7 @@ func plan(rep *wire.EstimateReply) {
 			}
 			return byName(a, b)
 		})
-		rep.Fastest = toPlan(f, fmt.Sprintf("shortest run (%s); queue wait unknown, so the finish time is not known", minutes(*f.RunMin)))
+		rep.Fastest = toPlan(f, fmt.Sprintf("shortest run (%s); queue wait unknown, so the finish time is not known", Minutes(*f.RunMin)))
 	default:
 		rep.Notes = append(rep.Notes, "no fastest plan: the run time is unknown on every row that fits")
 	}
@@ -455,15 +455,17 @@ func slicesMin(rs []*wire.EstimateRow, cmp func(a, b *wire.EstimateRow) int) *wi
 	return best
 }
 
-// minutes formats a duration in minutes for people.
-func minutes(m float64) string {
+// Minutes is a duration in minutes as `rota estimate` prints it, in the
+// table and in its plans alike: seconds under a minute, minutes under two
+// hours, hours under two days, then days.
+func Minutes(m float64) string {
 	switch {
 	case m < 1:
 		return fmt.Sprintf("%.0fs", m*60)
 	case m < 120:
-		return fmt.Sprintf("%.0f min", m)
+		return fmt.Sprintf("%.0fm", m)
 	case m < 48*60:
-		return fmt.Sprintf("%.1f h", m/60)
+		return fmt.Sprintf("%.1fh", m/60)
 	}
-	return fmt.Sprintf("%.1f days", m/1440)
+	return fmt.Sprintf("%.1fd", m/1440)
 }

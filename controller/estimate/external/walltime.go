@@ -6,20 +6,19 @@ import (
 	"path/filepath"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/estimators"
-	pb "github.com/rota-hpc/rota/controller/estimators/external/estimatorpb"
+	pb "github.com/rota-hpc/rota/controller/estimate/external/estimatorpb"
 )
 
 // Walltime asks an external walltime estimator, and the built-in when
 // it does not know or fails.
 type Walltime struct {
 	p       *proc
-	builtin estimators.Walltime
+	builtin estimate.Walltime
 }
 
 // NewWalltime starts cfg's executable as the walltime estimator in
 // front of builtin (see NewThroughput).
-func NewWalltime(cfg Config, builtin estimators.Walltime) (*Walltime, error) {
+func NewWalltime(cfg Config, builtin estimate.Walltime) (*Walltime, error) {
 	p, err := newProc(KindWalltime, cfg)
 	if err != nil {
 		return nil, err
@@ -27,16 +26,16 @@ func NewWalltime(cfg Config, builtin estimators.Walltime) (*Walltime, error) {
 	return &Walltime{p: p, builtin: builtin}, nil
 }
 
-// Walltime implements estimators.Walltime: the plugin's time, rounded
+// Walltime implements estimate.Walltime: the plugin's time, rounded
 // and capped like the built-in's (estimate.CapWalltime).
-func (w *Walltime) Walltime(ctx context.Context, q estimators.WalltimeQuery) (estimate.WalltimeEstimate, error) {
+func (w *Walltime) Walltime(ctx context.Context, q estimate.WalltimeQuery) (estimate.WalltimeEstimate, error) {
 	if est, ok := w.ask(ctx, q); ok {
 		return est, nil
 	}
 	return w.builtin.Walltime(ctx, q)
 }
 
-func (w *Walltime) ask(ctx context.Context, q estimators.WalltimeQuery) (estimate.WalltimeEstimate, bool) {
+func (w *Walltime) ask(ctx context.Context, q estimate.WalltimeQuery) (estimate.WalltimeEstimate, bool) {
 	stub, _ := w.p.acquire()
 	c, ok := stub.(pb.WalltimeClient)
 	if !ok {
@@ -61,12 +60,12 @@ func (w *Walltime) ask(ctx context.Context, q estimators.WalltimeQuery) (estimat
 // checkWalltime turns a reply into a capped estimate; known is false
 // for "unknown". Nonsense: not a number, negative, 0 with a source, or
 // beyond MaxWalltimeMin.
-func checkWalltime(q estimators.WalltimeQuery, r *pb.WalltimeReply, name string) (estimate.WalltimeEstimate, bool, error) {
+func checkWalltime(q estimate.WalltimeQuery, r *pb.WalltimeReply, name string) (estimate.WalltimeEstimate, bool, error) {
 	src, err := checkSource(r.GetSource())
 	if err != nil {
 		return estimate.WalltimeEstimate{}, false, err
 	}
-	if src == estimators.SourceUnknown {
+	if src == estimate.SourceUnknown {
 		return estimate.WalltimeEstimate{}, false, nil
 	}
 	m := r.GetMinutes()

@@ -297,3 +297,12 @@ func planName(p *wire.Plan) string {
 	}
 	return p.Partition + "/" + p.GPUType
 }
+
+// One formatter for the table and the plans' words.
+func TestMinutes(t *testing.T) {
+	for m, want := range map[float64]string{0.5: "30s", 2: "2m", 119: "119m", 150: "2.5h", 47 * 60: "47.0h", 7632: "5.3d"} {
+		if got := Minutes(m); got != want {
+			t.Errorf("Minutes(%v) = %q, want %q", m, got, want)
+		}
+	}
+}
