@@ -24,7 +24,9 @@ import (
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
+	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
 	"github.com/rota-hpc/rota/wire"
@@ -62,8 +64,13 @@ type Controller struct {
 	rounds    atomic.Pointer[rounds.Loop]
 	// site is the knowledge base, the queue-wait model and the
 	// throughput table (site.go).
-	site   *siteState
-	chains atomic.Pointer[chains.Manager] // while leading, with rounds
+	// The site: its knowledge base, the queue-wait predictor, and the
+	// throughput table `rota estimate --model` reads (site.go).
+	book     *site.Book
+	waits    *live.Waits
+	table    *workload.Table
+	tableErr string                         // why there is no table
+	chains   atomic.Pointer[chains.Manager] // while leading, with rounds
 	// inst are the metrics observed as they happen (instruments.go).
 	inst *instruments
 
@@ -120,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 	// In the background: a week of a busy cluster's sacct must not hold
 	// up placements.
 	go c.readHistory(ctx)
-	stopWaitPlugin, err := c.startQueueWaitPlugin(c.site.waits)
+	stopWaitPlugin, err := c.startQueueWaitPlugin(c.waits)
 	defer stopWaitPlugin()
 	if err != nil {
 		return err
@@ -209,7 +216,7 @@ func Run(ctx context.Context, o Options) error {
 func (c *Controller) lead(ctx context.Context, ready func()) error {
 	// A first look at the cluster before answering: until it succeeds the
 	// placer keeps every request as it is, which is safe.
-	c.restoreSite(ctx)
+	c.book.Restore(ctx)
 	// The round loop first: it knows how this Slurm takes a type (in the
 	// GPU request on 24.11 and later), which the first view must carry,
 	// or the first placements go by node constraint.

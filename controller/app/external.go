@@ -36,5 +36,5 @@ func (c *Controller) startQueueWaitPlugin(w *live.Waits) (stop func(), err error
 // configured window.
 func (c *Controller) readHistory(ctx context.Context) {
 	acct, _ := c.slurm.(slurm.AccountingReader)
-	c.site.waits.ReadHistory(ctx, acct, c.cfg.HistoryWindow, conf.FormatWindow(c.cfg.HistoryWindow), c.log)
+	c.waits.ReadHistory(ctx, acct, c.cfg.HistoryWindow, conf.FormatWindow(c.cfg.HistoryWindow), c.log)
 }

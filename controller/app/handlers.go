@@ -286,8 +286,8 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	if l := c.rounds.Load(); l != nil {
 		rep.Rounds = roundsStatus(l, req.Jobs)
 	}
-	if c.site != nil {
-		rep.QueueWaits = c.site.waits.History(c.siteKB())
+	if c.waits != nil {
+		rep.QueueWaits = c.waits.History(c.siteKB())
 	}
 	if req.Site {
 		rep.Site = c.siteKB()

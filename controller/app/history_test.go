@@ -66,7 +66,7 @@ func TestReadHistory(t *testing.T) {
 			ctl := &Controller{cfg: cfg, log: zerolog.Nop(), slurm: c.client}
 			ctl.loadSite()
 			ctl.readHistory(context.Background())
-			h := ctl.site.waits.History(historyKB())
+			h := ctl.waits.History(historyKB())
 			if !strings.Contains(h.Source, c.source) || h.FromAccounting != c.fromAcc || len(h.Groups) != c.groups {
 				t.Fatalf("history %+v; want source with %q, %d from slurmdbd, %d groups", h, c.source, c.fromAcc, c.groups)
 			}

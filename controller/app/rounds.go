@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
-	"github.com/rota-hpc/rota/controller/estimate/forecast"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
@@ -99,7 +98,7 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	}
 	// The queue-wait model (or estimator_queuewait) times successors when
 	// one is configured; the waits the manager sees answer otherwise.
-	m.SetPredictor(&chainWaits{c: c, fallback: m.Predictor()})
+	m.SetPredictor(&live.ChainWaits{Waits: c.waits, Site: c.siteKB, Fallback: m.Predictor()})
 	if c.inst != nil {
 		m.SetGapObserver(c.inst.chainGap)
 	}
@@ -148,27 +147,4 @@ func roundJob(a rounds.Action, types []string) wire.RoundJob {
 		}
 	}
 	return rj
-}
-
-// chainWaits predicts a chain successor's queue wait with the site's
-// queue-wait predictor (the model from queuewait_model, or the external
-// estimator), and with fallback (recent observed waits) when that has no
-// answer: no model, the queue unreadable, the knowledge base not built.
-type chainWaits struct {
-	c        *Controller
-	fallback chains.WaitPredictor
-}
-
-func (w *chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
-	if s := w.c.site; s != nil && s.waits.Predicts() {
-		if kb := w.c.siteKB(); kb != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			q := forecast.WaitQuery{Partition: r.Partition, GPUType: r.GPUType, Nodes: 1, GPUs: max(r.GPUs, 1), LimitMin: r.TimeLimitMin}
-			if p := s.waits.Predict(ctx, kb, q, "", time.Now()); p.Known {
-				return time.Duration(p.Minutes * float64(time.Minute)), true
-			}
-		}
-	}
-	return w.fallback.PredictWait(r)
 }

@@ -7,14 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/rota-hpc/rota/controller/chains"
-	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/forecast"
-	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -175,53 +169,5 @@ queuewait_model = /m.json
 	writeFile(t, ex, strings.Join(on, "\n"))
 	if c, err := LoadConfig(ex); err != nil || len(c.Site.Rates) != 5 {
 		t.Fatalf("contrib/controller.conf with site keys: %v (%d rates)", err, len(c.Site.Rates))
-	}
-}
-
-// fixedWait is an external queue-wait estimator as the controller sees it
-// (external.QueueWait falls back to the model by itself; see
-// controller/estimate/external for the plugin side).
-type fixedWait struct {
-	a    estimate.QueueWaitAnswer
-	seen *estimate.QueueWaitQuery
-}
-
-func (f fixedWait) QueueWait(_ context.Context, q estimate.QueueWaitQuery) (estimate.QueueWaitAnswer, error) {
-	*f.seen = q
-	return f.a, nil
-}
-
-type constWait struct{ d time.Duration }
-
-func (c constWait) PredictWait(chains.WaitRequest) (time.Duration, bool) { return c.d, true }
-
-// A chain's successor is timed by the site's queue-wait predictor when it
-// has an answer, else by the chain manager's observed waits.
-func TestChainWaitsUseTheSitePredictor(t *testing.T) {
-	kb := &wire.Site{Partitions: []wire.SitePartition{{Name: "gpu", Types: []wire.SitePartitionType{{Type: "v100", Nodes: 1, GPUs: 4, MaxPerNode: 4}}}},
-		Nodes: []wire.SiteNode{{Name: "n1", GPUs: map[string]int{"v100": 4}, Partitions: []string{"gpu"}}}}
-	queue := func(context.Context) ([]slurm.Job, error) { return nil, nil }
-	req := chains.WaitRequest{Partition: "gpu", GPUType: "v100", GPUs: 1, TimeLimitMin: 60}
-	tests := []struct {
-		name string
-		ext  estimate.QueueWait // nil: no model, no plugin
-		kb   *wire.Site
-		want time.Duration
-	}{
-		{"no predictor: observed waits", nil, kb, 7 * time.Minute},
-		{"predictor answers", fixedWait{estimate.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimate.QueueWaitQuery)}, kb, 3 * time.Minute},
-		{"predictor unknown: observed waits", fixedWait{estimate.QueueWaitAnswer{Source: estimate.SourceUnknown}, new(estimate.QueueWaitQuery)}, kb, 7 * time.Minute},
-		{"no knowledge base yet: observed waits", fixedWait{estimate.QueueWaitAnswer{Wait: 3 * time.Minute, Source: "external:x"}, new(estimate.QueueWaitQuery)}, nil, 7 * time.Minute},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			w := live.NewWaits("", queue, zerolog.Nop())
-			w.SetExternal(tc.ext)
-			c := &Controller{site: &siteState{waits: w, kb: tc.kb}}
-			got, ok := (&chainWaits{c: c, fallback: constWait{7 * time.Minute}}).PredictWait(req)
-			if !ok || got != tc.want {
-				t.Fatalf("wait %v %v, want %v", got, ok, tc.want)
-			}
-		})
 	}
 }

@@ -444,8 +444,8 @@ func (s webSource) Estimate(ctx context.Context, req *wire.EstimateRequest) wire
 }
 
 func (s webSource) Models() []string {
-	if st := s.c.site; st != nil && st.table != nil {
-		return st.table.JobTypes
+	if s.c.table != nil {
+		return s.c.table.JobTypes
 	}
 	return nil
 }

@@ -652,3 +652,24 @@ func (o *Observer) Throughputs(limit int) (out []wire.JobThroughput, truncated b
 	o.mu.Unlock()
 	return out, false
 }
+
+// GPUMemory is the smallest total memory per GPU type that the agents of
+// nodes report (a type's nodes may differ: 16 and 32 GiB V100s).
+func (o *Observer) GPUMemory(nodes []string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, name := range nodes {
+		r, ok := o.Node(name)
+		if !ok || r.GPUType == "" {
+			continue
+		}
+		for _, g := range r.GPUs {
+			if g.MemoryTotalBytes == 0 {
+				continue
+			}
+			if m, ok := out[r.GPUType]; !ok || g.MemoryTotalBytes < m {
+				out[r.GPUType] = g.MemoryTotalBytes
+			}
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ package workload
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Table holds isolated throughputs (steps/s) per (job type, scale factor)
@@ -170,4 +172,28 @@ func Jitter(rng *rand.Rand, rates []float64, j float64) []float64 {
 		out[i] = r * (1 - j + 2*j*rng.Float64())
 	}
 	return out
+}
+
+// LoadAll reads a Gavel-format table with every GPU type it holds (the
+// *_unconsolidated duplicates aside).
+func LoadAll(path string) (*Table, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, err
+	}
+	var types []string
+	for t := range top {
+		if !strings.HasSuffix(t, "_unconsolidated") {
+			types = append(types, t)
+		}
+	}
+	if len(types) == 0 {
+		return nil, errors.New("no GPU types in it")
+	}
+	sort.Strings(types)
+	return Load(path, types)
 }
