@@ -22,6 +22,7 @@ import (
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/leader"
+	"github.com/rota-hpc/rota/controller/metrics"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/policy/workload"
@@ -72,7 +73,7 @@ type Controller struct {
 	tableErr string                         // why there is no table
 	chains   atomic.Pointer[chains.Manager] // while leading, with rounds
 	// inst are the metrics observed as they happen (instruments.go).
-	inst *instruments
+	inst *metrics.Instruments
 
 	// durable counts decisions being stored before their reply; writes
 	// bounds how many, so a stalled JetStream pushes back on the request
@@ -105,7 +106,7 @@ const maxDurableWrites = 256
 // Run runs the controller until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	c := &Controller{cfg: o.Config, log: o.Log, slurm: o.Slurm, started: time.Now(),
-		writes: make(chan struct{}, maxDurableWrites), inst: newInstruments(),
+		writes: make(chan struct{}, maxDurableWrites), inst: metrics.NewInstruments(),
 		trend: trend.New(trendSamples, trendWindow)}
 	if err := c.cfg.Check(); err != nil {
 		return err

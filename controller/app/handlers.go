@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/metrics"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -107,7 +108,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		// from the store's writer a few ms later.
 		c.store.Record(d)
 		c.respond(m, reply)
-		c.inst.placed(placeRemote, &reply, time.Since(start))
+		c.inst.Placed(metrics.Remote, reply.GPUType, time.Since(start))
 		c.logPlaced(&reply)
 		return
 	}
@@ -130,7 +131,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 			return
 		}
 		c.respond(m, reply)
-		c.inst.placed(placeRemote, &reply, time.Since(start))
+		c.inst.Placed(metrics.Remote, reply.GPUType, time.Since(start))
 		c.logPlaced(&reply)
 	}()
 }
@@ -158,7 +159,7 @@ func (c *Controller) onDecision(m *nats.Msg) {
 	} else {
 		c.store.RecordEncoded(&d, m.Data) // as the plugin encoded it: not encoded again
 	}
-	c.inst.placed(placeLocal, &d.Given, time.Duration(d.DecideNs))
+	c.inst.Placed(metrics.Local, d.Given.GPUType, time.Duration(d.DecideNs))
 	c.logPlaced(&d.Given)
 }
 

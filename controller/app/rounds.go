@@ -100,7 +100,7 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	// one is configured; the waits the manager sees answer otherwise.
 	m.SetPredictor(&live.ChainWaits{Waits: c.waits, Site: c.siteKB, Fallback: m.Predictor()})
 	if c.inst != nil {
-		m.SetGapObserver(c.inst.chainGap)
+		m.SetGapObserver(c.inst.ChainGap)
 	}
 	loop.SetChains(m)
 	c.chains.Store(m)

@@ -60,9 +60,9 @@ var (
 	estimateDescs = []*prometheus.Desc{mWallCount, mWallRatio, mWallUnder, mHintRatio}
 )
 
-// Describe describes what Collect gives, whether or not an Estimator
-// exists yet (the controller's collector describes before it has one).
-func Describe(ch chan<- *prometheus.Desc) {
+// Describe describes what Collect gives: with Collect, the Estimator is
+// the estimators' prometheus.Collector.
+func (e *Estimator) Describe(ch chan<- *prometheus.Desc) {
 	for _, ds := range [][]*prometheus.Desc{estimateDescs, pluginDescs} {
 		for _, d := range ds {
 			ch <- d

@@ -56,7 +56,7 @@ func TestEstimatorWithPlugin(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{e})
+	reg.MustRegister(e)
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +92,3 @@ func TestEstimatorWithPlugin(t *testing.T) {
 		t.Fatalf("missing walltime estimator: %v", err)
 	}
 }
-
-// collector is an Estimator as the controller's collector shows it.
-type collector struct{ e *Estimator }
-
-func (c collector) Describe(ch chan<- *prometheus.Desc) { Describe(ch) }
-func (c collector) Collect(ch chan<- prometheus.Metric) { c.e.Collect(ch) }

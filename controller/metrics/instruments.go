@@ -1,4 +1,4 @@
-package app
+package metrics
 
 import (
 	"time"
@@ -6,13 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rota-hpc/rota/controller/rounds"
-	"github.com/rota-hpc/rota/wire"
 )
 
-// instruments are the controller's metrics that are observed as their
-// value is measured (latencies, counts by label); metrics.go reads the
-// rest from the parts' own counters at scrape time.
-type instruments struct {
+// Instruments are the controller's metrics that are observed as their
+// value is measured (latencies, counts by label). A nil *Instruments
+// observes nothing.
+type Instruments struct {
 	roundSecs     prometheus.Histogram
 	solveSecs     prometheus.Histogram
 	moveSecs      prometheus.Histogram
@@ -24,12 +23,13 @@ type instruments struct {
 
 // Placement modes, as the plugin's `placement` setting names them.
 const (
-	placeLocal  = "local"
-	placeRemote = "remote"
+	Local  = "local"
+	Remote = "remote"
 )
 
-func newInstruments() *instruments {
-	in := &instruments{
+// NewInstruments returns the instruments, every series at 0.
+func NewInstruments() *Instruments {
+	in := &Instruments{
 		roundSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rota_controller_round_duration_seconds",
 			Help: "Duration of rounds of the round loop: reading Slurm, solving, applying.",
 			// Seconds-long rounds on a dev cluster, a minute on a big site.
@@ -54,37 +54,47 @@ func newInstruments() *instruments {
 			Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600}}),
 	}
 	// Both modes exist from the start, so a dashboard's rate is 0, not absent.
-	for _, m := range []string{placeLocal, placeRemote} {
+	for _, m := range []string{Local, Remote} {
 		in.placeSecs.WithLabelValues(m)
 	}
 	in.collectorList = []prometheus.Collector{in.roundSecs, in.solveSecs, in.moveSecs, in.placeSecs, in.placements, in.chainGapSecs}
 	return in
 }
 
-func (in *instruments) collectors() []prometheus.Collector {
-	if in == nil {
-		return nil
+func (in *Instruments) Describe(ch chan<- *prometheus.Desc) {
+	// The same descriptors whether or not there are instruments yet.
+	for _, c := range NewInstruments().collectorList {
+		c.Describe(ch)
 	}
-	return in.collectorList
 }
 
-// Round, Solve and Move implement rounds.Timings.
-func (in *instruments) Round(d time.Duration) { in.roundSecs.Observe(d.Seconds()) }
-func (in *instruments) Solve(d time.Duration) { in.solveSecs.Observe(d.Seconds()) }
-func (in *instruments) Move(d time.Duration)  { in.moveSecs.Observe(d.Seconds()) }
-
-var _ rounds.Timings = (*instruments)(nil)
-
-// chainGap is the chain manager's SegmentGap.
-func (in *instruments) chainGap(d time.Duration) { in.chainGapSecs.Observe(d.Seconds()) }
-
-// placed counts one placement; took <= 0 is not timed (a decision from
-// the plugin's shelf, or a plugin that does not report its time).
-func (in *instruments) placed(mode string, r *wire.PlaceReply, took time.Duration) {
+func (in *Instruments) Collect(ch chan<- prometheus.Metric) {
 	if in == nil {
 		return
 	}
-	typ := r.GPUType
+	for _, c := range in.collectorList {
+		c.Collect(ch)
+	}
+}
+
+// Round, Solve and Move implement rounds.Timings.
+func (in *Instruments) Round(d time.Duration) { in.roundSecs.Observe(d.Seconds()) }
+func (in *Instruments) Solve(d time.Duration) { in.solveSecs.Observe(d.Seconds()) }
+func (in *Instruments) Move(d time.Duration)  { in.moveSecs.Observe(d.Seconds()) }
+
+var _ rounds.Timings = (*Instruments)(nil)
+
+// ChainGap is the chain manager's SegmentGap.
+func (in *Instruments) ChainGap(d time.Duration) { in.chainGapSecs.Observe(d.Seconds()) }
+
+// Placed counts one placement in mode (Local, Remote) that gave gpuType
+// ("" none); took <= 0 is not timed (a decision from the plugin's shelf,
+// or a plugin that does not report its time).
+func (in *Instruments) Placed(mode, gpuType string, took time.Duration) {
+	if in == nil {
+		return
+	}
+	typ := gpuType
 	if typ == "" {
 		typ = "none"
 	}
