@@ -89,8 +89,8 @@ type Controller struct {
 	// and node types).
 	nodes atomic.Pointer[slurmNodes]
 	// The web view's queue read and its fairness and JCT samples (web.go).
-	webQueue webQueue
-	trend    *trend.Sampler
+	queue *slurm.QueueCache
+	trend *trend.Sampler
 }
 
 // The web view keeps trendSamples samples, one a round (five days of
@@ -114,6 +114,9 @@ func Run(ctx context.Context, o Options) error {
 	if c.slurm == nil {
 		c.slurm = &slurm.CLI{}
 	}
+	// Page loads share one squeue, so many viewers cost Slurm one read
+	// per 5 s.
+	c.queue = &slurm.QueueCache{Client: c.slurm, MaxAge: 5 * time.Second}
 	c.placer = placer.New(c.cfg.Placement)
 	c.states = placer.NewPublisher(c.placer, nil, c.cfg.StateInterval, c.log)
 	est := live.NewEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)

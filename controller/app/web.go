@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -115,52 +114,6 @@ func (c *Controller) serveWeb(ctx context.Context) error {
 	return nil
 }
 
-// queueMaxAge is how old a queue read the web view may show: page loads
-// share one squeue, so many viewers cost Slurm one read per this.
-const queueMaxAge = 5 * time.Second
-
-// webQueue is the last queue read for the web view.
-type webQueue struct {
-	mu   sync.Mutex
-	at   time.Time
-	jobs []slurm.Job
-}
-
-// queue reads Slurm's pending and running jobs, at most every
-// queueMaxAge; concurrent callers wait for one read.
-func (c *Controller) queue(ctx context.Context) ([]slurm.Job, time.Time, error) {
-	sched, ok := c.slurm.(slurm.Scheduler)
-	if !ok {
-		return nil, time.Time{}, errors.New("the controller's Slurm client cannot read the queue")
-	}
-	q := &c.webQueue
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.at.IsZero() && time.Since(q.at) < queueMaxAge {
-		return q.jobs, q.at, nil
-	}
-	at := time.Now()
-	jobs, err := sched.Jobs(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	for i := range jobs {
-		if !jobs[i].DecisionRead {
-			// This squeue cannot print AdminComment: one scontrol read.
-			if ids, err := sched.DecisionIDs(ctx); err == nil {
-				for k := range jobs {
-					if id, ok := ids[jobs[k].ID]; ok {
-						jobs[k].Decision = id
-					}
-				}
-			}
-			break
-		}
-	}
-	q.jobs, q.at = jobs, at
-	return jobs, at, nil
-}
-
 // slurmNodes are Slurm's nodes as read at a refresh.
 type slurmNodes struct {
 	at    time.Time
@@ -221,7 +174,7 @@ func (c *Controller) sampleTrend(ctx context.Context) {
 	defer t.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every)
-		jobs, at, err := c.queue(rctx)
+		jobs, at, err := c.queue.Jobs(rctx)
 		cancel()
 		if err == nil {
 			c.trend.Observe(at, c.trendJobs(jobs))
@@ -307,7 +260,7 @@ func (s webSource) Jobs(ctx context.Context) (web.Jobs, error) {
 	if !c.leading.Load() {
 		return web.Jobs{}, errors.New("this controller stands by: the leading controller reads the queue")
 	}
-	jobs, at, err := c.queue(ctx)
+	jobs, at, err := c.queue.Jobs(ctx)
 	if err != nil {
 		return web.Jobs{}, err
 	}

@@ -1,0 +1,55 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// QueueCache shares one read of Slurm's queue among its readers for
+// MaxAge: page loads of the web view and its fairness samples cost Slurm
+// one squeue per MaxAge, however many viewers there are.
+type QueueCache struct {
+	// Client reads the queue; one that is not a Scheduler cannot.
+	Client Client
+	MaxAge time.Duration
+
+	mu   sync.Mutex
+	at   time.Time
+	jobs []Job
+}
+
+// Jobs is Slurm's pending and running jobs, with their Rota decision ids,
+// as read at most MaxAge ago; concurrent callers wait for one read.
+func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
+	sched, ok := q.Client.(Scheduler)
+	if !ok {
+		return nil, time.Time{}, errors.New("the controller's Slurm client cannot read the queue")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.at.IsZero() && time.Since(q.at) < q.MaxAge {
+		return q.jobs, q.at, nil
+	}
+	at := time.Now()
+	jobs, err := sched.Jobs(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	for i := range jobs {
+		if !jobs[i].DecisionRead {
+			// This squeue cannot print AdminComment: one scontrol read.
+			if ids, err := sched.DecisionIDs(ctx); err == nil {
+				for k := range jobs {
+					if id, ok := ids[jobs[k].ID]; ok {
+						jobs[k].Decision = id
+					}
+				}
+			}
+			break
+		}
+	}
+	q.jobs, q.at = jobs, at
+	return jobs, at, nil
+}

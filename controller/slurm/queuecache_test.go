@@ -1,0 +1,56 @@
+package slurm
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// countingQueue is a Scheduler whose squeue cannot print AdminComment.
+type countingQueue struct {
+	Scheduler // only Jobs and DecisionIDs are called
+	mu        sync.Mutex
+	reads     int
+}
+
+func (q *countingQueue) Jobs(context.Context) ([]Job, error) {
+	q.mu.Lock()
+	q.reads++
+	q.mu.Unlock()
+	time.Sleep(10 * time.Millisecond) // concurrent readers wait for this one
+	return []Job{{ID: 1}, {ID: 2}}, nil
+}
+
+func (q *countingQueue) DecisionIDs(context.Context) (map[uint32]string, error) {
+	return map[uint32]string{2: "d2"}, nil
+}
+
+func TestQueueCacheSharesOneRead(t *testing.T) {
+	t.Parallel()
+	q := &countingQueue{}
+	c := &QueueCache{Client: q, MaxAge: time.Hour}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs, at, err := c.Jobs(context.Background())
+			if err != nil || len(jobs) != 2 || at.IsZero() || jobs[1].Decision != "d2" {
+				t.Errorf("jobs %+v at %v err %v", jobs, at, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if q.reads != 1 {
+		t.Fatalf("%d reads for 8 readers within MaxAge, want 1", q.reads)
+	}
+	c.MaxAge = 0
+	if _, _, err := c.Jobs(context.Background()); err != nil || q.reads != 2 {
+		t.Fatalf("after MaxAge: %d reads, err %v", q.reads, err)
+	}
+	// A client that cannot read the queue says so.
+	if _, _, err := (&QueueCache{Client: struct{ Client }{}}).Jobs(context.Background()); err == nil {
+		t.Fatal("a client without a queue read gave a queue")
+	}
+}
