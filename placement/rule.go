@@ -388,20 +388,26 @@ func AllowedTypes(h wire.Hints, features string, isType func(string) bool) (allo
 }
 
 // ChoiceWords says which types a job allows and how its user said so
-// ("k80,v100: constraint k80|v100"), for rota explain.
+// ("k80,v100: k80|v100 (constraint)"), for placement reasons.
 func ChoiceWords(allowed []string, h wire.Hints, features string) string {
 	set := strings.Join(allowed, ",")
 	if set == "" {
 		set = "none in common"
 	}
+	return set + ": " + HowAllowed(h, features)
+}
+
+// HowAllowed says how a user limited the types Rota may choose
+// ("p100,v100 (--rota-types) and k80|v100 (constraint)"; "" not at all).
+func HowAllowed(h wire.Hints, features string) string {
 	var how []string
 	if len(h.Types) > 0 {
-		how = append(how, "--rota-types "+strings.Join(h.Types, ","))
+		how = append(how, strings.Join(h.Types, ",")+" (--rota-types)")
 	}
 	if strings.Contains(features, "|") {
-		how = append(how, "constraint "+features)
+		how = append(how, features+" (constraint)")
 	}
-	return set + ": " + strings.Join(how, " and ")
+	return strings.Join(how, " and ")
 }
 
 // withRoom marks a placement of a user with typed limits, so that its

@@ -205,11 +205,11 @@ func TestPlaceSaysWhatTheUserAllows(t *testing.T) {
 		want string
 	}{
 		{wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"k80"}}},
-			"chosen among the types the user allows (k80: --rota-types k80)"},
+			"chosen among the types the user allows (k80: k80 (--rota-types))"},
 		{wire.PlaceRequest{GPU: one, Features: "k80|v100"},
-			"chosen among the types the user allows (k80,v100: constraint k80|v100)"},
+			"chosen among the types the user allows (k80,v100: k80|v100 (constraint))"},
 		{wire.PlaceRequest{GPU: one, Features: "k80|v100", Hints: wire.Hints{Types: []string{"p100"}}},
-			"none of the GPU types the user allows (none in common: --rota-types p100 and constraint k80|v100) can hold the job as asked; left as asked"},
+			"none of the GPU types the user allows (none in common: p100 (--rota-types) and k80|v100 (constraint)) can hold the job as asked; left as asked"},
 	} {
 		res := Place(state(), nil, &tc.req)
 		if !strings.Contains(res.Reason, tc.want) {

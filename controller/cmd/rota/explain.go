@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
+	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -123,7 +124,7 @@ func printDecision(w io.Writer, d *wire.Decision) {
 		fmt.Fprintf(tw, "hints\tsteps %d, throughput %v\n", a.Hints.Steps, a.Hints.Throughput)
 	}
 	if len(a.Hints.Types) > 0 || strings.Contains(a.Features, "|") {
-		fmt.Fprintf(tw, "types allowed\t%s\n", typesAllowed(a))
+		fmt.Fprintf(tw, "types allowed\t%s\n", placement.HowAllowed(a.Hints, a.Features))
 	}
 	fmt.Fprintf(tw, "given\tgpu %s, time %s\n", given, minutesOrKeep(g.TimeLimitMin))
 	fmt.Fprintf(tw, "why\t%s\n", g.Reason)
@@ -178,16 +179,4 @@ func minutesOrKeep(m uint32) string {
 		return "kept as asked"
 	}
 	return slurmtime.Format(m)
-}
-
-// typesAllowed says how the user limited the types Rota may choose.
-func typesAllowed(a wire.PlaceRequest) string {
-	var how []string
-	if len(a.Hints.Types) > 0 {
-		how = append(how, strings.Join(a.Hints.Types, ",")+" (--rota-types)")
-	}
-	if strings.Contains(a.Features, "|") {
-		how = append(how, a.Features+" (constraint)")
-	}
-	return strings.Join(how, " and ")
 }
