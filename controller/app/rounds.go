@@ -148,3 +148,9 @@ func roundJob(a rounds.Action, types []string) wire.RoundJob {
 	}
 	return rj
 }
+
+// The running controller's estimator is the round loop's, state and all.
+var (
+	_ rounds.Estimator = (*live.Estimator)(nil)
+	_ rounds.Exporter  = (*live.Estimator)(nil)
+)

@@ -27,6 +27,9 @@ const (
 	SourceTable = "table"
 	// SourceUnknown: nothing is known; StepsPerSec is 0.
 	SourceUnknown = "unknown"
+	// SourceRelative: only the admin's relative speeds (nothing is known
+	// of the job): fit for comparing types, not for walltimes.
+	SourceRelative = "relative"
 )
 
 // ThroughputConfig tunes Throughputs. Zero values take the defaults.

@@ -92,11 +92,6 @@ type Measurements interface {
 	Job(id uint32) (observe.Job, bool)
 }
 
-// SourceRelative marks rates that are only the admin's relative speeds
-// (nothing is known of the job): fit for comparing types, not for
-// walltimes.
-const SourceRelative = "relative"
-
 // Estimator turns what is known of a job into rates and walltimes. ctx is
 // the round's, so an estimator that asks another process stops with it.
 type Estimator interface {
@@ -657,7 +652,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				tr.typ = ""
 			}
 			for k, t := range types {
-				if k < len(v.Rates) && v.RateSource[k] != SourceRelative && v.Rates[k] > 0 {
+				if k < len(v.Rates) && v.RateSource[k] != estimate.SourceRelative && v.Rates[k] > 0 {
 					tr.rates[t] = v.Rates[k]
 				}
 			}
@@ -822,7 +817,7 @@ func (l *Loop) walltimeBasis(ctx context.Context, v *JobView, tr *tracked, t str
 		return 0, ""
 	}
 	rate := v.Rates[k]
-	if v.RateSource[k] == SourceRelative {
+	if v.RateSource[k] == estimate.SourceRelative {
 		rate = 0
 	}
 	var maxTime uint32

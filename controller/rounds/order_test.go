@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -268,7 +269,7 @@ func TestSlurmOrder(t *testing.T) {
 func TestCoverHead(t *testing.T) {
 	t.Parallel()
 	rates := []float64{3, 1}
-	src := []string{SourceRelative, SourceRelative}
+	src := []string{estimate.SourceRelative, estimate.SourceRelative}
 	jobs := []JobView{
 		{ID: 1, Running: true, Type: "v100", GPUs: 1, RunningFor: 10 * time.Second, Rates: rates, RateSource: src},
 		{ID: 2, Running: true, Type: "k80", GPUs: 1, RunningFor: 100 * time.Second, Rates: rates, RateSource: src},

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/mechanism"
 	"github.com/rota-hpc/rota/controller/policy"
 )
@@ -273,7 +274,7 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		a.Rates, a.RateSource, a.StepsLeft = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft
 		a.Running, a.GPUs, a.Remaining = j.Running, max(j.GPUs, 1), math.Inf(1)
 		if k := indexOf(types, j.Type); j.Running && k >= 0 && j.StepsLeft > 0 && prob.Jobs[i].Throughput[k] > 0 &&
-			k < len(j.RateSource) && j.RateSource[k] != SourceRelative {
+			k < len(j.RateSource) && j.RateSource[k] != estimate.SourceRelative {
 			a.Remaining = j.StepsLeft / prob.Jobs[i].Throughput[k]
 		}
 		best, bestScore := -1, -1.0
@@ -369,7 +370,7 @@ func coverHead(plan *Plan, jobs []JobView) {
 			continue
 		}
 		left := math.Max(j.RunningFor.Seconds(), 1)
-		if j.StepsLeft > 0 && k < len(j.Rates) && j.Rates[k] > 0 && j.RateSource[k] != SourceRelative {
+		if j.StepsLeft > 0 && k < len(j.Rates) && j.Rates[k] > 0 && j.RateSource[k] != estimate.SourceRelative {
 			left = j.StepsLeft / j.Rates[k]
 		}
 		if a.Migrate {
@@ -398,7 +399,7 @@ func coverHead(plan *Plan, jobs []JobView) {
 		g := max(j.GPUs, 1)
 		known := j.StepsLeft > 0
 		for k := range j.RateSource {
-			known = known && j.RateSource[k] != SourceRelative
+			known = known && j.RateSource[k] != estimate.SourceRelative
 		}
 		best, bestKey, bestRate := -1, math.Inf(1), 0.0
 		for k := 0; k < K; k++ {
@@ -494,7 +495,7 @@ func fill(plan *Plan, jobs []JobView) {
 		// as long again as it has run (the expected remainder of a run
 		// whose length is unknown), at least a round.
 		left := math.Max(j.RunningFor.Seconds(), 1)
-		if j.StepsLeft > 0 && j.Rates[k] > 0 && j.RateSource[k] != SourceRelative {
+		if j.StepsLeft > 0 && j.Rates[k] > 0 && j.RateSource[k] != estimate.SourceRelative {
 			left = j.StepsLeft / j.Rates[k]
 		}
 		frees[k] = append(frees[k], left)
@@ -523,7 +524,7 @@ func fill(plan *Plan, jobs []JobView) {
 		// Finish times need the remaining steps and rates in steps/s.
 		known := j.StepsLeft > 0
 		for k := range j.RateSource {
-			known = known && j.RateSource[k] != SourceRelative
+			known = known && j.RateSource[k] != estimate.SourceRelative
 		}
 		finish := func(k int) float64 {
 			if j.Rates[k] <= 0 || (j.Fits != nil && !j.Fits[k]) {
@@ -599,7 +600,7 @@ func finishScore(j JobView, x, rates []float64) float64 {
 	}
 	known := j.StepsLeft > 0
 	for _, src := range j.RateSource {
-		known = known && src != SourceRelative
+		known = known && src != estimate.SourceRelative
 	}
 	if !known {
 		return s/best - 1.5 // in [-1.5, -0.5): after every known job
@@ -640,7 +641,7 @@ func worthMoving(j JobView, types []string, to string, round time.Duration) bool
 		return false
 	}
 	var saved float64
-	if j.StepsLeft > 0 && j.RateSource[from] != SourceRelative && j.RateSource[dst] != SourceRelative {
+	if j.StepsLeft > 0 && j.RateSource[from] != estimate.SourceRelative && j.RateSource[dst] != estimate.SourceRelative {
 		saved = j.StepsLeft/rFrom - j.StepsLeft/rTo
 	} else {
 		saved = round.Seconds() * (1 - rFrom/rTo)

@@ -3,6 +3,8 @@ package rounds
 import (
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/controller/estimate"
 )
 
 // fill: a pending job the mechanism sent to a full type starts now on a
@@ -25,7 +27,7 @@ func TestFill(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := src
 			if c.rel {
-				s = []string{SourceRelative, SourceRelative}
+				s = []string{estimate.SourceRelative, estimate.SourceRelative}
 			}
 			jobs := []JobView{
 				{ID: 1, Running: true, Type: "v100", GPUs: 1, Rates: []float64{0.5, 1}, RateSource: src, StepsLeft: c.runningLeft},

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rota-hpc/rota/controller/estimate"
-	"github.com/rota-hpc/rota/controller/rounds"
 )
 
 // Estimator joins the throughput, walltime and memory estimators behind
@@ -50,11 +49,6 @@ func userName(key string) string {
 	}
 	return estimate.Identity{User: id.User, Name: id.Name}.Key()
 }
-
-var (
-	_ rounds.Estimator = (*Estimator)(nil)
-	_ rounds.Exporter  = (*Estimator)(nil)
-)
 
 // NewEstimator is an Estimator knowing nothing yet: speed is the admin's
 // relative speed per GPU type, margin and overheadMin size walltimes as
@@ -107,9 +101,9 @@ func (e *Estimator) Rates(ctx context.Context, key string, types []string) ([]fl
 		// in. Their unit is not steps/s, but the policies compare a job's
 		// rates only with each other (LAS normalises per job), so the
 		// job is still placed by how much faster each type is; no
-		// walltime is derived from them (rounds.SourceRelative).
+		// walltime is derived from them (estimate.SourceRelative).
 		for k, t := range types {
-			rates[k], src[k] = 1, rounds.SourceRelative
+			rates[k], src[k] = 1, estimate.SourceRelative
 			if s, ok := e.speed[t]; ok && s > 0 {
 				rates[k] = s
 			}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/estimate"
 )
 
 func TestEstimatorRates(t *testing.T) {
@@ -13,7 +13,7 @@ func TestEstimatorRates(t *testing.T) {
 	types := []string{"k80", "p100", "v100"}
 	// Nothing known: the admin's relative speeds, marked as such.
 	r, src := e.Rates(context.Background(), "u/a", types)
-	if r[0] != 1 || r[1] != 1 || r[2] != 3.36 || src[0] != rounds.SourceRelative {
+	if r[0] != 1 || r[1] != 1 || r[2] != 3.36 || src[0] != estimate.SourceRelative {
 		t.Fatalf("unknown job: %v %v", r, src)
 	}
 	// Measured on the K80: real steps/s there, the table scales the rest.
@@ -21,7 +21,7 @@ func TestEstimatorRates(t *testing.T) {
 	e.Observe(context.Background(), "u/a", "k80", 3, now)
 	e.Observe(context.Background(), "u/a", "k80", 3, now.Add(time.Second))
 	r, src = e.Rates(context.Background(), "u/a", types)
-	if r[0] != 3 || src[0] != "measured" || r[2] < 10 || r[2] > 10.2 || src[2] == rounds.SourceRelative {
+	if r[0] != 3 || src[0] != "measured" || r[2] < 10 || r[2] > 10.2 || src[2] == estimate.SourceRelative {
 		t.Fatalf("measured job: %v %v", r, src)
 	}
 	// Memory: a 30 GB peak does not fit a 16 GB card.
@@ -43,7 +43,7 @@ func TestEstimatorSameName(t *testing.T) {
 	if r[1] != 12 || src[1] != SourceSameName || src[0] != SourceSameName || r[0] <= 0 {
 		t.Fatalf("same user and name: %v %v", r, src)
 	}
-	if _, src := e.Rates(context.Background(), "bob/resnet/ccc", types); src[1] != rounds.SourceRelative {
+	if _, src := e.Rates(context.Background(), "bob/resnet/ccc", types); src[1] != estimate.SourceRelative {
 		t.Fatalf("another user's job borrowed alice's rates: %v", src)
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/external"
-	"github.com/rota-hpc/rota/controller/rounds"
 )
 
 // Estimators whose answers are counted by source.
@@ -21,7 +20,7 @@ const (
 // "external", so its words cannot grow the label set.
 var countedSources = map[string][]string{
 	estThroughput: {estimate.SourceMeasured, estimate.SourceHint, estimate.SourceCompleted, estimate.SourceTable,
-		SourceSameName, rounds.SourceRelative, estimate.SourceUnknown, sourceExternal},
+		SourceSameName, estimate.SourceRelative, estimate.SourceUnknown, sourceExternal},
 	estWalltime: {estimate.WalltimeSteps, estimate.WalltimeHistory, estimate.WalltimeUnknown, sourceExternal},
 }
 
