@@ -1,7 +1,7 @@
-// Package rule is Rota's submit-time placement rule as a pure function of a
-// wire.PlaceState and a request. The controller (controller/placement) and
-// the job_submit plugin (plugin/submit, placement = local) run this same
-// code, so a plugin deciding on slurmctld's thread from the state the
+// Package placement is Rota's submit-time placement rule as a pure
+// function of a wire.PlaceState and a request. The controller
+// (controller/placer) and the job_submit plugin (plugin/submit, placement
+// = local) run this same code, so a plugin deciding on slurmctld's thread from the state the
 // controller pushed decides what the controller would have. It imports
 // nothing but wire and small helpers: it is linked into the plugin's .so.
 package placement

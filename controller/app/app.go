@@ -1,7 +1,10 @@
-// Package app is the controller process: it runs (or joins) NATS, keeps a
-// picture of the Slurm cluster fresh, answers the plugin's placement
-// requests and the CLI's questions, and records every decision. main only
-// parses flags and signals and calls Run, so tests embed the whole thing.
+// Package app is the controller process, wired from its parts: it opens
+// the bus (controller/bus), builds the placer, the estimators, the round
+// loop and the chain manager, subscribes the request subjects
+// (handlers.go), keeps the picture of the Slurm cluster fresh while
+// leading, and serves the metrics and the web view. The logic lives in the
+// parts; app holds what connects them. main only parses flags and signals
+// and calls Run, so tests embed the whole thing.
 package app
 
 import (
