@@ -21,7 +21,7 @@ func devState() *wire.PlaceState {
 // BenchmarkViewDecide is the rule's share of a submission on slurmctld's
 // thread (View.Decide), for a one-GPU job and for a two-node one.
 //
-//	go test -run XXX -bench ViewDecide -benchmem ./controller/placement/rule/
+//	go test -run XXX -bench ViewDecide -benchmem ./placement/
 func BenchmarkViewDecide(b *testing.B) {
 	for _, bc := range []struct {
 		name string

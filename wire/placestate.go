@@ -96,7 +96,7 @@ func (s *PlaceState) Room(uid uint32, key, t string) (left int, why string, limi
 	return left, h.Why[key][t], limited
 }
 
-// PlaceRule is the placement rule's settings (see controller/placement).
+// PlaceRule is the placement rule's settings (see package placement and controller/placer).
 type PlaceRule struct {
 	// Speed is each GPU type's relative speed; a missing type counts as 1.
 	Speed               map[string]float64 `json:"speed,omitempty"`
