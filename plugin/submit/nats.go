@@ -207,22 +207,27 @@ func Dial(c Config, hooks Hooks) (*Conn, error) {
 			}
 			onEvent(true, fmt.Sprintf("NATS error: %v", err))
 		}))
-	if c.NATSTLSCA != "" || c.NATSNkeySeedFile != "" {
-		ao, err := auth.ClientOptions(c.NATSNkeySeedFile, c.NATSTLSCA)
+	if c.NATSTLSCA != "" {
+		ao, err := auth.ClientOptions("", c.NATSTLSCA)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, ao...)
 	}
+	cr, err := readCredentials(c)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case c.NATSCredsFile != "":
-		opts = append(opts, nats.UserCredentials(c.NATSCredsFile))
-	case c.NATSUser != "":
-		pw, err := password(c)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.UserInfo(c.NATSUser, pw))
+	case cr.jwt != "":
+		opts = append(opts, nats.UserJWT(func() (string, error) { return cr.jwt, nil }, cr.nkey.Sign))
+	case cr.nkey != nil:
+		opts = append(opts, nats.Nkey(cr.pub, cr.nkey.Sign))
+	case cr.user != "":
+		opts = append(opts, nats.UserInfo(cr.user, cr.password))
+	}
+	if cr.inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cr.inbox))
 	}
 	nc, err := nats.Connect(c.NATSURL, opts...)
 	if err != nil {
@@ -274,36 +279,11 @@ func dialSync(c Config, hooks Hooks) (*Conn, error) {
 			o.URLs = append(o.URLs, u)
 		}
 	}
-	switch {
-	case c.NATSNkeySeedFile != "":
-		kp, err := auth.LoadSeed(c.NATSNkeySeedFile)
-		if err != nil {
-			return nil, err
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, fmt.Errorf("nkey seed file %s: %w", c.NATSNkeySeedFile, err)
-		}
-		// The server lets the plugin subscribe to its own inbox only.
-		o.Nkey, o.InboxPrefix = kp, auth.InboxPrefix(pub)
-	case c.NATSCredsFile != "":
-		b, err := os.ReadFile(c.NATSCredsFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading nats_creds_file: %w", err)
-		}
-		if o.JWT, err = nkeys.ParseDecoratedJWT(b); err != nil {
-			return nil, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
-		}
-		if o.Nkey, err = nkeys.ParseDecoratedUserNKey(b); err != nil {
-			return nil, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
-		}
-	case c.NATSUser != "":
-		o.User = c.NATSUser
-		var err error
-		if o.Password, err = password(c); err != nil {
-			return nil, err
-		}
+	cr, err := readCredentials(c)
+	if err != nil {
+		return nil, err
 	}
+	o.Nkey, o.JWT, o.User, o.Password, o.InboxPrefix = cr.nkey, cr.jwt, cr.user, cr.password, cr.inbox
 	// Failed connects repeat every second while the server is down or
 	// refuses us: say each distinct reason once per outage.
 	var seen errorSeen
@@ -383,16 +363,54 @@ func (a *Conn) placeLocally(c Config, hooks Hooks, publish func([][]byte) error)
 	a.local.OnSendError = a.sendError
 }
 
-// password is the one in nats_password_file, "" without one.
-func password(c Config) (string, error) {
-	if c.NATSPasswordFile == "" {
-		return "", nil
+// credentials are who the plugin is to NATS, read once from its config
+// for whichever client connects: an nkey (nats_nkey_seed_file), a user
+// JWT with its nkey (nats_creds_file), or a user and password, in that
+// order of precedence.
+type credentials struct {
+	nkey     nkeys.KeyPair
+	pub, jwt string
+	user     string
+	password string
+	inbox    string // the inbox prefix the server allows ("" the default)
+}
+
+func readCredentials(c Config) (credentials, error) {
+	var cr credentials
+	switch {
+	case c.NATSNkeySeedFile != "":
+		kp, err := auth.LoadSeed(c.NATSNkeySeedFile)
+		if err != nil {
+			return cr, err
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return cr, fmt.Errorf("nkey seed file %s: %w", c.NATSNkeySeedFile, err)
+		}
+		// The server lets the plugin subscribe to its own inbox only.
+		cr.nkey, cr.pub, cr.inbox = kp, pub, auth.InboxPrefix(pub)
+	case c.NATSCredsFile != "":
+		b, err := os.ReadFile(c.NATSCredsFile)
+		if err != nil {
+			return cr, fmt.Errorf("reading nats_creds_file: %w", err)
+		}
+		if cr.jwt, err = nkeys.ParseDecoratedJWT(b); err != nil {
+			return cr, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
+		}
+		if cr.nkey, err = nkeys.ParseDecoratedUserNKey(b); err != nil {
+			return cr, fmt.Errorf("nats_creds_file %s: %w", c.NATSCredsFile, err)
+		}
+	case c.NATSUser != "":
+		cr.user = c.NATSUser
+		if c.NATSPasswordFile != "" {
+			b, err := os.ReadFile(c.NATSPasswordFile)
+			if err != nil {
+				return cr, fmt.Errorf("reading nats_password_file: %w", err)
+			}
+			cr.password = strings.TrimSpace(string(b))
+		}
 	}
-	b, err := os.ReadFile(c.NATSPasswordFile)
-	if err != nil {
-		return "", fmt.Errorf("reading nats_password_file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return cr, nil
 }
 
 // refused is the log line for a server that refuses the plugin's identity.
