@@ -2,8 +2,6 @@ package chains
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -828,11 +826,7 @@ func (m *Manager) save(ctx context.Context) error {
 		st.Chains = append(st.Chains, c)
 	}
 	sort.Slice(st.Chains, func(a, b int) bool { return st.Chains[a].ID < st.Chains[b].ID })
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := m.store.Put(ctx, stateKey, b); err != nil {
+	if err := state.PutJSON(ctx, m.store, stateKey, st); err != nil {
 		return fmt.Errorf("saving chains: %w", err)
 	}
 	return nil
@@ -842,16 +836,9 @@ func (m *Manager) restore(ctx context.Context) error {
 	if m.store == nil {
 		return nil
 	}
-	b, err := m.store.Get(ctx, stateKey)
-	if errors.Is(err, state.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	var st saved
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("saved chains do not parse: %w", err)
+	if found, err := state.GetJSON(ctx, m.store, stateKey, &st); err != nil || !found {
+		return err
 	}
 	if st.V != stateVersion {
 		return fmt.Errorf("saved chains have version %d; this controller reads %d", st.V, stateVersion)

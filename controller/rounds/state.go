@@ -2,7 +2,6 @@ package rounds
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,11 +71,7 @@ func (l *Loop) save(ctx context.Context) error {
 	}
 	plan := l.last
 	l.mu.Unlock()
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := l.store.Put(ctx, stateLoop, b); err != nil {
+	if err := state.PutJSON(ctx, l.store, stateLoop, st); err != nil {
 		return fmt.Errorf("saving the loop's state: %w", err)
 	}
 	if ex, ok := l.est.(Exporter); ok {
@@ -89,11 +84,7 @@ func (l *Loop) save(ctx context.Context) error {
 		}
 	}
 	if plan != nil {
-		b, err := json.Marshal(plan)
-		if err != nil {
-			return err
-		}
-		if err := l.store.Put(ctx, statePlan, b); err != nil {
+		if err := state.PutJSON(ctx, l.store, statePlan, plan); err != nil {
 			return fmt.Errorf("saving the plan: %w", err)
 		}
 	}
@@ -106,16 +97,11 @@ func (l *Loop) restore(ctx context.Context) error {
 	if l.store == nil {
 		return nil
 	}
-	b, err := l.store.Get(ctx, stateLoop)
-	if errors.Is(err, state.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the loop's state: %w", err)
-	}
 	var st savedLoop
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("the saved loop state does not parse: %w", err)
+	if found, err := state.GetJSON(ctx, l.store, stateLoop, &st); err != nil {
+		return fmt.Errorf("reading the loop's state: %w", err)
+	} else if !found {
+		return nil
 	}
 	if st.V != stateVersion {
 		return fmt.Errorf("the saved loop state has version %d; this controller reads %d", st.V, stateVersion)
@@ -147,13 +133,11 @@ func (l *Loop) restore(ctx context.Context) error {
 			return fmt.Errorf("reading estimates: %w", err)
 		}
 	}
-	if b, err := l.store.Get(ctx, statePlan); err == nil {
-		var p Plan
-		if json.Unmarshal(b, &p) == nil {
-			l.mu.Lock()
-			l.last = &p
-			l.mu.Unlock()
-		}
+	var p Plan
+	if found, err := state.GetJSON(ctx, l.store, statePlan, &p); err == nil && found {
+		l.mu.Lock()
+		l.last = &p
+		l.mu.Unlock()
 	}
 	l.log.Info().Int("jobs", restored).Uint64("rounds", st.Stats.Rounds).Uint64("migrations", st.Stats.Migrations).
 		Time("saved_at", st.At).Msg("restored the round loop's state")

@@ -6,6 +6,7 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -57,4 +58,29 @@ func (s *KV) Get(ctx context.Context, key string) ([]byte, error) {
 func (s *KV) Put(ctx context.Context, key string, data []byte) error {
 	_, err := s.kv.Put(ctx, key, data)
 	return err
+}
+
+// PutJSON saves v under key, encoded as JSON.
+func PutJSON(ctx context.Context, s Store, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.Put(ctx, key, b)
+}
+
+// GetJSON reads key into v; found is false, with no error, for a key never
+// written. A value that does not parse is an error.
+func GetJSON(ctx context.Context, s Store, key string, v any) (found bool, err error) {
+	b, err := s.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return true, fmt.Errorf("saved %s does not parse: %w", key, err)
+	}
+	return true, nil
 }
