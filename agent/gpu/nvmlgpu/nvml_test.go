@@ -112,7 +112,7 @@ func TestNormalDevices(t *testing.T) {
 func TestMissingMetrics(t *testing.T) {
 	m := fakenvml.New(2)
 	d := m.GPUs[1].Device
-	d.Architecture = nvml.DEVICE_ARCH_KEPLER
+	d.Config.Architecture = nvml.DEVICE_ARCH_KEPLER
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	d.GetPcieThroughputFunc = func(nvml.PcieUtilCounter) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
@@ -239,7 +239,7 @@ func TestMIG(t *testing.T) {
 func TestGPMOnHopper(t *testing.T) {
 	m := fakenvml.New(1)
 	d := m.GPUs[0].Device
-	d.Architecture = nvml.DEVICE_ARCH_HOPPER
+	d.Config.Architecture = nvml.DEVICE_ARCH_HOPPER
 	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
 		return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS
 	}
@@ -279,7 +279,7 @@ func TestGPMOnHopper(t *testing.T) {
 func TestGPMUnsupported(t *testing.T) {
 	m := fakenvml.New(1)
 	d := m.GPUs[0].Device
-	d.Architecture = nvml.DEVICE_ARCH_HOPPER
+	d.Config.Architecture = nvml.DEVICE_ARCH_HOPPER
 	b := open(t, m)
 	for i := 0; i < 3; i++ {
 		if s := sample(t, b)[0]; s.GPM != nil || len(s.Problems) != 0 {

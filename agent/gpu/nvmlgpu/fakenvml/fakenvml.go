@@ -45,7 +45,7 @@ func New(n int) *Machine {
 		g.install()
 		m.GPUs = append(m.GPUs, g)
 	}
-	s.Devices = [8]nvml.Device{}
+	s.Devices = make([]nvml.Device, len(m.GPUs))
 	for i, g := range m.GPUs {
 		s.Devices[i] = g.Device
 	}
