@@ -72,27 +72,144 @@ type live struct {
 	id        string
 	job       workload.Job
 	remaining float64
+	rates     []float64 // true throughputs on its cluster's types
 	seen      []float64 // throughputs as the policy sees them
 	activeSum float64   // sum over rounds of active job count (for rho)
 	rounds    float64
 }
 
+// engine is one cluster's queue, policy solves and round mechanism: Run
+// drives one, RunMulti one per cluster, so both run the same code.
+type engine struct {
+	types    []string
+	capacity []int
+	round    float64
+	migCost  float64
+	realloc  float64
+	group    bool
+	pol      policy.Policy
+	mech     *mechanism.Mechanism
+
+	active    []*live
+	reqs      []mechanism.Request
+	changed   bool
+	lastSolve float64
+	busy      []float64 // GPU-seconds per type
+
+	rounds, migrations, leaseExt, solves int
+	solveSum, solveMax                   float64
+}
+
+func newEngine(types []string, capacity []int, cfg *Config, seed int64, pol policy.Policy) *engine {
+	mech := mechanism.New(capacity, cfg.GPUsPerNode, cfg.Round, seed)
+	mech.NoStick = cfg.NoStick
+	return &engine{types: types, capacity: capacity, round: cfg.Round, migCost: cfg.MigrationCost,
+		realloc: cfg.ReallocInterval, group: cfg.GroupIdentical, pol: pol, mech: mech,
+		lastSolve: math.Inf(-1), busy: make([]float64, len(types))}
+}
+
+func (e *engine) add(l *live) {
+	e.active = append(e.active, l)
+	e.changed = true
+}
+
+// remove takes active job i off this cluster (it moves elsewhere).
+func (e *engine) remove(i int) *live {
+	l := e.active[i]
+	e.active = append(e.active[:i], e.active[i+1:]...)
+	e.mech.Forget(l.id)
+	e.changed = true
+	return l
+}
+
+// step runs one round starting at now: a solve if the jobs changed, the
+// mechanism's placement, and each placed job's progress; fin is called
+// for each job that finishes, with its end time.
+func (e *engine) step(ctx context.Context, now float64, fin func(l *live, end float64)) error {
+	K := len(e.types)
+	e.reqs = e.reqs[:0]
+	for _, l := range e.active {
+		e.reqs = append(e.reqs, mechanism.Request{ID: l.id, Scale: l.job.Scale, Rates: l.rates})
+	}
+	if e.changed && now-e.lastSolve >= e.realloc {
+		p := &policy.Problem{Types: e.types, Capacity: e.capacity, CostPerHour: ones(K),
+			Jobs: make([]policy.Job, 0, len(e.active))}
+		var rowOf []int // active job -> problem row
+		if e.group {
+			rowOf = group(p, e.active)
+		} else {
+			for _, l := range e.active {
+				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
+					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+			}
+		}
+		start := time.Now()
+		a, err := e.pol.Allocate(ctx, p)
+		secs := time.Since(start).Seconds()
+		if err != nil {
+			return err
+		}
+		e.solves++
+		e.solveSum += secs
+		e.solveMax = math.Max(e.solveMax, secs)
+		for i := range e.reqs {
+			if rowOf != nil {
+				e.reqs[i].X = a.X[rowOf[i]]
+			} else {
+				e.reqs[i].X = a.X[i]
+			}
+		}
+		e.mech.Reset(e.reqs)
+		e.changed = false
+		e.lastSolve = now
+	}
+	res := e.mech.Round(e.reqs)
+	e.rounds++
+	e.migrations += res.Migrations
+	e.leaseExt += res.LeaseExtensions
+	keep := e.active[:0]
+	n := float64(len(e.active))
+	for i, l := range e.active {
+		l.activeSum += n
+		l.rounds++
+		pl := res.Placed[i]
+		if pl.Type < 0 {
+			keep = append(keep, l)
+			continue
+		}
+		run := e.round
+		lost := 0.0
+		if res.Migrated[i] {
+			lost = math.Min(e.migCost, run)
+		}
+		rate := l.rates[pl.Type]
+		needT := l.remaining / rate
+		if needT <= run-lost {
+			e.busy[pl.Type] += (lost + needT) * float64(l.job.Scale)
+			fin(l, now+lost+needT)
+			e.mech.Forget(l.id)
+			e.changed = true
+			continue
+		}
+		e.busy[pl.Type] += run * float64(l.job.Scale)
+		l.remaining -= rate * (run - lost)
+		keep = append(keep, l)
+	}
+	clear(e.active[len(keep):])
+	e.active = keep
+	return nil
+}
+
 // Run simulates one policy.
 func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 	K := len(cfg.Types)
-	mech := mechanism.New(cfg.Capacity, cfg.GPUsPerNode, cfg.Round, cfg.Seed)
-	mech.NoStick = cfg.NoStick
+	e := newEngine(cfg.Types, cfg.Capacity, &cfg, cfg.Seed, pol)
 	rep := Report{Policy: pol.Name(), Utilisation: make([]float64, K)}
-	busy := make([]float64, K)
-	var active []*live
-	var reqs []mechanism.Request
 	next := 0
 	done := 0
 	need := cfg.MeasureHi - cfg.MeasureLo
 	jct := map[int]float64{}
 	rhos := []float64{}
-	changed := false
-	lastSolve := math.Inf(-1)
 	now := 0.0
 	first, last := math.Inf(1), 0.0
 	totalGPUs := 0.0
@@ -106,128 +223,51 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		}
 		return eq
 	}
+	fin := func(l *live, end float64) {
+		if l.job.ID >= cfg.MeasureLo && l.job.ID < cfg.MeasureHi {
+			c := end - l.job.Arrival
+			jct[l.job.ID] = c
+			done++
+			first = math.Min(first, l.job.Arrival)
+			last = math.Max(last, end)
+			share := math.Min(1, totalGPUs/(l.activeSum/l.rounds)/float64(l.job.Scale))
+			rhos = append(rhos, c/(l.job.Steps/(eqRate(l.job)*share)))
+		}
+	}
 	for done < need {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 		for next < len(cfg.Jobs) && cfg.Jobs[next].Arrival <= now {
 			j := cfg.Jobs[next]
-			active = append(active, &live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps, seen: jitter(j, cfg.Jitter)})
+			e.add(&live{id: strconv.Itoa(j.ID), job: j, remaining: j.Steps, rates: j.Rates, seen: jitter(j, cfg.Jitter)})
 			next++
-			changed = true
 		}
-		if len(active) == 0 {
+		if len(e.active) == 0 {
 			if next >= len(cfg.Jobs) {
 				break
 			}
 			now = math.Ceil(cfg.Jobs[next].Arrival/cfg.Round) * cfg.Round
 			continue
 		}
-		reqs = reqs[:0]
-		for _, l := range active {
-			reqs = append(reqs, mechanism.Request{ID: l.id, Scale: l.job.Scale, Rates: l.job.Rates})
+		if err := e.step(ctx, now, fin); err != nil {
+			return rep, err
 		}
-		if changed && now-lastSolve >= cfg.ReallocInterval {
-			p := &policy.Problem{Types: cfg.Types, Capacity: cfg.Capacity, CostPerHour: ones(K),
-				Jobs: make([]policy.Job, 0, len(active))}
-			var rowOf []int // active job -> problem row
-			if cfg.GroupIdentical {
-				rowOf = group(p, active)
-			} else {
-				for _, l := range active {
-					p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
-						Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
-				}
-			}
-			start := time.Now()
-			a, err := pol.Allocate(ctx, p)
-			secs := time.Since(start).Seconds()
-			if err != nil {
-				return rep, err
-			}
-			rep.Solves++
-			rep.SolveSecondsMean += secs
-			rep.SolveSecondsMax = math.Max(rep.SolveSecondsMax, secs)
-			for i := range reqs {
-				if rowOf != nil {
-					reqs[i].X = a.X[rowOf[i]]
-				} else {
-					reqs[i].X = a.X[i]
-				}
-			}
-			mech.Reset(reqs)
-			changed = false
-			lastSolve = now
-		}
-		res := mech.Round(reqs)
-		rep.Rounds++
-		rep.Migrations += res.Migrations
-		rep.LeaseExtensions += res.LeaseExtensions
-		keep := active[:0]
-		n := float64(len(active))
-		for i, l := range active {
-			l.activeSum += n
-			l.rounds++
-			pl := res.Placed[i]
-			if pl.Type < 0 {
-				keep = append(keep, l)
-				continue
-			}
-			run := cfg.Round
-			lost := 0.0
-			if res.Migrated[i] {
-				lost = math.Min(cfg.MigrationCost, run)
-			}
-			rate := l.job.Rates[pl.Type]
-			needT := l.remaining / rate
-			if needT <= run-lost {
-				busy[pl.Type] += (lost + needT) * float64(l.job.Scale)
-				end := now + lost + needT
-				if l.job.ID >= cfg.MeasureLo && l.job.ID < cfg.MeasureHi {
-					c := end - l.job.Arrival
-					jct[l.job.ID] = c
-					done++
-					first = math.Min(first, l.job.Arrival)
-					last = math.Max(last, end)
-					share := math.Min(1, totalGPUs/(l.activeSum/l.rounds)/float64(l.job.Scale))
-					rhos = append(rhos, c/(l.job.Steps/(eqRate(l.job)*share)))
-				}
-				mech.Forget(l.id)
-				changed = true
-				continue
-			}
-			busy[pl.Type] += run * float64(l.job.Scale)
-			l.remaining -= rate * (run - lost)
-			keep = append(keep, l)
-		}
-		clear(active[len(keep):])
-		active = keep
 		now += cfg.Round
 	}
-	for k := range busy {
-		rep.Utilisation[k] = busy[k] / (float64(cfg.Capacity[k]) * math.Max(now, 1))
+	rep.Rounds, rep.Migrations, rep.LeaseExtensions, rep.Solves = e.rounds, e.migrations, e.leaseExt, e.solves
+	rep.SolveSecondsMax = e.solveMax
+	for k := range e.busy {
+		rep.Utilisation[k] = e.busy[k] / (float64(cfg.Capacity[k]) * math.Max(now, 1))
 	}
 	if rep.Solves > 0 {
-		rep.SolveSecondsMean /= float64(rep.Solves)
+		rep.SolveSecondsMean = e.solveSum / float64(rep.Solves)
 	}
-	var v []float64
-	for _, c := range jct {
-		v = append(v, c/3600)
-	}
-	sort.Float64s(v)
-	rep.JobsMeasured = len(v)
-	rep.JCTHours = v
-	if len(v) > 0 {
-		s := 0.0
-		for _, x := range v {
-			s += x
-		}
-		rep.AvgJCTHours = s / float64(len(v))
-		rep.MedianJCTHours = quantile(v, 0.5)
-		rep.P99JCTHours = quantile(v, 0.99)
+	summarise(jct, &rep.JCTHours, &rep.JobsMeasured, &rep.AvgJCTHours, &rep.MedianJCTHours, &rep.P99JCTHours)
+	if len(rep.JCTHours) > 0 {
 		rep.MakespanHours = (last - first) / 3600
 		sort.Float64s(rhos)
-		s = 0
+		s := 0.0
 		for _, x := range rhos {
 			s += x
 		}
@@ -236,6 +276,27 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		rep.RhoP99 = quantile(rhos, 0.99)
 	}
 	return rep, nil
+}
+
+// summarise sorts the JCTs (seconds, per job) into hours and their mean,
+// median and 99th percentile.
+func summarise(jct map[int]float64, v *[]float64, n *int, avg, med, p99 *float64) {
+	*v = (*v)[:0]
+	for _, c := range jct {
+		*v = append(*v, c/3600)
+	}
+	sort.Float64s(*v)
+	*n = len(*v)
+	if *n == 0 {
+		return
+	}
+	s := 0.0
+	for _, x := range *v {
+		s += x
+	}
+	*avg = s / float64(*n)
+	*med = quantile(*v, 0.5)
+	*p99 = quantile(*v, 0.99)
 }
 
 // group puts identical active jobs (same throughputs as seen, same scale s)
