@@ -76,6 +76,7 @@ type live struct {
 	seen      []float64 // throughputs as the policy sees them
 	activeSum float64   // sum over rounds of active job count (for rho)
 	rounds    float64
+	ran       bool // placed at least once: a move copies its checkpoint
 }
 
 // engine is one cluster's queue, policy solves and round mechanism: Run
@@ -177,6 +178,7 @@ func (e *engine) step(ctx context.Context, now float64, fin func(l *live, end fl
 			keep = append(keep, l)
 			continue
 		}
+		l.ran = true
 		run := e.round
 		lost := 0.0
 		if res.Migrated[i] {

@@ -29,6 +29,13 @@ type simOptions struct {
 	static, perNode         int
 	seed                    int64
 	round, migCost, realloc time.Duration
+	// several clusters (docs/multicluster.md)
+	clusters, prices string
+	links, moves     []string
+	ckptGB, dataGB   string
+	margin, minStay  time.Duration
+	marginFraction   float64
+	movesSet         bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -43,14 +50,22 @@ per policy the average, median and 99th-percentile job completion time of
 the measured jobs, the makespan, utilisation per GPU type, migrations and
 solve times (docs/policy.md).
 
+With --clusters it simulates several clusters, each with its own queue and
+policy rounds, joined by --link; jobs are submitted to a home cluster and
+carry a checkpoint and data that a move copies over the link. It prints per
+--moves mode (none, greedy, planned) the JCTs, the makespan, the moves and
+the GB they copied (docs/multicluster.md).
+
 It reads Gavel's throughput table (` + throughputTableName + `): --` + throughputTableFlag + `, else
 the controller's throughput_table (` + controllerConf + `), else the copy the
 rota-controller package installs in ` + installedDataDir + `/.`,
 		Example: `  rota sim --static 20
   rota sim --policy las --policy fifo --rate 5 --measure 4000:5000 --seed 1
-  rota sim --policy makespan --static 200 --json --plot cdf.svg`,
+  rota sim --policy makespan --static 200 --json --plot cdf.svg
+  rota sim --clusters 'a:v100=32,p100=32;b:k80=64,v100=16' --link a-b:1GB/s --moves none,greedy,planned`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.movesSet = cmd.Flags().Changed("moves") || cmd.Flags().Changed("link")
 			return runSim(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -76,6 +91,15 @@ rota-controller package installs in ` + installedDataDir + `/.`,
 	fs.StringVar(&o.plot, "plot", "", "write the JCT CDF as SVG to this file")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the simulation to this file")
 	aliasFlag(cmd, "cpuprofile", "cpu-profile")
+	fs.StringVar(&o.clusters, "clusters", "", "several clusters, each name:type=count,...; separated by ';' (e.g. 'a:v100=32,p100=32;b:k80=64,v100=16'); replaces --cluster")
+	fs.StringSliceVar(&o.links, "link", nil, "link between two clusters, a-b:bandwidth or a-b:bandwidth:latency (e.g. a-b:1GB/s:20ms; units B/s kB/s MB/s GB/s or Mb/s Gb/s); repeat per pair; unlinked pairs exchange no jobs")
+	fs.StringSliceVar(&o.moves, "moves", []string{"none", "greedy", "planned"}, "with --clusters, move modes to compare: none (stay home), greedy (whenever sooner elsewhere), planned (gain > cost + margin, minimum stay)")
+	fs.DurationVar(&o.margin, "move-margin", 0, "planned: a move's estimated gain must exceed its cost by this much")
+	fs.Float64Var(&o.marginFraction, "move-margin-fraction", 0.1, "planned: and by this fraction of the job's estimated time left where it is (estimates err in proportion)")
+	fs.DurationVar(&o.minStay, "min-stay", 2*time.Hour, "planned: least time a job stays on a cluster before moving again (longer if its last move cost more)")
+	fs.StringVar(&o.ckptGB, "checkpoint-gb", "1:20", "with --clusters, checkpoint size per job, log-uniform in lo:hi GB")
+	fs.StringVar(&o.dataGB, "data-gb", "10:500", "with --clusters, data size per job, log-uniform in lo:hi GB")
+	fs.StringVar(&o.prices, "cluster-price", "", "with --clusters, price per GPU-hour per cluster, name=price,... (default 1); reported as cost")
 	return cmd
 }
 
@@ -84,7 +108,13 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 	if len(pols) == 0 {
 		pols = []string{"las"}
 	}
+	var clusters []sim.Cluster
 	types, caps, err := parseCluster(o.cluster)
+	if o.clusters != "" {
+		types, clusters, err = parseClusters(o.clusters)
+	} else if o.movesSet {
+		err = fmt.Errorf("--moves and --link need --clusters")
+	}
 	if err != nil {
 		return usageError{err.Error()}
 	}
@@ -130,9 +160,6 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 			jobs = append(jobs, g.Next(o.rate))
 		}
 	}
-	cfg := sim.Config{Types: types, Capacity: caps, Round: o.round.Seconds(), MigrationCost: o.migCost.Seconds(),
-		GPUsPerNode: o.perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
-		ReallocInterval: o.realloc.Seconds(), Seed: o.seed, Jitter: o.jitter, NoStick: o.noStick}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -144,6 +171,12 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if clusters != nil {
+		return runMultiSim(ctx, o, simCfg{types: types, clusters: clusters, jobs: jobs, lo: lo, hi: hi}, stdout)
+	}
+	cfg := sim.Config{Types: types, Capacity: caps, Round: o.round.Seconds(), MigrationCost: o.migCost.Seconds(),
+		GPUsPerNode: o.perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
+		ReallocInterval: o.realloc.Seconds(), Seed: o.seed, Jitter: o.jitter, NoStick: o.noStick}
 	var reps []sim.Report
 	for _, name := range pols {
 		pol, err := policy.New(name, policy.Options{Agnostic: o.agnostic})
