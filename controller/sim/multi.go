@@ -24,8 +24,8 @@ const (
 	// checkpoint and restart, margin and minimum stay are ignored.
 	MovesGreedy MoveMode = "greedy"
 	// MovesPlanned: placement as greedy; a running job moves only when its
-	// estimated gain exceeds the move's whole cost by MultiConfig.Margin,
-	// and not before it has stayed MultiConfig.MinStay, or the cost of its
+	// estimated gain exceeds the move's whole cost by MultiConfig.Margin
+	// plus MarginFraction of its time left, and not before it has stayed MultiConfig.MinStay, or the cost of its
 	// last move if longer, where it is.
 	MovesPlanned MoveMode = "planned"
 )
@@ -323,7 +323,7 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 	var cands []cand
 	// best is the cluster other than m's where it would gain most, and by
 	// how much (score > 0: move), under the mode's rule.
-	best := func(m *mjob, now float64) (int, float64) {
+	best := func(m *mjob) (int, float64) {
 		h := m.at
 		here := finish(h, m, cls[h].demand-float64(m.j.Scale))
 		to, score := -1, 0.0
@@ -403,7 +403,7 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 					if cfg.Moves == MovesPlanned && now-m.landed < m.stay {
 						continue
 					}
-					if _, s := best(m, now); s > 0 {
+					if _, s := best(m); s > 0 {
 						cands = append(cands, cand{c, i, m, s})
 					}
 				}
@@ -414,7 +414,7 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 				gone = make([][]int, nc)
 			}
 			for _, cd := range cands {
-				if to, s := best(cd.m, now); s > 0 {
+				if to, s := best(cd.m); s > 0 {
 					gone[cd.c] = append(gone[cd.c], cd.i)
 					send(cd.m, to, now, false)
 				}
