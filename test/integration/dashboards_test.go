@@ -440,7 +440,7 @@ func migrateForDashboards(t *testing.T, dir string) {
 	blockers := fillFastNodes(t)
 	logf := filepath.Join(dir, "migrate.log")
 	sf := trainScript(t, dir, "migrate.sh", 3000, logf)
-	out, err := run("sbatch", "--parsable", "-J", "dash-migrate", "-o", "/dev/null", "--requeue", "--gres=gpu:1",
+	out, err := run("sbatch", "--parsable", "-J", uniqueName("dash-migrate"), "-o", "/dev/null", "--requeue", "--gres=gpu:1",
 		"--rota-checkpoint-signal=USR1", "--rota-steps=3000", sf)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)

@@ -195,11 +195,12 @@ func TestMigrationEndToEnd(t *testing.T) {
 	// ResNet-18 (batch size 64) at time scale 1: about 18 steps/s on a
 	// V100 and 3 on a K80 (Gavel's table); 3000 steps = ~17 min on the K80.
 	sf := trainScript(t, dir, "train.sh", 3000, logf)
-	// A name of its own: the estimators pool rates by user and job name,
-	// and what other tests' train.sh jobs taught them (TestChainPastMaxTime
-	// runs the same model on a V100) would make this job wait for a V100
-	// instead of starting on the free K80.
-	out, err := run("sbatch", "--parsable", "-J", "migration-e2e", "-o", filepath.Join(dir, "out"), "--requeue", "--gres=gpu:1",
+	// A name of its own, new at every run: the estimators pool rates by
+	// user and job name, and what other tests' train.sh jobs taught them
+	// (TestChainPastMaxTime runs the same model on a V100), or this test's
+	// own earlier runs on a dev cluster whose state is kept, would make this
+	// job wait for a V100 instead of starting on the free K80.
+	out, err := run("sbatch", "--parsable", "-J", uniqueName("migration-e2e"), "-o", filepath.Join(dir, "out"), "--requeue", "--gres=gpu:1",
 		"--rota-checkpoint-signal=USR1", "--rota-steps=3000", sf)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
@@ -460,5 +461,29 @@ func fillFastNodes(t *testing.T) []string {
 	for _, b := range blockers {
 		waitRunning(t, b)
 	}
+	// Running is not yet placed-around: the plugin places from the state
+	// the controller last published, which counts the blockers only after
+	// its next read of Slurm (and a controller a test just restarted
+	// publishes none at first). A held probe given the K80 says it does.
+	if err := waitPlaced(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the plugin placing around the filled V100 and P100", func() bool {
+		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
+		if err != nil {
+			return false
+		}
+		id := strings.TrimSpace(out)
+		show, _ := run("scontrol", "show", "job", id)
+		run("scancel", id)
+		m := placedRe.FindStringSubmatch(show)
+		return m != nil && m[1] == "k80"
+	})
 	return blockers
+}
+
+// uniqueName is prefix made new for this run: a job the estimators have
+// learnt nothing about.
+func uniqueName(prefix string) string {
+	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 }
