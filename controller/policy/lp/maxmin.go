@@ -206,12 +206,12 @@ func solveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
 	var that float64
 	if K := len(mm.Cap); K == 2 || K == 3 {
 		var err error
-		if p, that, err = mm.cutPrices(tmax, ctx.Err); err != nil {
+		if p, that, err = cutPrices(mm, tmax, ctx.Err); err != nil {
 			return MaxMinResult{}, err
 		}
 	} else {
 		var err error
-		if p, that, err = mm.approxPrices(ctx, tmax); err != nil {
+		if p, that, err = approxPrices(ctx, mm, tmax); err != nil {
 			return MaxMinResult{}, err
 		}
 	}
@@ -463,13 +463,9 @@ func (mm *MaxMin) valueAt(p []float64, hi float64) float64 {
 // since the exact phase corrects any job it misclassifies. The bound
 // accounts for time limits, which bind for many jobs when the cluster is
 // not heavily oversubscribed.
-func (mm *MaxMin) approxPrices(ctx context.Context, tmax float64) ([]float64, float64, error) {
-	K := len(mm.Cap)
+func approxPrices(ctx context.Context, mm lagrangian, tmax float64) ([]float64, float64, error) {
+	K := len(mm.capacities())
 	p := make([]float64, K)
-	tot := 0.0
-	for _, c := range mm.Cap {
-		tot += c
-	}
 	for k := range p {
 		p[k] = 1 / float64(K)
 	}
