@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sort"
 
@@ -138,9 +139,13 @@ func (h *hierarchicalPolicy) firstLevel(p *Problem, w *waterFill) *lp.MaxMin {
 // LP the level-by-level water-filling solves for that level, with the
 // same requirements (every earlier piece fits, since t* is past it) and
 // so the same optimum and the same freezing. When the estimate names the
-// wrong piece, SolveMaxMin shows it (the piece fits to its end: go to the
-// next) or the estimate's prices do (a piece whose start does not fit:
-// go back). The time-limit levels in between cost a sort per stage.
+// wrong piece, its prices show it (a piece whose start they price out of
+// reach: go back), or SolveMaxMin does (the piece fits to its end: go on
+// to the next; its start does not fit: bisect with exact probes, see
+// lastFit). With 4 or more GPU types, where the price search is a
+// coordinate-wise golden section and its estimate can be far off, the
+// piece is found by bisection from the start. The time-limit levels in
+// between cost a sort per stage.
 func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (*waterFill, error) {
 	w := h.setup(p, idx)
 	n := len(idx)
@@ -167,43 +172,90 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (
 			}
 			return w, nil
 		}
-		pm := &lp.PathMaxMin{Cap: caps, Jobs: jobs, TMax: st.end() - tau0,
-			Req: func(t float64, R, dR []float64) { st.reqAt(tau0+t, R, dR) }}
-		price, that, err := pm.Estimate(ctx)
-		if err != nil {
-			return nil, err
-		}
-		budget := 0.0
-		for k, c := range caps {
-			budget += c * price[k]
-		}
-		i := st.segmentOf(tau0 + that)
-		moved := false // went past a piece that fits to its end: never go back
-		for {
-			start := st.start(i)
-			// A piece whose start the estimate's prices prove infeasible
-			// lies past t*.
-			if i > 0 && !moved && pm.Slack(price, start-tau0) > 1e-9*budget {
-				i--
-				continue
+		// Which piece holds t*: from the price estimate where the cutting
+		// planes give one (2 or 3 types; within ~1e-6) or it is exact (1
+		// type), else by bisection with exact probes (st.fits).
+		var pm *lp.PathMaxMin
+		var price []float64
+		budget, i, located := 0.0, 0, false
+		if len(caps) <= 3 {
+			pm = &lp.PathMaxMin{Cap: caps, Jobs: jobs, TMax: st.end() - tau0,
+				Req: func(t float64, R, dR []float64) { st.reqAt(tau0+t, R, dR) }}
+			var that float64
+			var err error
+			if price, that, err = pm.Estimate(ctx); err != nil {
+				return nil, err
 			}
+			if misplace != nil {
+				that = misplace(that, st.end()-tau0)
+			}
+			for k, c := range caps {
+				budget += c * price[k]
+			}
+			i = st.segmentOf(tau0 + that)
+			// A piece whose start the estimate's prices prove infeasible
+			// lies past t*: take the last one they do not (h_t(p) is
+			// nondecreasing in t, and 0 fits).
+			lo, hi := 0, i
+			for lo < hi {
+				mid := (lo + hi + 1) / 2
+				if pm.Slack(price, st.start(mid)-tau0) > 1e-9*budget {
+					hi = mid - 1
+				} else {
+					lo = mid
+				}
+			}
+			i = lo
+		} else {
+			var err error
+			if i, err = st.lastFit(ctx, p, w, 0, len(st.bps)-1); err != nil {
+				return nil, err
+			}
+			located = true
+		}
+		// prev is the last piece solved that fits to its end (then t* is
+		// later; there is no going back).
+		type solved struct {
+			i   int
+			mm  *lp.MaxMin
+			res lp.MaxMinResult
+		}
+		var prev *solved
+		for {
 			mm := st.levelLP(p, w, i)
 			res, err := lp.SolveMaxMin(ctx, mm)
 			if err != nil {
-				if ctx.Err() == nil && i > 0 && !moved {
-					i-- // infeasible at its start after all
+				switch {
+				case ctx.Err() != nil:
+					return nil, err
+				case prev != nil:
+					// The next piece's start does not fit after all (t* is
+					// at the breakpoint, within rounding): t* ends prev.
+					i, mm, res = prev.i, prev.mm, prev.res
+				case i > 0 && !located:
+					// The estimate went past t*: the last piece whose start
+					// fits holds it.
+					if i, err = st.lastFit(ctx, p, w, 0, i-1); err != nil {
+						return nil, err
+					}
+					located = true
+					continue
+				case i > 0:
+					i-- // its start fits within rounding only
+					continue
+				default:
+					return nil, err
+				}
+			} else {
+				w.levels = append(w.levels, mm)
+				w.dts = append(w.dts, res.T)
+				w.X, w.reduce = res.X, res.Reduced
+				if res.T >= levelTMax(mm)*(1-1e-9) && i < len(st.bps)-1 {
+					// The piece fits to its end: t* is later.
+					prev = &solved{i, mm, res}
+					i++
 					continue
 				}
-				return nil, err
-			}
-			w.levels = append(w.levels, mm)
-			w.dts = append(w.dts, res.T)
-			w.X, w.reduce = res.X, res.Reduced
-			if res.T >= levelTMax(mm)*(1-1e-9) && i < len(st.bps)-1 {
-				// The piece fits to its end: t* is later.
-				i++
-				moved = true
-				continue
 			}
 			if stageNo == 0 {
 				if i == 0 {
@@ -213,11 +265,15 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (
 				}
 			}
 			h.freeze(w, frozen, mm, res)
-			tau0 = (start + res.T) * (1 - 1e-10)
+			tau0 = (st.start(i) + res.T) * (1 - 1e-10)
 			break
 		}
 	}
 }
+
+// misplace, set only by tests, moves the estimate of t* (given it and the
+// end of the path) to check that a misplaced estimate is caught.
+var misplace func(t, end float64) float64
 
 // levelTMax is the largest t the jobs' time limits allow in a level LP.
 func levelTMax(mm *lp.MaxMin) float64 {
@@ -416,6 +472,43 @@ func (st *stage) reqAt(tau float64, R, dR []float64) {
 			}
 		}
 	}
+}
+
+// fits reports whether every requirement at level tau fits the cluster:
+// an exact probe, the MaxMin "every job reaches t times its requirement
+// at tau" (always feasible at t = 0, so SolveMaxMin never meets an
+// infeasible problem), whose optimum is at least 1 exactly when it fits.
+func (st *stage) fits(ctx context.Context, p *Problem, w *waterFill, tau float64) (bool, error) {
+	n := len(w.idx)
+	R := make([]float64, n)
+	st.reqAt(tau, R, nil)
+	mm := &lp.MaxMin{Cap: p.caps(), Jobs: make([]lp.BlockJob, n)}
+	for k, j := range w.idx {
+		mm.Jobs[k] = lp.BlockJob{A: w.A[k], S: p.Jobs[j].scale(), D: R[k]}
+	}
+	res, err := lp.SolveMaxMin(ctx, mm)
+	if errors.Is(err, lp.ErrUnbounded) {
+		return true, nil // nothing required
+	}
+	return err == nil && res.T >= 1-1e-9, err
+}
+
+// lastFit is the last piece in [lo, hi] whose start fits (piece lo's
+// does), by bisection.
+func (st *stage) lastFit(ctx context.Context, p *Problem, w *waterFill, lo, hi int) (int, error) {
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		ok, err := st.fits(ctx, p, w, st.start(mid))
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, nil
 }
 
 // levelLP is piece i's level as the level-by-level water-filling states

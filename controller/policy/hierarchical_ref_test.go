@@ -110,10 +110,33 @@ func (h *hierarchicalPolicy) solveLevels(ctx context.Context, p *Problem, idx []
 }
 
 // hierInstance draws a small hierarchical problem: 1-8 entities with
-// weights 0.5-3 (some missing: 1), job weights 0.5-2, and capacities from
-// scarce (capacity-bound levels) to ample (only time-limit levels).
+// weights 0.5-3 (some missing: 1), job weights 0.5-2, capacities from
+// scarce (capacity-bound levels) to ample (only time-limit levels), and
+// mostly 3 GPU types, sometimes 1, 2 or 4 (the price searches differ).
 func hierInstance(rng *rand.Rand) *Problem {
 	p := randomProblem(rng, 2+rng.Intn(60))
+	switch rng.Intn(8) {
+	case 0: // one type
+		p.Types, p.Capacity, p.CostPerHour = p.Types[:1], p.Capacity[:1], p.CostPerHour[:1]
+	case 1: // two
+		p.Types, p.Capacity, p.CostPerHour = p.Types[1:], p.Capacity[1:], p.CostPerHour[1:]
+	case 2: // four: a type between v100 and p100
+		p.Types = append(p.Types, "t4")
+		p.Capacity = append(p.Capacity, 3+rng.Intn(8))
+		p.CostPerHour = append(p.CostPerHour, 1.9)
+	}
+	for j := range p.Jobs {
+		th := p.Jobs[j].Throughput
+		switch len(p.Types) {
+		case 1:
+			th = th[:1]
+		case 2:
+			th = th[1:]
+		case 4:
+			th = append(th, th[1]*(1+rng.Float64()))
+		}
+		p.Jobs[j].Throughput = th
+	}
 	f := []int{1, 1, 3, 10}[rng.Intn(4)]
 	for k := range p.Capacity {
 		p.Capacity[k] *= f
@@ -139,19 +162,24 @@ func hierInstance(rng *rand.Rand) *Problem {
 }
 
 // TestHierarchicalMatchesLevels compares the water-filling by stages with
-// the level-by-level one on random instances: every job's share and every
-// entity's level must agree, and the allocation must give every job its
-// share within the capacities.
+// the level-by-level one on 300 random instances, fair and FIFO inside
+// (and agnostic, every fourth): every job's share, every entity's level
+// and the first level must agree, and the allocation must give every job
+// its share within the capacities.
 func TestHierarchicalMatchesLevels(t *testing.T) {
 	rng := rand.New(rand.NewSource(17))
 	ctx := context.Background()
-	for trial := 0; trial < 400; trial++ {
+	for trial := 0; trial < 300; trial++ {
 		p := hierInstance(rng)
 		idx, _ := p.schedulable()
 		if len(idx) == 0 {
 			continue
 		}
-		for _, o := range []Options{{}, {InnerFIFO: true}, {Agnostic: trial%4 == 0}} {
+		opts := []Options{{}, {InnerFIFO: true}}
+		if trial%4 == 0 {
+			opts = append(opts, Options{Agnostic: true}, Options{Agnostic: true, InnerFIFO: true})
+		}
+		for _, o := range opts {
 			h := &hierarchicalPolicy{o: o}
 			got, err := h.solve(ctx, p, idx)
 			if err != nil {
@@ -211,6 +239,44 @@ func TestHierarchicalMatchesLevels(t *testing.T) {
 			for k, u := range used {
 				if u > float64(p.Capacity[k])*(1+1e-7) {
 					t.Fatalf("trial %d %s: type %d uses %.12g of %d", trial, h.Name(), k, u, p.Capacity[k])
+				}
+			}
+		}
+	}
+}
+
+// TestHierarchicalMisplacedEstimate moves the price search's estimate of
+// each stage's t* anywhere along the path: the piece found must still be
+// the right one (by the estimate's prices, by a failed solve and
+// bisection, or by moving on past pieces that fit).
+func TestHierarchicalMisplacedEstimate(t *testing.T) {
+	rng := rand.New(rand.NewSource(23))
+	defer func() { misplace = nil }()
+	misplace = func(_, end float64) float64 { return end * rng.Float64() }
+	ctx := context.Background()
+	for trial := 0; trial < 150; trial++ {
+		p := hierInstance(rng)
+		idx, _ := p.schedulable()
+		if len(idx) == 0 {
+			continue
+		}
+		for _, o := range []Options{{}, {InnerFIFO: true}} {
+			h := &hierarchicalPolicy{o: o}
+			got, err := h.solve(ctx, p, idx)
+			if err != nil {
+				t.Fatalf("trial %d %s: %v", trial, h.Name(), err)
+			}
+			want, err := h.solveLevels(ctx, p, idx)
+			if err != nil {
+				t.Fatalf("trial %d %s (levels): %v", trial, h.Name(), err)
+			}
+			scale := 0.0
+			for _, b := range got.best {
+				scale = math.Max(scale, b)
+			}
+			for i := range idx {
+				if math.Abs(got.val[i]-want.val[i]) > 1e-7*scale {
+					t.Fatalf("trial %d %s: job %d share %.12g, level by level %.12g", trial, h.Name(), idx[i], got.val[i], want.val[i])
 				}
 			}
 		}
