@@ -254,7 +254,7 @@ func TestHierarchicalMisplacedEstimate(t *testing.T) {
 	defer func() { misplace = nil }()
 	misplace = func(_, end float64) float64 { return end * rng.Float64() }
 	ctx := context.Background()
-	for trial := 0; trial < 150; trial++ {
+	for trial := 0; trial < 80; trial++ {
 		p := hierInstance(rng)
 		idx, _ := p.schedulable()
 		if len(idx) == 0 {
