@@ -338,13 +338,13 @@ func (h *hierarchicalPolicy) freeze(w *waterFill, frozen []bool, mm *lp.MaxMin, 
 // into bps. Between two breakpoints, the requirements are exactly those of
 // one level of the level-by-level water-filling (levelLP).
 type stage struct {
-	tau0   float64
-	fifo   bool
-	w      *waterFill
-	frozen []int  // jobs frozen before the stage
-	isFro  []bool // by position in idx
-	ents   []entPath
-	bps    []float64 // every entity's breakpoints, ascending
+	tau0     float64
+	fifo     bool
+	w        *waterFill
+	frozen   []int  // jobs frozen before the stage
+	isFrozen []bool // the same, by position in idx
+	ents     []entPath
+	bps      []float64 // every entity's breakpoints, ascending
 }
 
 type entPath struct {
@@ -356,7 +356,7 @@ type entPath struct {
 }
 
 func newStage(w *waterFill, frozen []bool, tau0 float64, fifo bool) *stage {
-	st := &stage{tau0: tau0, fifo: fifo, w: w, isFro: frozen}
+	st := &stage{tau0: tau0, fifo: fifo, w: w, isFrozen: frozen}
 	ents := make([]entPath, len(w.names))
 	for i := range ents {
 		ents[i].w = w.entW[i]
@@ -416,8 +416,6 @@ func newStage(w *waterFill, frozen []bool, tau0 float64, fifo bool) *stage {
 	st.bps = out
 	return st
 }
-
-func (st *stage) isFrozen(i int) bool { return st.isFro[i] }
 
 // end is the level at which every rising job has reached its cap.
 func (st *stage) end() float64 { return st.bps[len(st.bps)-1] }
@@ -521,7 +519,7 @@ func (st *stage) levelLP(p *Problem, w *waterFill, i int) *lp.MaxMin {
 	mm := &lp.MaxMin{Cap: p.caps(), Jobs: make([]lp.BlockJob, n)}
 	for k, j := range w.idx {
 		c := R[k]
-		if dR[k] == 0 && !st.isFrozen(k) && c >= w.best[k] {
+		if dR[k] == 0 && !st.isFrozen[k] && c >= w.best[k] {
 			// Capped earlier in the stage: held just below the cap, as
 			// the level-by-level water-filling commits it (at exactly
 			// its cap, every price check frees the job, see
