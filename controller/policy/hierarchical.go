@@ -135,7 +135,7 @@ func (h *hierarchicalPolicy) firstLevel(p *Problem, w *waterFill) *lp.MaxMin {
 // the capacities bind and some jobs freeze for good (positive duals).
 // For each stage, one price search over the whole path (lp.PathMaxMin)
 // locates the first capacity-bound level t*, and the single piece that
-// holds it is solved exactly: SolveMaxMin on that piece is exactly the
+// holds it is solved exactly, from that search's prices (SolveMaxMinFrom): SolveMaxMin on that piece is exactly the
 // LP the level-by-level water-filling solves for that level, with the
 // same requirements (every earlier piece fits, since t* is past it) and
 // so the same optimum and the same freezing. When the estimate names the
@@ -178,6 +178,7 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (
 		var pm *lp.PathMaxMin
 		var price []float64
 		budget, i, located := 0.0, 0, false
+		hint, tauHat := -1, 0.0 // the piece the estimate names, and its t*
 		if len(caps) <= 3 {
 			pm = &lp.PathMaxMin{Cap: caps, Jobs: jobs, TMax: st.end() - tau0,
 				Req: func(t float64, R, dR []float64) { st.reqAt(tau0+t, R, dR) }}
@@ -193,6 +194,7 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (
 				budget += c * price[k]
 			}
 			i = st.segmentOf(tau0 + that)
+			hint, tauHat = i, tau0+that
 			// A piece whose start the estimate's prices prove infeasible
 			// lies past t*: take the last one they do not (h_t(p) is
 			// nondecreasing in t, and 0 fits).
@@ -223,7 +225,15 @@ func (h *hierarchicalPolicy) solve(ctx context.Context, p *Problem, idx []int) (
 		var prev *solved
 		for {
 			mm := st.levelLP(p, w, i)
-			res, err := lp.SolveMaxMin(ctx, mm)
+			var res lp.MaxMinResult
+			var err error
+			if i == hint && prev == nil && !located {
+				// The estimate's prices and t* serve the piece as they
+				// are: no second price search.
+				res, err = lp.SolveMaxMinFrom(ctx, mm, price, tauHat-st.start(i))
+			} else {
+				res, err = lp.SolveMaxMin(ctx, mm)
+			}
 			if err != nil {
 				switch {
 				case ctx.Err() != nil:

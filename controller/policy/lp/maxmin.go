@@ -159,11 +159,24 @@ func optimalAt(b *BlockJob, p []float64, t float64, f fix, tol float64) bool {
 // simplex's pivots all look at it, so a cancelled solve returns ctx.Err()
 // after at most one pass over the jobs or 16 pivots.
 func SolveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
+	return SolveMaxMinFrom(ctx, mm, nil, 0)
+}
+
+// SolveMaxMinFrom is SolveMaxMin started from an estimate of the capacity
+// prices (any positive scale) and of t*, such as PathMaxMin.Estimate's for
+// the piece of a path that holds t*, instead of its own price search. The
+// result is exact whatever the estimate; a poor one only costs rounds of
+// the exact phase. A nil price means no estimate.
+func SolveMaxMinFrom(ctx context.Context, mm *MaxMin, price []float64, t float64) (MaxMinResult, error) {
+	var est *estimate
+	if price != nil {
+		est = &estimate{p: append([]float64(nil), price...), t: t}
+	}
 	merged, of, size := groupJobs(mm.Jobs)
 	if merged == nil {
-		return solveMaxMin(ctx, mm)
+		return solveMaxMin(ctx, mm, est)
 	}
-	res, err := solveMaxMin(ctx, &MaxMin{Cap: mm.Cap, Jobs: merged})
+	res, err := solveMaxMin(ctx, &MaxMin{Cap: mm.Cap, Jobs: merged}, est)
 	if err != nil {
 		return res, err
 	}
@@ -176,7 +189,13 @@ func SolveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
 	return res, nil
 }
 
-func solveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
+// estimate is a price estimate handed to solveMaxMin.
+type estimate struct {
+	p []float64
+	t float64
+}
+
+func solveMaxMin(ctx context.Context, mm *MaxMin, est *estimate) (MaxMinResult, error) {
 	if err := ctx.Err(); err != nil {
 		return MaxMinResult{}, err
 	}
@@ -204,7 +223,9 @@ func solveMaxMin(ctx context.Context, mm *MaxMin) (MaxMinResult, error) {
 	}
 	var p []float64
 	var that float64
-	if K := len(mm.Cap); K == 2 || K == 3 {
+	if est != nil {
+		p, that = est.p, math.Min(math.Max(est.t, 0), tmax)
+	} else if K := len(mm.Cap); K == 2 || K == 3 {
 		var err error
 		if p, that, err = cutPrices(mm, tmax, ctx.Err); err != nil {
 			return MaxMinResult{}, err
