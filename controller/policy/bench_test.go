@@ -109,3 +109,17 @@ func BenchmarkGoalMakespan2048(b *testing.B) {
 func BenchmarkGoalHierarchical64Entities(b *testing.B) {
 	benchPolicy(b, "hierarchical", policy.Options{}, 256, 64, 64)
 }
+
+// Issue #17: hierarchical with many entities, as `rota solve --policy
+// hierarchical --entities E --jobs N` draws it (seed 1 here): 64 and 256
+// entities with 2,048 jobs on 512:512:512, 1,000 entities with 10,000
+// jobs on 2500:2500:2500 (the same GPUs per job), under 1 s.
+func BenchmarkHierarchicalEntities64(b *testing.B) {
+	benchPolicy(b, "hierarchical", policy.Options{}, 2048, 512, 64)
+}
+func BenchmarkHierarchicalEntities256(b *testing.B) {
+	benchPolicy(b, "hierarchical", policy.Options{}, 2048, 512, 256)
+}
+func BenchmarkHierarchicalEntities1000(b *testing.B) {
+	benchPolicy(b, "hierarchical", policy.Options{}, 10000, 2500, 1000)
+}

@@ -246,7 +246,7 @@ func TestFairPoliciesAgainstCLP(t *testing.T) {
 		for _, fifo := range []bool{false, true} {
 			h := &hierarchicalPolicy{o: Options{Agnostic: ag, InnerFIFO: fifo}}
 			idx, _ := p.schedulable()
-			w, err := h.solve(context.Background(), p, idx, false)
+			w, err := h.solve(context.Background(), p, idx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,8 +61,9 @@ type Allocation struct {
 	// the maximisation LPPolicy.Formulate returns, for policies whose
 	// Objective is not a plain function of it.
 	FormulatedOptimum float64
-	// Levels is how many LPs the policy solved (water-filling levels for
-	// hierarchical, fixed-point steps for ftf).
+	// Levels is how many LPs the policy solved (for hierarchical, one per
+	// water-filling level where the capacities bind or the filling ends,
+	// plus any the price estimate misplaced; fixed-point steps for ftf).
 	Levels int
 }
 

@@ -197,3 +197,37 @@ func TestMaxMinAtTimeLimit(t *testing.T) {
 		t.Fatalf("%d jobs carried in full, want few", got.Reduced)
 	}
 }
+
+// TestValueAtIsUpperBound: t*(p) bounds the optimum from above at every
+// price, also from t = tmax, where the job that sets tmax is exactly at
+// its best rate and the ways to reach it tie (blockCost). With the first
+// tied way's slope instead of the largest, trial 13 fails.
+func TestValueAtIsUpperBound(t *testing.T) {
+	rng := rand.New(rand.NewSource(8))
+	for trial := 0; trial < 300; trial++ {
+		n := 2 + rng.Intn(40)
+		c := float64(1 + rng.Intn(3*n))
+		mm := randomMaxMin(rng, n, []float64{c, c * rng.Float64(), c * rng.Float64()})
+		tmax := math.Inf(1)
+		for j := range mm.Jobs {
+			b := &mm.Jobs[j]
+			b.D = 0.5 + rng.Float64()
+			tmax = math.Min(tmax, maxAbs(b.A)/b.D)
+		}
+		want := SolveDense(mm.FullLP())
+		if want.Status != Optimal {
+			t.Fatalf("trial %d: dense %v", trial, want.Status)
+		}
+		for i := 0; i < 50; i++ {
+			p := []float64{rng.Float64(), rng.Float64(), rng.Float64()}
+			if i%2 == 0 {
+				p[rng.Intn(3)] = 1e-3 * rng.Float64() // near an edge of the simplex
+			}
+			// 1e-8: valueAt steps 1e-9 inside when rounding puts a job
+			// just past its reach at tmax.
+			if v := mm.valueAt(p, tmax); v < want.Objective*(1-1e-8) {
+				t.Fatalf("trial %d: t*(%v) = %.12g below the optimum %.12g (tmax %.12g)", trial, p, v, want.Objective, tmax)
+			}
+		}
+	}
+}
