@@ -194,15 +194,7 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 		reps = append(reps, rep)
 	}
 	if o.plot != "" {
-		f, err := os.Create(o.plot)
-		if err != nil {
-			return err
-		}
-		if err := sim.WriteCDF(f, reps); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := writePlot(o.plot, reps); err != nil {
 			return err
 		}
 	}
@@ -238,4 +230,17 @@ func parseWindow(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("bad window %q", s)
 	}
 	return lo, hi, nil
+}
+
+// writePlot writes the JCT CDFs of reps to path (--plot).
+func writePlot(path string, reps []sim.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteCDF(f, reps); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -215,15 +214,7 @@ func runMultiSim(ctx context.Context, o simOptions, c simCfg, stdout io.Writer) 
 		for _, r := range reps {
 			cdf = append(cdf, sim.Report{Policy: r.Policy + " moves=" + r.Mode, AvgJCTHours: r.AvgJCTHours, JCTHours: r.JCTHours})
 		}
-		f, err := os.Create(o.plot)
-		if err != nil {
-			return err
-		}
-		if err := sim.WriteCDF(f, cdf); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := writePlot(o.plot, cdf); err != nil {
 			return err
 		}
 	}
