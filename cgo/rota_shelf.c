@@ -270,7 +270,9 @@ int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *c
 
 	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE))
 		return 0;
-	if (job->script_len > ROTA_SHELF_MAX_SCRIPT)
+	/* An allocation without a script (salloc, srun) is interactive:
+	 * never one of the batch jobs the shelf holds decisions for. */
+	if (!job->script || job->script_len > ROTA_SHELF_MAX_SCRIPT)
 		return 0;
 	pthread_mutex_lock(&shelf_mu);
 	if (!shelf.gen || shelf.next >= shelf.n || shelf.n_used >= ROTA_SHELF_USED_MAX ||

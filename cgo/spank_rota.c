@@ -7,6 +7,10 @@
  *   --rota-steps=N                    the job's total training steps
  *   --rota-throughput=TYPE:RATE[,...] your own steps/s estimate per GPU type
  *   --rota-types=TYPE[,...]           the only GPU types Rota may choose
+ *   --rota-kind=batch|interactive|serve
+ *                                     what kind of job this is (docs/kinds.md)
+ *   --rota-service=NAME               the inference service this job is a
+ *                                     replica of
  *   --rota-checkpoint-signal=SIG      the signal this job checkpoints on
  *                                     (declares that it can be migrated)
  *   --rota-chain[=on|off]             run past MaxTime as a chain of segments
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -47,6 +52,8 @@ static int check_throughput(int val, const char *optarg, int remote);
 static int check_signal(int val, const char *optarg, int remote);
 static int check_chain(int val, const char *optarg, int remote);
 static int check_types(int val, const char *optarg, int remote);
+static int check_kind(int val, const char *optarg, int remote);
+static int check_service(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -67,6 +74,12 @@ static struct spank_option rota_options[] = {
 	{ "rota-types", "TYPE[,TYPE...]",
 	  "The only GPU types Rota may give this job, e.g. v100,p100 (as --constraint=\"v100|p100\").",
 	  1, 5, check_types },
+	{ "rota-kind", "batch|interactive|serve",
+	  "What this job is: batch training (default for sbatch), an interactive session (default for salloc/srun), or an inference service.",
+	  1, 6, check_kind },
+	{ "rota-service", "NAME",
+	  "The inference service this job is a replica of (--rota-kind=serve); Rota spreads its replicas over nodes.",
+	  1, 7, check_service },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -164,6 +177,40 @@ static int check_types(int val, const char *optarg, int remote)
 	return 0;
 bad:
 	slurm_error("--rota-types: want GPU types such as v100,p100, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+static int check_kind(int val, const char *optarg, int remote)
+{
+	(void) val;
+	(void) remote;
+	if (optarg && (!strcasecmp(optarg, "batch") || !strcasecmp(optarg, "interactive") ||
+		       !strcasecmp(optarg, "serve")))
+		return 0;
+	slurm_error("--rota-kind: want batch, interactive or serve, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+/* 1-64 of [A-Za-z0-9_.-], starting with a letter or digit (as wire/hints). */
+static int check_service(int val, const char *optarg, int remote)
+{
+	const char *p = optarg;
+
+	(void) val;
+	(void) remote;
+	if (!p || !*p || strlen(p) > 64)
+		goto bad;
+	for (int i = 0; p[i]; i++) {
+		char c = p[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+			goto bad;
+	}
+	return 0;
+bad:
+	slurm_error("--rota-service: want a name of letters, digits, '_', '.' or '-' (at most 64), got '%s'",
+		    optarg ? optarg : "");
 	return -1;
 }
 

@@ -32,6 +32,8 @@ type Result struct {
 	// Reserve is what the caller must add to its state (Apply): the GPUs
 	// this placement took, and the slots it booked. nil: no type chosen.
 	Reserve *wire.Reservation
+	// Kind is the job's kind (KindOf) when not a batch job, "" for one.
+	Kind string
 }
 
 // Speed is type t's relative speed in r; a missing or non-positive entry
@@ -232,6 +234,23 @@ func (n notes) set2(prefix, t string, v float64) {
 }
 
 func place(v *View, req *wire.PlaceRequest, explain bool) Result {
+	var rules *wire.KindRules
+	if v.s != nil {
+		rules = &v.s.Rule.Kinds
+	}
+	kind, why := KindOf(req, rules)
+	res := placeBatch(v, req, explain)
+	if kind != wire.KindBatch {
+		res.Kind = kind
+		if explain {
+			res.Reason = kind + " job (" + why + "); " + res.Reason
+		}
+	}
+	return res
+}
+
+// placeBatch places req as a batch job.
+func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	var num notes
 	if explain {
 		num = notes{}

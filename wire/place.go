@@ -33,6 +33,10 @@ type PlaceRequest struct {
 	// ScriptHash identifies the batch script (hex SHA-256, first 16
 	// bytes), so a resubmitted job finds its history; "" for job_modify.
 	ScriptHash string `json:"script_hash,omitempty"`
+	// NoScript is true for a submission without a batch script: an
+	// allocation by salloc or srun, which a person is waiting on
+	// (placement.KindOf). Never set for job_modify.
+	NoScript bool `json:"no_script,omitempty"`
 }
 
 // GPUAsk summarises a job's GPU request as the controller needs it: how
@@ -76,7 +80,23 @@ type Hints struct {
 	// past its time limit (docs/chains.md), "off" never; "" lets the
 	// controller decide from its estimate.
 	Chain string `json:"chain,omitempty"`
+	// Kind is --rota-kind: KindBatch, KindInteractive or KindServe; ""
+	// leaves it to the admin's rules and the request (placement.KindOf).
+	Kind string `json:"kind,omitempty"`
+	// Service is --rota-service: the service a serve job is a replica
+	// of, so that its replicas are spread over nodes ("" none).
+	Service string `json:"service,omitempty"`
 }
+
+// The kinds of job Rota tells apart (docs/kinds.md). A batch job is
+// placed, retyped, ordered and moved by the policy; an interactive one
+// (a person waits for it) is placed where it starts soonest and never
+// moved; a serve job (an inference service's replica) must stay up.
+const (
+	KindBatch       = "batch"
+	KindInteractive = "interactive"
+	KindServe       = "serve"
+)
 
 // PlaceReply is the controller's answer. Empty fields mean "keep what the
 // user asked".
@@ -93,6 +113,10 @@ type PlaceReply struct {
 	ByFeature bool   `json:"by_feature,omitempty"`
 	Policy    string `json:"policy"`
 	Reason    string `json:"reason"`
+	// Kind is the job's kind as the rule saw it (KindInteractive,
+	// KindServe; "" a batch job), so that the round loop, the chain
+	// manager and explain treat it as such.
+	Kind string `json:"kind,omitempty"`
 }
 
 // Decision is the controller's record of one placement, kept so that

@@ -103,6 +103,30 @@ type PlaceRule struct {
 	RetypeTyped         bool               `json:"retype_typed,omitempty"`
 	WalltimeMargin      float64            `json:"walltime_margin"`
 	WalltimeOverheadMin uint32             `json:"walltime_overhead_min,omitempty"`
+	// Kinds are the admin's rules that make a job interactive or a
+	// service without the user saying so (controller.conf).
+	Kinds KindRules `json:"kinds,omitzero"`
+}
+
+// KindRules says which jobs are interactive and which are services by
+// where and how they are submitted; placement.KindOf applies them.
+type KindRules struct {
+	Interactive KindMatch `json:"interactive,omitzero"`
+	Serve       KindMatch `json:"serve,omitzero"`
+}
+
+// KindMatch matches a request by any of its partitions, QOS, account, or
+// job name (shell patterns, as path.Match: "jupyter-*", "ood-*").
+type KindMatch struct {
+	Partitions []string `json:"partitions,omitempty"`
+	QOS        []string `json:"qos,omitempty"`
+	Accounts   []string `json:"accounts,omitempty"`
+	Names      []string `json:"names,omitempty"`
+}
+
+// Empty reports whether m matches nothing.
+func (m KindMatch) Empty() bool {
+	return len(m.Partitions)+len(m.QOS)+len(m.Accounts)+len(m.Names) == 0
 }
 
 // ClusterView is the cluster's GPU capacity and partitions at one moment.

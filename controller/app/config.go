@@ -14,6 +14,8 @@ import (
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/conf"
+	"github.com/rota-hpc/rota/placement"
+	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
@@ -146,6 +148,19 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("agent_forget_after", &c.Observe.ForgetAfter, 10*time.Second, 7*24*time.Hour)
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
 	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
+	// Which jobs are interactive or services without saying so (docs/kinds.md).
+	for _, k := range []struct {
+		prefix string
+		m      *wire.KindMatch
+	}{{"interactive_", &c.Placement.Kinds.Interactive}, {"serve_", &c.Placement.Kinds.Serve}} {
+		v.List(k.prefix+"partitions", &k.m.Partitions)
+		v.List(k.prefix+"qos", &k.m.QOS)
+		v.List(k.prefix+"accounts", &k.m.Accounts)
+		v.List(k.prefix+"names", &k.m.Names)
+	}
+	if err := placement.CheckKindRules(c.Placement.Kinds); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
 	v.String("metrics_listen", &c.MetricsListen)
 	v.String("web_listen", &c.Web.Listen)
 	v.String("web_auth", &c.Web.Auth)

@@ -100,6 +100,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		ByFeature:    res.ByFeature,
 		Policy:       c.placer.Name(),
 		Reason:       res.Reason,
+		Kind:         res.Kind,
 	}
 	d := &wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers}
 	if !c.cfg.durableDecisions() {

@@ -37,6 +37,9 @@ type Config struct {
 	// WalltimeOverheadMin is added to every estimate: start-up, data
 	// loading, checkpoint writing.
 	WalltimeOverheadMin uint32
+	// Kinds are the admin's rules for interactive and serve jobs
+	// (interactive_* and serve_* in controller.conf).
+	Kinds wire.KindRules
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -50,7 +53,7 @@ func DefaultConfig() Config {
 
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
-	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin}
+	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs

@@ -21,7 +21,7 @@ const spank = "_SLURM_SPANK_OPTION_rota_"
 
 func keyJob() *submit.Job {
 	return &submit.Job{UID: 1000, JobID: submit.NoVal, TresPerNode: "gres/gpu:1", Account: "ml", Partition: "gpu",
-		Name: "train", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal, Features: "",
+		Name: "train", ScriptHash: hints.ScriptHash([]byte("x")), TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal, Features: "",
 		MaxNodes: submit.NoVal, TasksPerNode: 0xfffe, SocketsPerNode: 0xfffe, // unset, as Slurm passes them
 		SpankEnv: []string{spank + "rota_steps=6000", "SPANK_OTHER=1", spank + "rota_throughput=k80:2"}}
 }
@@ -123,7 +123,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); ok {
 		t.Fatal("served past the stock")
 	}
 	used := Shelf{}.Take(nil)
@@ -150,7 +150,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 	if !(Shelf{}).Clear() {
 		t.Fatal("clear refused with nothing untaken")
 	}
-	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); ok {
 		t.Fatal("served from a cleared shelf")
 	}
 }
@@ -163,13 +163,16 @@ func TestShelfLimits(t *testing.T) {
 	defer Shelf{}.Reset()
 	gen := stock(t, keyJob(), 2, time.Millisecond)
 	time.Sleep(5 * time.Millisecond)
-	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); ok {
 		t.Fatal("served from an expired stock")
 	}
 	if !(Shelf{}).Renew(gen, time.Hour) {
 		t.Fatal("renew refused")
 	}
-	if _, ok := (Shelf{}).Serve(keyJob(), nil); !ok {
+	if _, ok := (Shelf{}).Serve(keyJob(), nil); ok {
+		t.Fatal("served an allocation without a batch script (salloc, srun): an interactive job")
+	}
+	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); !ok {
 		t.Fatal("renewed stock did not serve")
 	}
 	if _, ok := (Shelf{}).Serve(keyJob(), make([]byte, 64*1024+1)); ok {
@@ -192,7 +195,7 @@ func TestShelfLimits(t *testing.T) {
 	if got := len(Shelf{}.Take(nil)); got != 512 {
 		t.Fatalf("took %d records, want 512", got)
 	}
-	if _, ok := (Shelf{}).Serve(keyJob(), nil); !ok {
+	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); !ok {
 		t.Fatal("did not serve again once the records were taken")
 	}
 }

@@ -125,6 +125,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 		Hints:      opts.Hints,
 		Features:   job.Features,
 		ScriptHash: job.ScriptHash,
+		NoScript:   !job.Modify && job.ScriptHash == "",
 	}
 	// The job's shape: the rule gives it only a type that can hold it.
 	preq.GPU.MaxNodes, preq.GPU.TasksPerNode, preq.GPU.SocketsPerNode = unset(job.MaxNodes), unset16(job.TasksPerNode), unset16(job.SocketsPerNode)

@@ -398,7 +398,9 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 		l.pending = append(l.pending, pendingRes{seq: seq, res: *r})
 		v.Add(*r)
 	}
-	if job != nil && l.shelf != nil && !job.Modify {
+	// Only batch scripts are stocked for: the shim serves no allocation
+	// (salloc, srun) from the shelf, whose kind differs (KindOf).
+	if job != nil && l.shelf != nil && !job.Modify && job.ScriptHash != "" {
 		if l.haveLast && SameRequest(&l.lastJob, job) {
 			l.stock = &stock{key: *job, req: *req}
 			select {
@@ -411,7 +413,7 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 	l.mu.Unlock()
 
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
-		ByFeature: res.ByFeature, Policy: policyName(s)}
+		ByFeature: res.ByFeature, Policy: policyName(s), Kind: res.Kind}
 	select {
 	case l.out <- outgoing{s: s, extra: extra, req: *req, reply: reply, at: now, took: l.now().Sub(now), seq: seq}:
 	default:

@@ -237,9 +237,16 @@ func (l *Local) restockLocked(st *stock, want int) {
 // decideAhead decides, explains and renders the next decision for a job
 // like st's in v, and adds it to v.
 func (l *Local) decideAhead(st *stock, s *wire.PlaceState, v *placement.View) (stocked, error) {
+	if k := &s.Rule.Kinds; len(k.Interactive.Names)+len(k.Serve.Names) > 0 {
+		// The shelf's key leaves out the job's name, which these rules read.
+		return stocked{}, errors.New("job names decide kinds: placed one by one")
+	}
 	res := v.Place(&st.req)
+	if res.Kind != "" {
+		return stocked{}, errors.New("not a batch job: placed one by one")
+	}
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
-		ByFeature: res.ByFeature, Policy: policyName(s), Reason: res.Reason}
+		ByFeature: res.ByFeature, Policy: policyName(s), Reason: res.Reason, Kind: res.Kind}
 	ch, err := changeFor(&st.key, &st.req, &reply)
 	if err != nil {
 		return stocked{}, err

@@ -78,6 +78,17 @@ func Parse(env []string) (Options, error) {
 				return o, err
 			}
 			o.Hints.Types = ts
+		case "rota_kind":
+			k, err := ParseKind(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Kind = k
+		case "rota_service":
+			if err := checkName(v); err != nil {
+				return o, fmt.Errorf("--rota-service=%q: %w", v, err)
+			}
+			o.Hints.Service = v
 		}
 	}
 	return o, nil
@@ -87,6 +98,30 @@ func Parse(env []string) (Options, error) {
 var catchable = map[string]bool{
 	"HUP": true, "INT": true, "QUIT": true, "USR1": true, "USR2": true, "ALRM": true,
 	"TERM": true, "CONT": true, "URG": true, "PWR": true, "XCPU": true,
+}
+
+// ParseKind reads --rota-kind: batch, interactive or serve.
+func ParseKind(v string) (string, error) {
+	switch k := strings.ToLower(strings.TrimSpace(v)); k {
+	case wire.KindBatch, wire.KindInteractive, wire.KindServe:
+		return k, nil
+	}
+	return "", fmt.Errorf("--rota-kind=%q: want batch, interactive or serve", v)
+}
+
+// checkName accepts a service name: 1-64 of [A-Za-z0-9_.-], starting
+// with a letter or digit (it appears in job comments and subjects).
+func checkName(v string) error {
+	if v == "" || len(v) > 64 {
+		return fmt.Errorf("want 1 to 64 characters")
+	}
+	for i, c := range []byte(v) {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return fmt.Errorf("want letters, digits, '_', '.' or '-', starting with a letter or digit")
+		}
+	}
+	return nil
 }
 
 // ParseTypes reads --rota-types=TYPE[,TYPE...]: the GPU types the

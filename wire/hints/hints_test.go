@@ -1,6 +1,24 @@
 package hints
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseKindAndService(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ env, kind, service string }{
+		{"_SLURM_SPANK_OPTION_rota_rota_kind=interactive", "interactive", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_kind=Serve", "serve", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_kind=batch", "batch", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_service=llm-7b.v2", "", "llm-7b.v2"},
+	} {
+		o, err := Parse([]string{c.env})
+		if err != nil || o.Hints.Kind != c.kind || o.Hints.Service != c.service {
+			t.Errorf("%q: kind %q service %q err %v, want %q %q", c.env, o.Hints.Kind, o.Hints.Service, err, c.kind, c.service)
+		}
+	}
+}
 
 func TestParseChain(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
@@ -32,6 +50,12 @@ func TestParseErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_types=v100,",
 		"_SLURM_SPANK_OPTION_rota_rota_types=v100|p100",
 		"_SLURM_SPANK_OPTION_rota_rota_types=100",
+		"_SLURM_SPANK_OPTION_rota_rota_kind=",
+		"_SLURM_SPANK_OPTION_rota_rota_kind=notebook",
+		"_SLURM_SPANK_OPTION_rota_rota_service=",
+		"_SLURM_SPANK_OPTION_rota_rota_service=-web",
+		"_SLURM_SPANK_OPTION_rota_rota_service=a b",
+		"_SLURM_SPANK_OPTION_rota_rota_service=" + strings.Repeat("x", 65),
 	} {
 		if _, err := Parse([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)
@@ -45,10 +69,18 @@ func FuzzParse(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_steps=100")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota=off")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_chain=on")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_kind=serve")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_service=llm")
 	f.Fuzz(func(t *testing.T, env string) {
 		o, err := Parse([]string{env})
 		if err != nil {
 			return
+		}
+		if k := o.Hints.Kind; k != "" && k != "batch" && k != "interactive" && k != "serve" {
+			t.Fatalf("accepted kind %q from %q", k, env)
+		}
+		if checkName(o.Hints.Service) != nil && o.Hints.Service != "" {
+			t.Fatalf("accepted service %q from %q", o.Hints.Service, env)
 		}
 		for typ, r := range o.Hints.Throughput {
 			if !(r > 0) || typ == "" {
