@@ -122,7 +122,7 @@ FORCE:
 # that release alone.
 test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases)
 
-SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes)$$
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob)$$
 .PHONY: test-releases
 test-releases:
 	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards)$$'

@@ -174,3 +174,23 @@ func ceilMinutes(d time.Duration) uint32 {
 }
 
 func dur(d time.Duration) string { return d.Round(time.Second).String() }
+
+// UnderMaxTime is the limit a pending job needs when the admin lowered
+// its partition's MaxTime below the limit Rota gave it: Slurm would keep
+// it pending for ever (Reason PartitionTimeLimit), where plain Slurm would
+// have started a job without --time under the new MaxTime. ok is false
+// when nothing needs doing: the job waits for another reason, Rota did
+// not set its limit, or its user's own --time is above the new MaxTime
+// (plain Slurm would keep that one pending too).
+func UnderMaxTime(reason string, limitMin, givenMin, userMin, maxTimeMin uint32) (uint32, bool) {
+	if reason != "PartitionTimeLimit" || givenMin == 0 || maxTimeMin == 0 || maxTimeMin == slurmtime.Unlimited {
+		return 0, false
+	}
+	if limitMin != 0 && limitMin <= maxTimeMin {
+		return 0, false // under it already: the queue read was older than the update
+	}
+	if userMin != 0 && userMin > maxTimeMin {
+		return 0, false
+	}
+	return maxTimeMin, true
+}

@@ -127,3 +127,29 @@ func TestFollowLimitSettles(t *testing.T) {
 		})
 	}
 }
+
+func TestUnderMaxTime(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name                              string
+		reason                            string
+		limit, given, user, maxTime, want uint32
+	}{
+		{"Rota's limit above a lowered MaxTime", "PartitionTimeLimit", 240, 240, 0, 120, 120},
+		{"the user's --time under it", "PartitionTimeLimit", 240, 240, 100, 120, 120},
+		{"the user's own --time above it: plain Slurm waits too", "PartitionTimeLimit", 240, 240, 300, 120, 0},
+		{"Rota did not set the limit", "PartitionTimeLimit", 240, 0, 0, 120, 0},
+		{"waiting for another reason", "Resources", 240, 240, 0, 120, 0},
+		{"already under (the read was older)", "PartitionTimeLimit", 100, 240, 0, 120, 0},
+		{"an unlimited job under a finite MaxTime", "PartitionTimeLimit", 0, 240, 0, 120, 120},
+		{"MaxTime unlimited", "PartitionTimeLimit", 240, 240, 0, slurmtime.Unlimited, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := UnderMaxTime(c.reason, c.limit, c.given, c.user, c.maxTime)
+			if got != c.want || ok != (c.want != 0) {
+				t.Fatalf("UnderMaxTime = %d, %v; want %d", got, ok, c.want)
+			}
+		})
+	}
+}

@@ -740,6 +740,14 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 				u.TimeLimitMin = &m
 			}
 		}
+		if p, ok := snap.Partitions[j.Partition]; ok && u.TimeLimitMin == nil {
+			d := tr.decision
+			if m, ok := UnderMaxTime(j.Reason, j.TimeLimitMin, d.Given.TimeLimitMin, d.Asked.TimeLimitMin, p.MaxTimeMin); ok {
+				u.TimeLimitMin = &m
+				l.log.Info().Uint32("job", j.ID).Uint32("limit_min", j.TimeLimitMin).Uint32("max_time_min", m).
+					Msg("lowering the time limit Rota gave a pending job to its partition's MaxTime, lowered since it was placed (else it would wait for ever)")
+			}
+		}
 		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 {
 			// Rota requeued it; Slurm's requeue delay (the credential
 			// lifetime) would idle its GPUs for two minutes.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -135,15 +136,8 @@ func maxTimeOneMinute(t *testing.T) {
 	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
 		t.Fatalf("scontrol update partition: %v %s", err, out)
 	}
-	t.Cleanup(func() { run("scontrol", "update", "PartitionName=gpu", "MaxTime="+m[1]) })
-	waitFor(t, 60*time.Second, "the controller to see MaxTime=1", func() bool {
-		for _, p := range status(t).Partitions {
-			if p.Name == "gpu" {
-				return p.MaxTimeMin == 1
-			}
-		}
-		return false
-	})
+	t.Cleanup(func() { restoreMaxTime(t, m[1]) })
+	waitMaxTime(t, 1)
 	waitFor(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
 		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
 		j := show(t, id)
@@ -151,4 +145,38 @@ func maxTimeOneMinute(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		return j.TimeLimit == "00:01:00"
 	})
+}
+
+// waitMaxTime waits until the controller sees the gpu partition's
+// MaxTime as min minutes (it re-reads partitions every refresh, 10 s).
+func waitMaxTime(t *testing.T, min uint32) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("the controller to see MaxTime=%d", min), func() bool {
+		for _, p := range status(t).Partitions {
+			if p.Name == "gpu" {
+				return p.MaxTimeMin == min
+			}
+		}
+		return false
+	})
+}
+
+// restoreMaxTime gives the gpu partition back its MaxTime (as `scontrol
+// show partition` printed it) and waits until the controller sees it, so
+// that the next test's jobs are placed by it, not by a test's.
+func restoreMaxTime(t *testing.T, orig string) {
+	t.Helper()
+	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime="+orig); err != nil {
+		t.Errorf("restoring MaxTime=%s: %v %s", orig, err, out)
+		return
+	}
+	min, err := slurmtime.Parse(orig)
+	if err != nil {
+		t.Errorf("MaxTime %q: %v", orig, err)
+		return
+	}
+	if min == slurmtime.Unlimited {
+		min = 0 // as the controller reports an unlimited MaxTime
+	}
+	waitMaxTime(t, min)
 }

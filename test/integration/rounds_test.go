@@ -20,6 +20,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -486,4 +487,49 @@ func fillFastNodes(t *testing.T) []string {
 // learnt nothing about.
 func uniqueName(prefix string) string {
 	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// An admin lowers the partition's MaxTime below the limit Rota gave a
+// job that is still pending. Slurm then keeps it pending for good
+// (PartitionTimeLimit), where plain Slurm would have started a job
+// without --time under the new MaxTime; the round loop lowers the limit
+// and the job runs.
+func TestLoweredMaxTimeStrandsNoJob(t *testing.T) {
+	var id uint32
+	for try := 1; ; try++ {
+		if err := waitPlaced(); err != nil {
+			t.Fatal(err)
+		}
+		// Held (sbatch's -H) while MaxTime changes: about 95 minutes of work.
+		id = sbatch(t, "--gres=gpu:1", "--rota-steps=36000", "--rota-throughput=v100:10,p100:10,k80:10")
+		if j := show(t, id); strings.HasPrefix(j.AdminComment, "rota:") {
+			if m, err := slurmtime.Parse(j.TimeLimit); err != nil || m <= 2 {
+				t.Fatalf("job %d: limit %q from Rota, want one above 2 minutes", id, j.TimeLimit)
+			}
+			break
+		} else if try == 3 {
+			t.Fatalf("the plugin failed open for 3 submissions in a row (AdminComment %q)", j.AdminComment)
+		}
+	}
+	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
+	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
+	if m == nil {
+		t.Fatalf("partition gpu: %s", part)
+	}
+	logOff := controllerLogSize()
+	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=2"); err != nil {
+		t.Fatalf("scontrol update partition: %v %s", err, out)
+	}
+	t.Cleanup(func() { restoreMaxTime(t, m[1]) })
+	ids := strconv.FormatUint(uint64(id), 10)
+	if out, err := run("scontrol", "release", ids); err != nil {
+		t.Fatalf("scontrol release: %v %s", err, out)
+	}
+	waitFor(t, 90*time.Second, "the job to start under the lowered MaxTime", func() bool {
+		out, _ := run("scontrol", "show", "job", ids)
+		return !strings.Contains(out, "JobState=PENDING") && strings.Contains(out, "TimeLimit=00:02:00")
+	})
+	if log := controllerLogFrom(logOff); !strings.Contains(log, "lowering the time limit Rota gave a pending job") {
+		t.Errorf("the controller's log does not say why it lowered the limit:\n%s", log)
+	}
 }
