@@ -280,6 +280,23 @@ func (m *Mechanism) Round(reqs []Request) Result {
 	return res
 }
 
+// Unplace takes back the round that Round just gave job id, which did
+// not run it. Rota cannot start a pending job when the mechanism says so,
+// only order Slurm's queue: a waiting job credited with rounds it spent
+// waiting would fall behind others that waited as long, and the queue's
+// order would turn over every round (one Slurm update for each job that
+// moved). Its time and its type's stay as if it had not been chosen.
+func (m *Mechanism) Unplace(id string) {
+	s, ok := m.jobs[id]
+	if !ok || !s.ran || s.lastRound != m.rounds-1 {
+		return
+	}
+	k := s.last.Type
+	s.timeSoFar[k] -= m.RoundLength
+	m.workerTime[k] -= m.RoundLength
+	s.ran = false
+}
+
 func cmpDesc(a, b float64) int {
 	if a > b {
 		return -1

@@ -138,3 +138,46 @@ func TestCapacityNeverExceeded(t *testing.T) {
 		}
 	}
 }
+
+// TestUnplaceKeepsTheHead: four jobs with equal shares wait for two GPUs
+// that Slurm never frees. Without Unplace the mechanism gives the GPUs
+// to the two jobs that have had them least, so the pair it names takes
+// turns every round; with it (Rota's round loop: a pending job it names
+// did not run), the same two stay at the head round after round.
+func TestUnplaceKeepsTheHead(t *testing.T) {
+	t.Parallel()
+	for _, unplace := range []bool{false, true} {
+		m := New([]int{2}, 2, 60, 1)
+		var reqs []Request
+		for _, id := range []string{"a", "b", "c", "d"} {
+			reqs = append(reqs, Request{ID: id, Scale: 1, X: []float64{0.5}})
+		}
+		m.Reset(reqs)
+		var heads []string
+		for range 6 {
+			r := m.Round(reqs)
+			head := ""
+			for i, p := range r.Placed {
+				if p.Type >= 0 {
+					head += reqs[i].ID
+					if unplace {
+						m.Unplace(reqs[i].ID)
+					}
+				}
+			}
+			heads = append(heads, head)
+		}
+		changes := 0
+		for i := 1; i < len(heads); i++ {
+			if heads[i] != heads[i-1] {
+				changes++
+			}
+		}
+		if unplace && changes != 0 {
+			t.Errorf("with Unplace the head changed %d times: %v", changes, heads)
+		}
+		if !unplace && changes == 0 {
+			t.Errorf("without Unplace the head never changed (%v): the test shows nothing", heads)
+		}
+	}
+}

@@ -32,8 +32,9 @@ type fakeSched struct {
 	failOn    map[uint32]bool
 	requeued  []uint32
 	// niced: jobs Rota gave a nice; resets: priority hand-backs, in order.
-	niced  map[uint32]bool
-	resets []uint32
+	niced       map[uint32]bool
+	niceUpdates int
+	resets      []uint32
 	// commentRead makes Jobs carry the decision ids, as squeue does when
 	// it has an AdminComment field; idReads counts DecisionIDs calls.
 	commentRead bool
@@ -112,6 +113,7 @@ func (f *fakeSched) Update(_ context.Context, id uint32, u slurm.JobUpdate) erro
 	if u.Nice != nil {
 		j.Nice = *u.Nice
 		f.niced[id] = true
+		f.niceUpdates++
 	}
 	if u.ResetPriority {
 		// Slurm recalculates it; a stand-in for multifactor's figure.

@@ -290,3 +290,37 @@ func TestCoverHead(t *testing.T) {
 		}
 	}
 }
+
+// A queue that does not change costs Slurm no update: 30 jobs alike wait
+// for 12 GPUs that never free (Slurm starts none of them), and after the
+// first round orders them, later rounds set no nice. Before the
+// mechanism took back the rounds it gave pending jobs (Unplace), the 12
+// it named took turns with the others, and each round re-niced about 24.
+func TestIdleRoundsUpdateNothing(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	for id := uint32(1); id <= 30; id++ {
+		f.add(id, "PENDING", "", "", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 36000}}}, decs)
+	}
+	cfg := DefaultConfig()
+	cfg.Order, cfg.OrderNiceSpan = OrderNice, 10000
+	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.niceUpdates == 0 {
+		t.Fatal("the first round ordered nothing: the test shows nothing")
+	}
+	f.niceUpdates = 0
+	for range 6 {
+		if err := l.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.niceUpdates != 0 {
+		t.Fatalf("%d nice updates in 6 rounds of an unchanged queue", f.niceUpdates)
+	}
+}

@@ -260,6 +260,13 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		p.mech.Reset(reqs)
 	}
 	res := p.mech.Round(reqs)
+	for i, j := range jobs {
+		if !j.Running && res.Placed[i].Type >= 0 {
+			// Slurm starts it when it can; until then the head of the
+			// queue stays put instead of taking turns.
+			p.mech.Unplace(reqs[i].ID)
+		}
+	}
 
 	// Order: placed jobs by priority of their share, then the rest by
 	// their best share; earlier submission breaks ties.
