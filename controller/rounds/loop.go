@@ -49,6 +49,9 @@ type Config struct {
 	// placement does.
 	WalltimeMargin      float64
 	WalltimeOverheadMin uint32
+	// InteractiveReserve is, per GPU type, the GPUs training may not hold
+	// (interactive_reserve.<type>; docs/kinds.md).
+	InteractiveReserve map[string]int
 }
 
 // DefaultConfig are the production defaults: minutes-long rounds.
@@ -283,8 +286,9 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 		return nil, fmt.Errorf("shares = %q: want %s or %s", cfg.Shares, SharesSlurm, SharesNone)
 	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
-		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg)}, pol),
-		known:   map[uint32]*tracked{}, moving: map[uint32]bool{}}
+		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
+			InteractiveReserve: cfg.InteractiveReserve}, pol),
+		known: map[uint32]*tracked{}, moving: map[uint32]bool{}}
 	return l, nil
 }
 
@@ -574,6 +578,21 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			v.MoveCost = tr.moveCost
 		}
 		asked := tr.decision.Asked
+		if tr.decision.Given.Kind == wire.KindInteractive {
+			// Where it was placed, it stays; the planner only orders it.
+			v.Interactive, v.Migratable = true, false
+			if v.Running && len(j.Nodes) > 0 {
+				v.Type = nodeType[j.Nodes[0]]
+			} else {
+				v.Type = jobType(j, req.Types(), types)
+			}
+			if j.Pending() && j.Priority > 0 {
+				v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
+			}
+			out = append(out, v)
+			byID[j.ID] = j
+			continue
+		}
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if !v.UserTyped {
 			// Rota may choose its type: only among those that hold it

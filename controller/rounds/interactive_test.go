@@ -1,0 +1,175 @@
+package rounds
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/policy"
+	"github.com/rota-hpc/rota/wire"
+)
+
+func interactiveDecision() *wire.Decision {
+	return &wire.Decision{Asked: wire.PlaceRequest{NoScript: true}, Given: wire.PlaceReply{Kind: wire.KindInteractive}}
+}
+
+// The loop never retypes, moves or requeues an interactive job, puts a
+// waiting one first in its order, and moves no training job while one
+// waits (a moved job restarts at the front of the queue).
+func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		order   string
+		waiting bool // job 1, interactive, is pending (else running)
+	}{
+		{"nice, a session waits", OrderNice, true},
+		{"priority, a session waits", OrderPriority, true},
+		{"nice, every session runs", OrderNice, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			if c.waiting {
+				f.add(1, "PENDING", "", "k80", interactiveDecision(), decs)
+			} else {
+				f.add(1, "RUNNING", "node-p100", "p100", interactiveDecision(), decs)
+			}
+			// A session with a checkpoint signal, on the slowest type for
+			// an hour: a training job there would be moved.
+			d := interactiveDecision()
+			d.Asked.Hints = wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}
+			f.add(2, "RUNNING", "node-k80", "k80", d, decs)
+			for id := uint32(3); id <= 5; id++ {
+				f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+			}
+			f.add(6, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+				Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+			for _, j := range f.jobs {
+				j.Priority = 5000 // multifactor's, alike
+			}
+			cfg := DefaultConfig()
+			cfg.Round, cfg.MinLease, cfg.MoveCost, cfg.Order = time.Minute, 10*time.Minute, 30*time.Second, c.order
+			ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
+			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, ck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.wg.Wait()
+			for _, id := range f.requeued {
+				if id == 1 || id == 2 {
+					t.Fatalf("interactive job %d requeued", id)
+				}
+			}
+			if c.waiting && len(f.requeued) > 0 {
+				t.Fatalf("job %v moved while a session waits", f.requeued)
+			}
+			if !c.waiting && len(f.requeued) != 1 {
+				t.Fatalf("requeued %v: with no session waiting, job 6 moves as before", f.requeued)
+			}
+			if len(ck.calls) > len(f.requeued) {
+				t.Fatalf("checkpoints %v", ck.calls)
+			}
+			if f.jobs[1].Features != map[bool]string{true: "k80", false: "p100"}[c.waiting] {
+				t.Fatalf("interactive job retyped to %q", f.jobs[1].Features)
+			}
+			if c.waiting {
+				for id := uint32(3); id <= 5; id++ {
+					first := f.jobs[1].Nice < f.jobs[id].Nice
+					if c.order == OrderPriority {
+						first = f.jobs[1].Priority > f.jobs[id].Priority
+					}
+					if !first {
+						t.Errorf("%s: session nice %d priority %d, job %d nice %d priority %d", c.order,
+							f.jobs[1].Nice, f.jobs[1].Priority, id, f.jobs[id].Nice, f.jobs[id].Priority)
+					}
+				}
+			}
+			held := map[string]int{"k80": 1}
+			if !c.waiting {
+				held["p100"] = 1
+			}
+			if got := l.Last().InteractiveHeld(); !maps.Equal(got, held) {
+				t.Errorf("interactive held %v, want %v", got, held)
+			}
+		})
+	}
+}
+
+// The reserve: the policy shares what training may hold, and fill hands
+// out only GPUs neither the reserve nor sessions take.
+func TestPlanKeepsTheInteractiveReserve(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "v100"}
+	for _, c := range []struct {
+		name      string
+		sessions  int // running on v100, 1 GPU each
+		wantAvail []int
+	}{
+		{"reserve unused", 0, []int{4, 2}},
+		{"reserve in use", 2, []int{4, 2}},
+		{"sessions beyond the reserve", 3, []int{4, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pol, err := policy.New("las", policy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := NewPlanner(PlanConfig{Round: time.Minute, MinLease: time.Minute, PriorityBase: 1000000, NiceSpan: 10000,
+				InteractiveReserve: map[string]int{"v100": 2}}, pol)
+			var jobs []JobView
+			src := []string{"measured", "measured"}
+			for i := 0; i < c.sessions; i++ {
+				jobs = append(jobs, JobView{ID: uint32(100 + i), Running: true, Type: "v100", GPUs: 1, Interactive: true})
+			}
+			for i := 0; i < 8; i++ {
+				jobs = append(jobs, JobView{ID: uint32(i + 1), Type: "v100", GPUs: 1, Rates: []float64{1, 4}, RateSource: src,
+					StepsLeft: 1000, Submit: time.Unix(int64(i), 0), BasePriority: 5000})
+			}
+			var capSeen []int
+			plan, err := p.Decide(types, []int{4, 4}, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+				capSeen = pr.Capacity
+				return pol.Allocate(context.Background(), pr)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if capSeen[1] != 2 || !equalInts(plan.Avail, c.wantAvail) {
+				t.Fatalf("policy capacity %v, avail %v; want v100 2 and %v", capSeen, plan.Avail, c.wantAvail)
+			}
+			// Training jobs the policy gives v100 this round: never more
+			// than the cap, whatever the sessions hold.
+			onV100 := 0
+			for i, a := range plan.Actions {
+				if !jobs[i].Interactive && a.Type == "v100" && a.Placed {
+					onV100++
+				}
+				if jobs[i].Interactive && (a.Type != "v100" || a.Priority != 0 || a.Migrate) {
+					t.Errorf("running session %d: %+v", a.JobID, a)
+				}
+			}
+			if onV100 > 2 {
+				t.Errorf("%d training jobs placed on v100, which training may hold 2 of", onV100)
+			}
+		})
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
