@@ -1,0 +1,200 @@
+//go:build integration
+
+package integration
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
+
+// Interactive sessions (docs/kinds.md), on real Slurm: salloc and srun
+// allocations, --rota-kind=interactive and a job name the admin named
+// are interactive; a session goes where it starts now and training loses
+// least (the interactive reserve first, then the slowest type); batch
+// jobs leave the reserve alone; under a backlog of training jobs a
+// waiting session is left untyped, put first in Rota's order, and takes
+// the first GPU that frees ahead of the training jobs queued before it.
+func TestInteractiveSessions(t *testing.T) {
+	restartController(t, "ROTA_DEV_INTERACTIVE_RESERVE=v100=1", "ROTA_DEV_INTERACTIVE_NAMES=jupyter-*")
+	var ids []string
+	t.Cleanup(func() {
+		run("scancel", ids...)
+		restartController(t)
+	})
+	waitTypeWritten(t)
+	explain := func(id string) string {
+		t.Helper()
+		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+		if err != nil {
+			t.Fatalf("rota explain %s: %v %s", id, err, out)
+		}
+		return out
+	}
+	kindLine := regexp.MustCompile(`(?m)^kind +interactive$`)
+
+	// A batch job sees v100's reserved GPU as not its own.
+	batch := strconv.FormatUint(uint64(sbatch(t, "--gres=gpu:1")), 10)
+	if out := explain(batch); kindLine.MatchString(out) || !regexp.MustCompile(`free\.v100 +3\n`).MatchString(out) {
+		t.Errorf("batch job %s: want no kind line and 3 v100s free to it (4, 1 reserved):\n%s", batch, out)
+	}
+
+	// Two sessions on an idle cluster: the reserved v100 (training loses
+	// nothing), then the k80 (the GPU training values least).
+	salloc := func(name string) string {
+		t.Helper()
+		out, err := run("salloc", "--no-shell", "-J", name, "--gres=gpu:1", "-t", "10")
+		m := grantedRe.FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("salloc: %v %s", err, out)
+		}
+		ids = append(ids, m[1])
+		return m[1]
+	}
+	for _, c := range []struct{ name, want, says string }{
+		{"ia-a", "v100", "training loses 0 GPUs"},
+		{"ia-b", "k80", "training loses 1 GPUs of speed 1"},
+	} {
+		id := salloc(c.name)
+		n, _ := strconv.ParseUint(id, 10, 32)
+		j := show(t, uint32(n))
+		out := explain(id)
+		if givenType(j) != c.want || !kindLine.MatchString(out) || !strings.Contains(out, "no batch script (salloc or srun)") || !strings.Contains(out, c.says) {
+			t.Errorf("session %s: given %q, want %q; explain should say interactive, no batch script, %q:\n%s", id, givenType(j), c.want, c.says, out)
+		}
+		if j.TimeLimit != "00:10:00" {
+			t.Errorf("session %s: time limit %s, want its user's 00:10:00", id, j.TimeLimit)
+		}
+	}
+	// srun without an allocation, --rota-kind, and the admin's name rule.
+	out, err := run("srun", "-J", "ia-srun", "--gres=gpu:1", "bash", "-c", "echo $SLURM_JOB_ID")
+	if err != nil {
+		t.Fatalf("srun: %v %s", err, out)
+	}
+	srun := strings.TrimSpace(out)
+	ids = append(ids, srun)
+	for _, c := range []struct{ id, says string }{
+		{srun, "no batch script (salloc or srun)"},
+		{strconv.FormatUint(uint64(sbatch(t, "--gres=gpu:1", "--rota-kind=interactive")), 10), "--rota-kind=interactive"},
+		{strconv.FormatUint(uint64(sbatch(t, "--gres=gpu:1", "-J", "jupyter-alice")), 10), "job name jupyter-alice matches jupyter-*"},
+	} {
+		if out := explain(c.id); !kindLine.MatchString(out) || !strings.Contains(out, c.says) {
+			t.Errorf("job %s: explain should say interactive (%s):\n%s", c.id, c.says, out)
+		}
+	}
+
+	// A backlog: training fills the other 10 GPUs (3 v100, 4 p100, 3
+	// k80), three more wait, then a session asks for a GPU.
+	logOff := controllerLogSize()
+	for i := 0; i < 13; i++ {
+		out, err := run("sbatch", "--parsable", "-o", "/dev/null", "-J", "ia-train", "--gres=gpu:1", "--wrap", "sleep 300")
+		if err != nil {
+			t.Fatalf("sbatch: %v %s", err, out)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	train := ids[len(ids)-13:]
+	states := func() map[string]string {
+		out, _ := run("squeue", "-h", "-n", "ia-train,ia-c", "-o", "%i %T %y %N")
+		m := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(l); len(f) >= 3 {
+				m[f[0]] = strings.Join(f[1:], " ")
+			}
+		}
+		return m
+	}
+	waitFor(t, 60*time.Second, "10 training jobs running", func() bool {
+		n := 0
+		for _, s := range states() {
+			if strings.HasPrefix(s, "RUNNING") {
+				n++
+			}
+		}
+		return n == 10
+	})
+	sess := exec.Command("salloc", "--no-shell", "-J", "ia-c", "--gres=gpu:1", "-t", "10")
+	sess.Env = env
+	if err := sess.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Process.Kill(); sess.Wait() })
+	var c string
+	waitFor(t, 20*time.Second, "the session in the queue", func() bool {
+		out, _ := run("squeue", "-h", "-n", "ia-c", "-o", "%i")
+		c = strings.TrimSpace(out)
+		return c != ""
+	})
+	ids = append(ids, c)
+	cn, _ := strconv.ParseUint(c, 10, 32)
+	if j := show(t, uint32(cn)); givenType(j) != "" || !strings.Contains(explain(c), "left untyped") {
+		t.Errorf("waiting session %s given %q; want it untyped (no type has a GPU free)", c, givenType(j))
+	}
+	// Rota puts it first: a lower nice than every training job waiting.
+	nice := func(s string) int {
+		f := strings.Fields(s)
+		n, _ := strconv.Atoi(f[1])
+		return n
+	}
+	waitFor(t, 30*time.Second, "the session first in Rota's order", func() bool {
+		st := states()
+		var waiting int
+		for _, id := range train {
+			if s, ok := st[id]; ok && strings.HasPrefix(s, "PENDING") {
+				waiting++
+				if nice(st[c]) >= nice(s) {
+					return false
+				}
+			}
+		}
+		return waiting == 3
+	})
+	// A GPU frees up (a training job on the k80 ends): the session takes
+	// it, the training jobs queued before it wait on.
+	var victim string
+	for id, s := range states() {
+		if strings.HasPrefix(s, "RUNNING") && strings.HasSuffix(s, node("k80")) {
+			victim = id
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no training job on %s: %v", node("k80"), states())
+	}
+	if out, err := run("scancel", victim); err != nil {
+		t.Fatalf("scancel %s: %v %s", victim, err, out)
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		st := states()
+		if strings.HasPrefix(st[c], "RUNNING") {
+			running := 0
+			for _, id := range train {
+				if strings.HasPrefix(st[id], "RUNNING") {
+					running++
+				}
+			}
+			if running != 9 {
+				t.Errorf("%d training jobs run beside the session, want the 9 that ran before (a waiting one took a GPU): %v", running, st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			logWhy(t, c, logOff)
+			t.Fatalf("the session %s did not take the freed k80 GPU within 40 s: %v", c, st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if j := show(t, uint32(cn)); givenType(j) != "" {
+		t.Errorf("the session was retyped to %q while it waited", givenType(j))
+	}
+	if out := explain(c); !strings.Contains(out, "Rota never retypes, moves or requeues it") {
+		t.Errorf("rota explain %s lacks the round's word on the session:\n%s", c, out)
+	}
+}
