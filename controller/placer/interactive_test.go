@@ -24,11 +24,19 @@ func TestPlacerInteractiveReserve(t *testing.T) {
 	if s.Rule.InteractiveReserve["v100"] != 1 || s.InteractiveHeld["v100"] != 1 {
 		t.Fatalf("state reserve %v held %v", s.Rule.InteractiveReserve, s.InteractiveHeld)
 	}
-	// The next round saw no session (it ended): the reserve is free again.
+	// A round that began before the session was placed did not see it:
+	// the session still holds the reserve.
 	p.SetInteractiveHeld(map[string]int{})
 	p.Update(snapshot(nil))
+	if s := p.State(time.Now()); s.InteractiveHeld["v100"] != 1 {
+		t.Fatalf("held after a snapshot older than the session: %v", s.InteractiveHeld)
+	}
+	// One that began after it saw none (the session ended): free again.
+	later := snapshot(nil)
+	later.At = time.Now().Add(time.Second)
+	p.Update(later)
 	if s := p.State(time.Now()); s.InteractiveHeld["v100"] != 0 {
-		t.Fatalf("held after refresh %v", s.InteractiveHeld)
+		t.Fatalf("held after a later snapshot %v", s.InteractiveHeld)
 	}
 	// Batch jobs fill every GPU but the reserved v100.
 	counts := map[string]int{}

@@ -76,8 +76,11 @@ type Placer struct {
 	// the maps, and slot lists are replaced, never changed in place.
 	state wire.PlaceState
 	busy  map[string][]float64
-	// held: GPUs interactive jobs held per type at the last round.
-	held map[string]int
+	// held: GPUs interactive jobs held per type at the last round;
+	// sessions: interactive placements, kept until a snapshot taken after
+	// them replaces them (its round counts the session if it started).
+	held     map[string]int
+	sessions []roomTake
 	// roomTaken: placements that took from users' headroom, and when,
 	// kept until a headroom counted from a later queue read replaces them.
 	roomTaken []roomTake
@@ -154,10 +157,14 @@ func (p *Placer) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
 	p.state.Gen++
 }
 
-// tookRoom remembers a placement that took from a user's headroom.
+// tookRoom remembers a placement that took from a user's headroom, and
+// an interactive one.
 func (p *Placer) tookRoom(r *wire.Reservation) {
 	if r != nil && r.Room != "" {
 		p.roomTaken = append(p.roomTaken, roomTake{at: time.Now(), r: *r})
+	}
+	if r != nil && r.Interactive && r.GPUs > 0 {
+		p.sessions = append(p.sessions, roomTake{at: time.Now(), r: *r})
 	}
 }
 
@@ -172,6 +179,19 @@ func (p *Placer) Update(s *cluster.Snapshot) {
 	p.state.Cluster = v
 	p.state.Reserved = map[string]int{}
 	p.state.InteractiveHeld = maps.Clone(p.held)
+	kept := p.sessions[:0]
+	for _, t := range p.sessions {
+		// A session placed after the snapshot began is not in it: it
+		// still holds its share of the reserve.
+		if !t.at.Before(s.At) {
+			kept = append(kept, t)
+			if p.state.InteractiveHeld == nil {
+				p.state.InteractiveHeld = map[string]int{}
+			}
+			p.state.InteractiveHeld[t.r.Type] += t.r.GPUs
+		}
+	}
+	p.sessions = kept
 	p.state.Slots = slotsOf(s, p.busy)
 	p.state.Gen++
 }

@@ -3,6 +3,7 @@ package rounds
 import (
 	"context"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,9 +92,9 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 					}
 				}
 			}
-			held := map[string]int{"k80": 1}
+			held := map[string]int{"k80": 2} // a waiting session typed k80 counts
 			if !c.waiting {
-				held["p100"] = 1
+				held = map[string]int{"k80": 1, "p100": 1}
 			}
 			if got := l.Last().InteractiveHeld(); !maps.Equal(got, held) {
 				t.Errorf("interactive held %v, want %v", got, held)
@@ -172,4 +173,43 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// A waiting session whose type has no free GPU gets its request back
+// untyped (any GPU that frees starts it), unless its user chose the type.
+func TestWaitingSessionUntyped(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		asked    wire.PlaceRequest
+		k80Used  int
+		want     string // Features after the round
+		untyping bool
+	}{
+		{"its type is full", wire.PlaceRequest{NoScript: true}, 4, "", true},
+		{"its type has room: it is about to start", wire.PlaceRequest{NoScript: true}, 3, "k80", false},
+		{"its user named the type", wire.PlaceRequest{NoScript: true, Features: "k80"}, 4, "k80", false},
+		{"its user limited the types", wire.PlaceRequest{NoScript: true, Hints: wire.Hints{Types: []string{"k80", "p100"}}}, 4, "k80", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.nodes, _ = f.Nodes(context.Background())
+			f.nodes[0].GPUsUsed["k80"] = c.k80Used // node-k80 first
+			d := interactiveDecision()
+			d.Asked = c.asked
+			f.add(1, "PENDING", "", "k80", d, decs)
+			l := newLoop(t, f, decs, &tableEst{}, nil)
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if f.jobs[1].Features != c.want {
+				t.Fatalf("features %q, want %q (updates %v)", f.jobs[1].Features, c.want, f.updates)
+			}
+			a, _, _ := l.Explain(1)
+			if strings.Contains(a.Why, "given back untyped") != c.untyping {
+				t.Errorf("why %q", a.Why)
+			}
+		})
+	}
 }

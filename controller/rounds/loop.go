@@ -754,7 +754,12 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			continue
 		}
 		var u slurm.JobUpdate
-		if a.Type != "" && a.Type != v.Type && !v.UserTyped && l.retype(&u, j, tr, a.Type, snap) {
+		untyped := l.untypeSession(&u, j, v, tr, snap)
+		if untyped {
+			a.Why += "; " + v.Type + " has no free GPU for it now: its request is given back untyped, so that the first GPU of any type to free up starts it"
+			a.Type = ""
+		}
+		if a.Type != "" && a.Type != v.Type && !v.UserTyped && !v.Interactive && l.retype(&u, j, tr, a.Type, snap) {
 			if m := a.WalltimeMin; m > 0 {
 				u.TimeLimitMin = &m
 			}
@@ -795,7 +800,10 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			tr.prioFixed = false
 		}
 		l.mu.Unlock()
-		if u.Retypes() {
+		switch {
+		case untyped:
+			l.log.Info().Uint32("job", j.ID).Str("type", v.Type).Msg("interactive job waits for a busy GPU type Rota gave it; given back untyped so that any free GPU starts it")
+		case u.Retypes():
 			l.log.Info().Uint32("job", j.ID).Str("from", v.Type).Str("to", a.Type).Str("why", a.Why).Msg("retyped pending job")
 		}
 	}

@@ -144,12 +144,13 @@ func (p *Plan) Busy() map[string][]float64 {
 	return out
 }
 
-// InteractiveHeld is, per GPU type, the GPUs running interactive jobs
-// hold: what of the interactive reserve is in use.
+// InteractiveHeld is, per GPU type, the GPUs interactive jobs hold or
+// are about to (waiting, typed): what of the interactive reserve is in
+// use.
 func (p *Plan) InteractiveHeld() map[string]int {
 	out := map[string]int{}
 	for _, a := range p.Actions {
-		if a.Interactive && a.Running && a.Type != "" {
+		if a.Interactive && a.Type != "" {
 			out[a.Type] += max(a.GPUs, 1)
 		}
 	}
