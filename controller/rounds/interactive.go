@@ -1,11 +1,21 @@
 package rounds
 
 import (
+	"context"
+	"strings"
+	"time"
+
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
+
+// sessionPriority is, above PriorityBase, the admin priority a waiting
+// session gets with order = priority: above every training job Rota
+// orders (up to PriorityBase+100000), below a job Rota requeued
+// (PriorityBase+200000), which ran already.
+const sessionPriority = 150000
 
 // rotaTypedSession says whether Rota chose a waiting interactive job's
 // type: its user named none, and left every type open. Only such a type
@@ -46,4 +56,74 @@ func (l *Loop) untypeSession(u *slurm.JobUpdate, j *slurm.Job, v *JobView, tr *t
 			PerSocket: req.PerSocket.String(), PerTask: req.PerTask.String()}
 	}
 	return true
+}
+
+// sessionsPassDelay is how long after a session's placement the loop
+// reads the queue for it: slurmctld creates the job right after the
+// plugin returns, and the plugin sends its decision within 20 ms.
+const sessionsPassDelay = 250 * time.Millisecond
+
+// Kick asks for a sessions pass before the next round: an interactive
+// job was just placed, and a person should not wait up to a round (5
+// minutes by default) for Rota to put it first in its order. Kicks that
+// come while one is pending are one pass. Safe for concurrent use.
+func (l *Loop) Kick() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sessionsPass puts every waiting interactive job first in Rota's order
+// as the next round would (the most negative nice Rota gives, or its
+// admin priority), without a solve: one queue read and one update per
+// new session.
+func (l *Loop) sessionsPass(ctx context.Context) {
+	if l.cfg.Order == OrderNone {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(sessionsPassDelay):
+	}
+	jobs, err := l.sched.Jobs(ctx)
+	if err != nil {
+		l.log.Info().Err(err).Msg("cannot read the queue for new interactive jobs; the next round orders them")
+		return
+	}
+	if err := l.bind(ctx, jobs); err != nil {
+		l.log.Info().Err(err).Msg("cannot read new jobs' Rota annotations; the next round orders them")
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		l.mu.Lock()
+		tr := l.known[j.ID]
+		var u slurm.JobUpdate
+		if tr != nil && j.Pending() && tr.decision.Given.Kind == wire.KindInteractive && !tr.niceSet && !tr.prioFixed &&
+			!strings.HasPrefix(j.Reason, "JobHeld") {
+			switch l.cfg.Order {
+			case OrderNice:
+				n := clampNice(int64(tr.baseNice) - int64(l.cfg.OrderNiceSpan/2))
+				u.Nice = &n
+			case OrderPriority:
+				p := l.cfg.PriorityBase + sessionPriority
+				u.Priority = &p
+			}
+		}
+		l.mu.Unlock()
+		if u.Nice == nil && u.Priority == nil {
+			continue
+		}
+		if err := l.sched.Update(ctx, j.ID, u); err != nil {
+			l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not put the interactive job first (it may have started); the next round tries again")
+			continue
+		}
+		l.mu.Lock()
+		tr.niceSet = tr.niceSet || u.Nice != nil
+		tr.prioFixed = tr.prioFixed || u.Priority != nil
+		l.stats.Reprioritised++
+		l.mu.Unlock()
+		l.log.Debug().Uint32("job", j.ID).Msg("interactive job put first in Rota's order")
+	}
 }

@@ -213,3 +213,52 @@ func TestWaitingSessionUntyped(t *testing.T) {
 		})
 	}
 }
+
+// A sessions pass (after a Kick, between rounds) puts a new waiting
+// session first as the round would, and nothing else.
+func TestSessionsPass(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		order    string
+		nice     int32
+		priority uint32
+	}{
+		{OrderNice, -5000, 5000},
+		{OrderPriority, 0, 1_150_000},
+		{OrderNone, 0, 5000},
+	} {
+		t.Run(c.order, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.add(1, "PENDING", "", "", interactiveDecision(), decs)
+			f.add(2, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+			f.add(3, "RUNNING", "node-v100", "v100", interactiveDecision(), decs)
+			for _, j := range f.jobs {
+				j.Priority = 5000
+			}
+			cfg := DefaultConfig()
+			cfg.Order = c.order
+			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Kick()
+			l.Kick() // coalesced: one pass
+			if len(l.kick) != 1 {
+				t.Fatalf("%d kicks pending, want 1", len(l.kick))
+			}
+			l.sessionsPass(context.Background())
+			if j := f.jobs[1]; j.Nice != c.nice || j.Priority != c.priority {
+				t.Errorf("session: nice %d priority %d, want %d %d", j.Nice, j.Priority, c.nice, c.priority)
+			}
+			if f.niced[2] || f.jobs[2].Priority != 5000 || f.niced[3] || f.jobs[3].Priority != 5000 {
+				t.Errorf("a training job or a running session changed: %+v %+v", f.jobs[2], f.jobs[3])
+			}
+			before := l.Stats().Reprioritised
+			l.sessionsPass(context.Background())
+			if l.Stats().Reprioritised != before {
+				t.Errorf("a second pass updated the session again")
+			}
+		})
+	}
+}

@@ -154,6 +154,9 @@ type Loop struct {
 	// path answers from it).
 	OnSnapshot func(*cluster.Snapshot, *Plan)
 
+	// kick asks Run for a sessions pass between rounds (Kick).
+	kick chan struct{}
+
 	mu      sync.Mutex
 	known   map[uint32]*tracked // by job id
 	moving  map[uint32]bool     // migrations in flight
@@ -288,7 +291,7 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			InteractiveReserve: cfg.InteractiveReserve}, pol),
-		known: map[uint32]*tracked{}, moving: map[uint32]bool{}}
+		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}
 	return l, nil
 }
 
@@ -304,11 +307,16 @@ func (l *Loop) Run(ctx context.Context) {
 		if err := l.Round(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn().Err(err).Msg("round failed; Slurm is left as it is and the next round tries again")
 		}
-		select {
-		case <-ctx.Done():
-			l.wg.Wait()
-			return
-		case <-t.C:
+		for next := false; !next; {
+			select {
+			case <-ctx.Done():
+				l.wg.Wait()
+				return
+			case <-t.C:
+				next = true
+			case <-l.kick:
+				l.sessionsPass(ctx)
+			}
 		}
 	}
 }

@@ -249,7 +249,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 				if !j.Running {
 					// Ahead of every training job Rota orders, below the
 					// jobs Rota requeued (they ran already) and chains.
-					a.Priority = p.cfg.PriorityBase + 150000
+					a.Priority = p.cfg.PriorityBase + sessionPriority
 					a.Why += ", and puts it first in its order"
 				}
 				actions = append(actions, a)

@@ -216,3 +216,35 @@ func TestInteractiveSessions(t *testing.T) {
 		t.Errorf("rota explain %s lacks the round's word on the session:\n%s", c, out)
 	}
 }
+
+// A new session goes first in Rota's order at once, not at the next
+// round: with 10-minute rounds, its nice comes within seconds of its
+// submission (the controller's sessions pass), and a batch job's does not.
+func TestInteractiveFirstBeforeTheRound(t *testing.T) {
+	restartController(t, "ROTA_DEV_ROUND=10m")
+	t.Cleanup(func() { restartController(t) })
+	waitTypeWritten(t)
+	// The first round ran as the controller started; the next is minutes
+	// away. --begin keeps both pending without a hold.
+	submit := func(args ...string) string {
+		t.Helper()
+		out, err := run("sbatch", append([]string{"--parsable", "-o", "/dev/null", "--begin=now+1hour", "--gres=gpu:1"},
+			append(args, "--wrap", "sleep 1")...)...)
+		if err != nil {
+			t.Fatalf("sbatch: %v %s", err, out)
+		}
+		id := strings.TrimSpace(out)
+		t.Cleanup(func() { run("scancel", id) })
+		return id
+	}
+	batch := submit()
+	session := submit("--rota-kind=interactive")
+	nice := func(id string) string {
+		out, _ := run("squeue", "-h", "-j", id, "-o", "%y")
+		return strings.TrimSpace(out)
+	}
+	waitFor(t, 10*time.Second, "the session's nice from Rota", func() bool { return nice(session) == "-5000" })
+	if n := nice(batch); n != "0" {
+		t.Errorf("batch job %s got nice %s between rounds, want 0", batch, n)
+	}
+}
