@@ -127,3 +127,14 @@ func (l *Loop) sessionsPass(ctx context.Context) {
 		l.log.Debug().Uint32("job", j.ID).Msg("interactive job put first in Rota's order")
 	}
 }
+
+// waitsForGPUs says whether a pending job's Slurm reason is a wait for
+// resources (or just submitted), not for its begin time, a dependency or
+// a limit.
+func waitsForGPUs(reason string) bool {
+	switch reason {
+	case "", "None", "Resources", "Priority":
+		return true
+	}
+	return false
+}

@@ -25,11 +25,14 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		order   string
-		waiting bool // job 1, interactive, is pending (else running)
+		waiting bool   // job 1, interactive, is pending (else running)
+		reason  string // why it is pending
+		moves   bool   // job 6 moves
 	}{
-		{"nice, a session waits", OrderNice, true},
-		{"priority, a session waits", OrderPriority, true},
-		{"nice, every session runs", OrderNice, false},
+		{"nice, a session waits", OrderNice, true, "Resources", false},
+		{"priority, a session waits", OrderPriority, true, "Priority", false},
+		{"nice, a session waits for its begin time", OrderNice, true, "BeginTime", true},
+		{"nice, every session runs", OrderNice, false, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,6 +55,7 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 			for _, j := range f.jobs {
 				j.Priority = 5000 // multifactor's, alike
 			}
+			f.jobs[1].Reason = c.reason
 			cfg := DefaultConfig()
 			cfg.Round, cfg.MinLease, cfg.MoveCost, cfg.Order = time.Minute, 10*time.Minute, 30*time.Second, c.order
 			ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
@@ -68,11 +72,11 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 					t.Fatalf("interactive job %d requeued", id)
 				}
 			}
-			if c.waiting && len(f.requeued) > 0 {
-				t.Fatalf("job %v moved while a session waits", f.requeued)
+			if !c.moves && len(f.requeued) > 0 {
+				t.Fatalf("job %v moved while a session waits for a GPU", f.requeued)
 			}
-			if !c.waiting && len(f.requeued) != 1 {
-				t.Fatalf("requeued %v: with no session waiting, job 6 moves as before", f.requeued)
+			if c.moves && len(f.requeued) != 1 {
+				t.Fatalf("requeued %v: with no session waiting for a GPU, job 6 moves as before", f.requeued)
 			}
 			if len(ck.calls) > len(f.requeued) {
 				t.Fatalf("checkpoints %v", ck.calls)

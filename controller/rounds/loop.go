@@ -589,6 +589,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		if tr.decision.Given.Kind == wire.KindInteractive {
 			// Where it was placed, it stays; the planner only orders it.
 			v.Interactive, v.Migratable = true, false
+			v.SessionWaits = j.Pending() && waitsForGPUs(j.Reason)
 			if v.Running && len(j.Nodes) > 0 {
 				v.Type = nodeType[j.Nodes[0]]
 			} else {

@@ -73,6 +73,10 @@ type JobView struct {
 	// policy; never retyped or moved; first in Rota's order while it
 	// waits; its GPUs are not the training jobs'.
 	Interactive bool
+	// SessionWaits: an interactive job waiting for GPUs (not for its
+	// begin time, a dependency or a limit): no training job is moved
+	// meanwhile.
+	SessionWaits bool
 }
 
 // PlanConfig are the rules the planner follows.
@@ -220,7 +224,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 			if k := indexOf(types, j.Type); k >= 0 {
 				interactive[k] += max(j.GPUs, 1)
 			}
-			waiting = waiting || !j.Running
+			waiting = waiting || j.SessionWaits
 		case j.Unfit == "":
 			fit = append(fit, j)
 		}
