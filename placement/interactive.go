@@ -173,3 +173,20 @@ func (v *View) reserveLeft(t string) int {
 func (v *View) batchFree(t string) int {
 	return max(v.s.Cluster.Types[t].Free()-v.taken(t)-v.reserveLeft(t), 0)
 }
+
+// awayFromFreeReserve is fits without the types where part of the
+// interactive reserve is free, unless that leaves none: a batch job that
+// waits for a type is started by Slurm on any free GPU of it, reserved
+// or not.
+func (v *View) awayFromFreeReserve(fits []cand) []cand {
+	var out []cand
+	for _, c := range fits {
+		if v.reserveLeft(c.t) == 0 {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return fits
+	}
+	return out
+}

@@ -60,6 +60,19 @@ func TestPlaceInteractive(t *testing.T) {
 			s.Slots = map[string][]float64{"v100": {0, 0, 5000, 6000}, "k80": {0, 0, 0, 0, 0, 0, 0, 0}}
 		}, nil, wire.PlaceRequest{GPU: one, Hints: wire.Hints{Steps: 1000, Throughput: map[string]float64{"v100": 5, "k80": 1}}}, "k80",
 			&wire.Reservation{Type: "k80", GPUs: 1, FinishS: 1000}, ""},
+		// No room for batch anywhere; a reserved v100 is free: Slurm would
+		// start a job waiting for v100 on it, so it waits for the k80.
+		{"batch: no room, not where the reserve is free", reserve(map[string]int{"v100": 1}, nil),
+			[]wire.Reservation{{Type: "v100", GPUs: 1}, {Type: "k80", GPUs: 8}}, wire.PlaceRequest{GPU: one}, "k80",
+			&wire.Reservation{Type: "k80", GPUs: 1}, "no type has 1 GPUs free now; k80 has the most capacity"},
+		{"batch: no room, the reserve in use", reserve(map[string]int{"v100": 1}, map[string]int{"v100": 1}),
+			[]wire.Reservation{{Type: "v100", GPUs: 1}, {Type: "k80", GPUs: 8}}, wire.PlaceRequest{GPU: one}, "v100",
+			&wire.Reservation{Type: "v100", GPUs: 1}, ""},
+		{"batch: finishing first would wait where the reserve is free", func(s *wire.PlaceState) {
+			reserve(map[string]int{"v100": 1}, nil)(s)
+			s.Slots = map[string][]float64{"v100": {0, 100, 200, 300}, "k80": {4000, 5000}}
+		}, nil, wire.PlaceRequest{GPU: one, Hints: wire.Hints{Steps: 1000, Throughput: map[string]float64{"v100": 5, "k80": 1}}}, "k80",
+			&wire.Reservation{Type: "k80", GPUs: 1, FinishS: 5000}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -385,13 +385,15 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	switch {
 	case !explain:
 		if !room {
-			best = mostCapacity(cv, r, req, fits, best)
+			f := v.awayFromFreeReserve(fits)
+			best = mostCapacity(cv, r, req, f, f[0])
 		}
 	case room:
 		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.3g = %.3g (of %d types that fit)",
 			best.t, best.free, jobSpeed(r, req, best.t), best.score, len(fits))
 	default:
-		best = mostCapacity(cv, r, req, fits, best)
+		f := v.awayFromFreeReserve(fits)
+		best = mostCapacity(cv, r, req, f, f[0])
 		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.3g)",
 			total, best.t, cv.Types[best.t].Total, jobSpeed(r, req, best.t))
 	}
@@ -502,6 +504,11 @@ func earliestFinish(v *View, req *wire.PlaceRequest, fits []cand, total int, par
 			continue
 		}
 		start := sl[total-1]
+		if start > 0 && v.reserveLeft(c.t) > 0 {
+			// It would wait for c.t, where Slurm would start it on the
+			// free reserved GPU at once.
+			continue
+		}
 		run := float64(req.Hints.Steps) / rate
 		num.set2("start_s.", c.t, start)
 		num.set2("run_s.", c.t, run)

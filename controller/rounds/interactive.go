@@ -2,6 +2,8 @@ package rounds
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -137,4 +139,67 @@ func waitsForGPUs(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// keepReserve keeps the interactive reserve from training where Slurm
+// would break it: while a reserved GPU of a type is free (sessions hold
+// less than the reserve), Slurm starts any waiting job typed there on
+// it. So of the waiting training jobs typed t, in Slurm's order, only as
+// many as training's room on t (its total less the reserve, less what
+// training runs there) keep t; Rota moves the others it typed to the
+// type where they run fastest among those where no reserved GPU is free
+// or training has room left. A GPU of t that frees between two rounds
+// may then idle until the next one: the price of the reserve. held is,
+// per type, the GPUs sessions hold or wait for there.
+func keepReserve(plan *Plan, jobs []JobView, reserve map[string]int, held []int) {
+	K := len(plan.Types)
+	room := make([]int, K) // training jobs that may still be typed k; -1 any
+	for k, t := range plan.Types {
+		r := min(reserve[t], plan.Capacity[k])
+		if r <= 0 || held[k] >= r {
+			room[k] = -1 // no reserved GPU free: a GPU of k frees for training only
+			continue
+		}
+		room[k] = plan.Capacity[k] - r
+	}
+	for _, j := range jobs {
+		if k := indexOf(plan.Types, j.Type); j.Running && !j.Interactive && k >= 0 && room[k] >= 0 {
+			room[k] = max(room[k]-max(j.GPUs, 1), 0)
+		}
+	}
+	var order []int
+	for i, j := range jobs {
+		if !j.Running && !j.Interactive && plan.Actions[i].Type != "" {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	for _, i := range order {
+		j, a := jobs[i], &plan.Actions[i]
+		g := max(j.GPUs, 1)
+		k := indexOf(plan.Types, a.Type)
+		if k < 0 || room[k] < 0 || room[k] >= g || j.UserTyped || j.Unfit != "" {
+			if k >= 0 && room[k] >= 0 {
+				room[k] = max(room[k]-g, 0)
+			}
+			continue
+		}
+		best := -1
+		for u := 0; u < K; u++ {
+			if u == k || u >= len(j.Rates) || j.Rates[u] <= 0 || (j.Fits != nil && !j.Fits[u]) || (room[u] >= 0 && room[u] < g) {
+				continue
+			}
+			if best < 0 || j.Rates[u] > j.Rates[best] {
+				best = u
+			}
+		}
+		if best < 0 {
+			continue // nowhere else: it may take a reserved GPU, as Slurm decides
+		}
+		a.Why = fmt.Sprintf("%s; %s's free GPUs are its interactive reserve: it waits for %s", a.Why, a.Type, plan.Types[best])
+		a.Type = plan.Types[best]
+		if room[best] >= 0 {
+			room[best] -= g
+		}
+	}
 }

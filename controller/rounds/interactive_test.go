@@ -266,3 +266,63 @@ func TestSessionsPass(t *testing.T) {
 		})
 	}
 }
+
+// While a reserved GPU is free, only as many waiting training jobs as
+// training has room for stay typed there: Slurm would start any of them
+// on the reserved GPU.
+func TestKeepReserve(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		running int   // training jobs on k80
+		held    []int // GPUs sessions hold, per type
+		reserve map[string]int
+		k80Only bool // job 4 and 5 hold only on k80
+		want    []string
+	}{
+		{"no room left: away", 3, []int{0, 0}, map[string]int{"k80": 1}, false, []string{"v100", "v100", "k80"}},
+		{"room for one", 2, []int{0, 0}, map[string]int{"k80": 1}, false, []string{"k80", "v100", "k80"}},
+		{"a session holds the reserve", 3, []int{1, 0}, map[string]int{"k80": 1}, false, []string{"k80", "k80", "k80"}},
+		{"no other type holds them", 3, []int{0, 0}, map[string]int{"k80": 1}, true, []string{"k80", "k80", "k80"}},
+		{"the other type's reserve is free too", 3, []int{0, 0}, map[string]int{"k80": 1, "v100": 3}, false, []string{"v100", "k80", "k80"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			src := []string{"measured", "measured"}
+			var jobs []JobView
+			plan := Plan{Types: []string{"k80", "v100"}, Capacity: []int{4, 4}}
+			for i := 0; i < c.running; i++ {
+				jobs = append(jobs, JobView{ID: uint32(100 + i), Running: true, Type: "k80", GPUs: 1, Rates: []float64{1, 2}, RateSource: src})
+				plan.Actions = append(plan.Actions, Action{JobID: uint32(100 + i), Type: "k80", Running: true})
+			}
+			for i, id := range []uint32{4, 5, 6} {
+				j := JobView{ID: id, Type: "k80", GPUs: 1, Rates: []float64{1, 2}, RateSource: src, UserTyped: id == 6}
+				if c.k80Only {
+					j.Fits = []bool{true, false}
+				}
+				jobs = append(jobs, j)
+				plan.Actions = append(plan.Actions, Action{JobID: id, Type: "k80", Priority: uint32(10 - i)})
+			}
+			keepReserve(&plan, jobs, c.reserve, c.held)
+			var got []string
+			for _, a := range plan.Actions[c.running:] {
+				got = append(got, a.Type)
+			}
+			if !slicesEqual(got, c.want) {
+				t.Fatalf("types %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

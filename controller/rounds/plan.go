@@ -274,6 +274,9 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	if p.cfg.NiceSpan > 0 {
 		coverHead(&plan, jobs)
 	}
+	if len(p.cfg.InteractiveReserve) > 0 {
+		keepReserve(&plan, jobs, p.cfg.InteractiveReserve, interactive)
+	}
 	return plan, nil
 }
 
