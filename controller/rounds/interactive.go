@@ -142,22 +142,21 @@ func waitsForGPUs(reason string) bool {
 }
 
 // keepReserve keeps the interactive reserve from training where Slurm
-// would break it: while a reserved GPU of a type is free (sessions hold
-// less than the reserve), Slurm starts any waiting job typed there on
-// it. So of the waiting training jobs typed t, in Slurm's order, only as
-// many as training's room on t (its total less the reserve, less what
-// training runs there) keep t; Rota moves the others it typed to the
-// type where they run fastest among those where no reserved GPU is free
-// or training has room left. A GPU of t that frees between two rounds
-// may then idle until the next one: the price of the reserve. held is,
-// per type, the GPUs sessions hold or wait for there.
-func keepReserve(plan *Plan, jobs []JobView, reserve map[string]int, held []int) {
+// would break it: Slurm starts a waiting job typed t on any GPU of t
+// that frees, reserved or not (a session's that ended too). So of the
+// waiting training jobs typed t, in Slurm's order, only as many as
+// training's room on t (its total less the reserve, less what training
+// runs there) keep t; Rota moves the others it typed to the type where
+// they run fastest among those without a reserve or with room left. A
+// training GPU of t that frees between two rounds may then idle until
+// the next one: the price of the reserve.
+func keepReserve(plan *Plan, jobs []JobView, reserve map[string]int) {
 	K := len(plan.Types)
-	room := make([]int, K) // training jobs that may still be typed k; -1 any
+	room := make([]int, K) // training GPUs that may still be typed k; -1 any
 	for k, t := range plan.Types {
 		r := min(reserve[t], plan.Capacity[k])
-		if r <= 0 || held[k] >= r {
-			room[k] = -1 // no reserved GPU free: a GPU of k frees for training only
+		if r <= 0 {
+			room[k] = -1
 			continue
 		}
 		room[k] = plan.Capacity[k] - r

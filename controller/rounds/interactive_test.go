@@ -267,24 +267,23 @@ func TestSessionsPass(t *testing.T) {
 	}
 }
 
-// While a reserved GPU is free, only as many waiting training jobs as
-// training has room for stay typed there: Slurm would start any of them
-// on the reserved GPU.
+// Only as many waiting training jobs as training has room for stay
+// typed where there is a reserve: Slurm would start any of them on a
+// reserved GPU that frees.
 func TestKeepReserve(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name    string
-		running int   // training jobs on k80
-		held    []int // GPUs sessions hold, per type
+		running int // training jobs on k80
 		reserve map[string]int
-		k80Only bool // job 4 and 5 hold only on k80
+		k80Only bool // jobs 4 and 5 hold only on k80
 		want    []string
 	}{
-		{"no room left: away", 3, []int{0, 0}, map[string]int{"k80": 1}, false, []string{"v100", "v100", "k80"}},
-		{"room for one", 2, []int{0, 0}, map[string]int{"k80": 1}, false, []string{"k80", "v100", "k80"}},
-		{"a session holds the reserve", 3, []int{1, 0}, map[string]int{"k80": 1}, false, []string{"k80", "k80", "k80"}},
-		{"no other type holds them", 3, []int{0, 0}, map[string]int{"k80": 1}, true, []string{"k80", "k80", "k80"}},
-		{"the other type's reserve is free too", 3, []int{0, 0}, map[string]int{"k80": 1, "v100": 3}, false, []string{"v100", "k80", "k80"}},
+		{"no room left: away", 3, map[string]int{"k80": 1}, false, []string{"v100", "v100", "k80"}},
+		{"room for one", 2, map[string]int{"k80": 1}, false, []string{"k80", "v100", "k80"}},
+		{"no reserve", 3, map[string]int{"v100": 0}, false, []string{"k80", "k80", "k80"}},
+		{"no other type holds them", 3, map[string]int{"k80": 1}, true, []string{"k80", "k80", "k80"}},
+		{"the other type's room is short too", 3, map[string]int{"k80": 1, "v100": 3}, false, []string{"v100", "k80", "k80"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -295,6 +294,9 @@ func TestKeepReserve(t *testing.T) {
 				jobs = append(jobs, JobView{ID: uint32(100 + i), Running: true, Type: "k80", GPUs: 1, Rates: []float64{1, 2}, RateSource: src})
 				plan.Actions = append(plan.Actions, Action{JobID: uint32(100 + i), Type: "k80", Running: true})
 			}
+			// A session on k80: the count is training's alone.
+			jobs = append(jobs, JobView{ID: 200, Running: true, Type: "k80", GPUs: 1, Interactive: true})
+			plan.Actions = append(plan.Actions, Action{JobID: 200, Type: "k80", Running: true, Interactive: true})
 			for i, id := range []uint32{4, 5, 6} {
 				j := JobView{ID: id, Type: "k80", GPUs: 1, Rates: []float64{1, 2}, RateSource: src, UserTyped: id == 6}
 				if c.k80Only {
@@ -303,9 +305,9 @@ func TestKeepReserve(t *testing.T) {
 				jobs = append(jobs, j)
 				plan.Actions = append(plan.Actions, Action{JobID: id, Type: "k80", Priority: uint32(10 - i)})
 			}
-			keepReserve(&plan, jobs, c.reserve, c.held)
+			keepReserve(&plan, jobs, c.reserve)
 			var got []string
-			for _, a := range plan.Actions[c.running:] {
+			for _, a := range plan.Actions[c.running+1:] {
 				got = append(got, a.Type)
 			}
 			if !slicesEqual(got, c.want) {

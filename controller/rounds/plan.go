@@ -275,7 +275,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		coverHead(&plan, jobs)
 	}
 	if len(p.cfg.InteractiveReserve) > 0 {
-		keepReserve(&plan, jobs, p.cfg.InteractiveReserve, interactive)
+		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
 	}
 	return plan, nil
 }
