@@ -69,11 +69,15 @@ func TestInteractiveSessions(t *testing.T) {
 		ids = append(ids, m[1])
 		return m[1]
 	}
+	var onReserve string // the session on the reserved v100
 	for _, c := range []struct{ name, want, says string }{
 		{"ia-a", "v100", "training loses 0 GPUs"},
 		{"ia-b", "k80", "training loses 1 GPUs of speed 1"},
 	} {
 		id := salloc(c.name)
+		if onReserve == "" {
+			onReserve = id
+		}
 		n, _ := strconv.ParseUint(id, 10, 32)
 		j := show(t, uint32(n))
 		out := explain(id)
@@ -214,6 +218,32 @@ func TestInteractiveSessions(t *testing.T) {
 	}
 	if out := explain(c); !strings.Contains(out, "Rota never retypes, moves or requeues it") {
 		t.Errorf("rota explain %s lacks the round's word on the session:\n%s", c, out)
+	}
+
+	// The session on the reserved v100 ends: training holds 3 v100s, its
+	// cap, so no training job waits typed v100 and the GPU stays free.
+	waitFor(t, 20*time.Second, "no waiting training job typed v100", func() bool {
+		for _, id := range train {
+			n, _ := strconv.ParseUint(id, 10, 32)
+			if strings.HasPrefix(states()[id], "PENDING") && givenType(show(t, uint32(n))) == "v100" {
+				return false
+			}
+		}
+		return true
+	})
+	if out, err := run("scancel", onReserve); err != nil {
+		t.Fatalf("scancel %s: %v %s", onReserve, err, out)
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		onV100, st := 0, states()
+		for _, id := range train {
+			if strings.HasPrefix(st[id], "RUNNING") && strings.HasSuffix(st[id], node("v100")) {
+				onV100++
+			}
+		}
+		if onV100 > 3 {
+			t.Fatalf("training holds %d v100s with 1 of 4 reserved: %v", onV100, st)
+		}
 	}
 }
 
