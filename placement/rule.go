@@ -57,6 +57,12 @@ func Apply(s *wire.PlaceState, r wire.Reservation) {
 		s.Reserved = map[string]int{}
 	}
 	s.Reserved[r.Type] += r.GPUs
+	if r.Interactive {
+		if s.InteractiveHeld == nil {
+			s.InteractiveHeld = map[string]int{}
+		}
+		s.InteractiveHeld[r.Type] += r.GPUs
+	}
 	if r.FinishS > 0 && len(s.Slots[r.Type]) > 0 {
 		s.Slots[r.Type] = book(s.Slots[r.Type], r.GPUs, r.FinishS)
 	}
@@ -106,6 +112,9 @@ type View struct {
 	// roomTaken: GPUs extra placements took from users' headroom, by
 	// "uid|room key|type" (typed limits: wire.PlaceState.Headroom).
 	roomTaken map[string]int
+	// iTaken: GPUs extra interactive placements took, per type (out of
+	// the interactive reserve first).
+	iTaken map[string]int
 }
 
 // NewView is s with extra (in the order they were placed) counted too.
@@ -130,7 +139,7 @@ func (v *View) Clone() *View {
 	// Slot lists are replaced by Add, never changed in place, so
 	// sharing them is safe; the maps are not.
 	return &View{s: v.s, reserved: maps.Clone(v.reserved), slots: maps.Clone(v.slots), types: v.types,
-		roomTaken: maps.Clone(v.roomTaken)}
+		roomTaken: maps.Clone(v.roomTaken), iTaken: maps.Clone(v.iTaken)}
 }
 
 // Add counts one more of the placer's reservations (Result.Reserve of a
@@ -143,6 +152,12 @@ func (v *View) Add(r wire.Reservation) {
 		v.reserved = map[string]int{}
 	}
 	v.reserved[r.Type] += r.GPUs
+	if r.Interactive {
+		if v.iTaken == nil {
+			v.iTaken = map[string]int{}
+		}
+		v.iTaken[r.Type] += r.GPUs
+	}
 	if r.Room != "" {
 		if v.roomTaken == nil {
 			v.roomTaken = map[string]int{}
@@ -239,7 +254,13 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		rules = &v.s.Rule.Kinds
 	}
 	kind, why := KindOf(req, rules)
-	res := placeBatch(v, req, explain)
+	var res Result
+	switch kind {
+	case wire.KindInteractive:
+		res = placeInteractive(v, req, explain)
+	default:
+		res = placeBatch(v, req, explain)
+	}
 	if kind != wire.KindBatch {
 		res.Kind = kind
 		if explain {
@@ -317,7 +338,7 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 			num.set2("holds.", t, 0)
 			continue
 		}
-		free := max(tc.Free()-v.taken(t), 0)
+		free := v.batchFree(t) // the interactive reserve is not its to take
 		sp := jobSpeed(r, req, t)
 		if left, why, lim := v.room(req, roomKey, t); lim && left < total {
 			num.set2("limit_left.", t, float64(left))
@@ -364,13 +385,15 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	switch {
 	case !explain:
 		if !room {
-			best = mostCapacity(cv, r, req, fits, best)
+			f := v.awayFromFreeReserve(fits)
+			best = mostCapacity(cv, r, req, f, f[0])
 		}
 	case room:
 		res.Reason = fmt.Sprintf("%s has the most free GPUs weighted by speed: %d free x %.3g = %.3g (of %d types that fit)",
 			best.t, best.free, jobSpeed(r, req, best.t), best.score, len(fits))
 	default:
-		best = mostCapacity(cv, r, req, fits, best)
+		f := v.awayFromFreeReserve(fits)
+		best = mostCapacity(cv, r, req, f, f[0])
 		res.Reason = fmt.Sprintf("no type has %d GPUs free now; %s has the most capacity weighted by speed (%d x %.3g)",
 			total, best.t, cv.Types[best.t].Total, jobSpeed(r, req, best.t))
 	}
@@ -474,11 +497,18 @@ func earliestFinish(v *View, req *wire.PlaceRequest, fits []cand, total int, par
 	best, bestFinish, bestStart := "", math.Inf(1), 0.0
 	for _, c := range fits {
 		sl := v.slotsOf(c.t)
+		// The earliest GPUs stand for the interactive reserve.
+		sl = sl[min(v.reserveLeft(c.t), len(sl)):]
 		rate := jobSpeed(r, req, c.t)
 		if len(sl) < total || rate <= 0 {
 			continue
 		}
 		start := sl[total-1]
+		if start > 0 && v.reserveLeft(c.t) > 0 {
+			// It would wait for c.t, where Slurm would start it on the
+			// free reserved GPU at once.
+			continue
+		}
 		run := float64(req.Hints.Steps) / rate
 		num.set2("start_s.", c.t, start)
 		num.set2("run_s.", c.t, run)

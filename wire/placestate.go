@@ -57,6 +57,10 @@ type PlaceState struct {
 	// association limits on gres/gpu:<type>) leave each user, by uid; a
 	// user not listed has no typed limit (controller/limits).
 	Headroom map[uint32]UserHeadroom `json:"headroom,omitempty"`
+	// InteractiveHeld is, per GPU type, how many GPUs interactive jobs
+	// held at the round loop's last round, and interactive placements
+	// made since: what of Rule.InteractiveReserve is in use already.
+	InteractiveHeld map[string]int `json:"interactive_held,omitempty"`
 }
 
 // UserHeadroom is how many more GPUs of each type a user's jobs may hold,
@@ -106,6 +110,10 @@ type PlaceRule struct {
 	// Kinds are the admin's rules that make a job interactive or a
 	// service without the user saying so (controller.conf).
 	Kinds KindRules `json:"kinds,omitzero"`
+	// InteractiveReserve is, per GPU type, how many GPUs batch jobs may
+	// not take: kept for interactive jobs (interactive_reserve.<type> in
+	// controller.conf; docs/kinds.md).
+	InteractiveReserve map[string]int `json:"interactive_reserve,omitempty"`
 }
 
 // KindRules says which jobs are interactive and which are services by
@@ -185,6 +193,9 @@ type Reservation struct {
 	// limits: the GPUs also come off that user's headroom.
 	UID  uint32 `json:"uid,omitempty"`
 	Room string `json:"room,omitempty"`
+	// Interactive: an interactive job's GPUs, which come out of the
+	// type's interactive reserve first.
+	Interactive bool `json:"interactive,omitempty"`
 }
 
 // maxSeconds bounds slot times: a century.
@@ -222,6 +233,16 @@ func (s *PlaceState) Check() error {
 	for t, n := range s.Reserved {
 		if n < 0 || n > maxCount {
 			return fmt.Errorf("%w: %d GPUs of %q reserved", errBadState, n, t)
+		}
+	}
+	for t, n := range s.InteractiveHeld {
+		if n < 0 || n > maxCount {
+			return fmt.Errorf("%w: %d GPUs of %q held by interactive jobs", errBadState, n, t)
+		}
+	}
+	for t, n := range s.Rule.InteractiveReserve {
+		if n < 0 || n > maxCount {
+			return fmt.Errorf("%w: interactive reserve of %d GPUs of %q", errBadState, n, t)
 		}
 	}
 	for t, sl := range s.Slots {

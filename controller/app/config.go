@@ -205,6 +205,24 @@ func LoadConfig(path string) (Config, error) {
 		}
 		c.Placement.Speed[t] = s
 	}
+	// interactive_reserve.<type> = GPUs of the type batch jobs may not
+	// take (docs/kinds.md): the rule and the round loop honour it.
+	for _, k := range v.Keys() {
+		t, ok := strings.CutPrefix(k, "interactive_reserve.")
+		if !ok {
+			continue
+		}
+		var n int
+		v.Int(k, &n, 0, 1<<20)
+		if err := gpureq.CheckTypeName(t); err != nil {
+			return c, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+		if c.Placement.InteractiveReserve == nil {
+			c.Placement.InteractiveReserve = map[string]int{}
+		}
+		c.Placement.InteractiveReserve[t] = n
+	}
+	c.Rounds.InteractiveReserve = c.Placement.InteractiveReserve
 	v.String("queuewait_model", &c.QueueWaitModel)
 	var window string
 	v.String("history_window", &window)

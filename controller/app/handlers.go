@@ -111,6 +111,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		c.respond(m, reply)
 		c.inst.Placed(metrics.Remote, reply.GPUType, time.Since(start))
 		c.logPlaced(&reply)
+		c.kickSessions(&reply)
 		return
 	}
 	// Store first, answer after: the plugin writes the decision id into
@@ -134,6 +135,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		c.respond(m, reply)
 		c.inst.Placed(metrics.Remote, reply.GPUType, time.Since(start))
 		c.logPlaced(&reply)
+		c.kickSessions(&reply)
 	}()
 }
 
@@ -162,6 +164,18 @@ func (c *Controller) onDecision(m *nats.Msg) {
 	}
 	c.inst.Placed(metrics.Local, d.Given.GPUType, time.Duration(d.DecideNs))
 	c.logPlaced(&d.Given)
+	c.kickSessions(&d.Given)
+}
+
+// kickSessions has the round loop put a just-placed interactive job
+// first without waiting for its next round (rounds.Loop.Kick).
+func (c *Controller) kickSessions(g *wire.PlaceReply) {
+	if g.Kind != wire.KindInteractive {
+		return
+	}
+	if l := c.rounds.Load(); l != nil {
+		l.Kick()
+	}
 }
 
 // checkDecision refuses records that could break the store (the id is a

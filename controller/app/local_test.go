@@ -38,7 +38,7 @@ func TestLocalPlacementRecorded(t *testing.T) {
 				return h
 			}
 			job := func(i int) *submit.Job {
-				return &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
+				return &submit.Job{UID: 1000, Name: "j", ScriptHash: "5c71", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
 			}
 			h := dial()
 			// The plugin asks for the state when it connects.
@@ -133,7 +133,7 @@ func TestAbsorbedDecisionsBatchStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	job := &submit.Job{UID: 1000, Name: "j", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
+	job := &submit.Job{UID: 1000, Name: "j", ScriptHash: "5c71", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
 	natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
 		_, o, _ := h.Handle(context.Background(), job)
 		return o != submit.FailOpen

@@ -64,6 +64,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
 		if p != nil {
 			c.placer.SetBusy(p.Busy())
+			c.placer.SetInteractiveHeld(p.InteractiveHeld())
 			c.placer.SetHeadroom(loop.Headroom())
 		}
 		c.snap.Store(s)

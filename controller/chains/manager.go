@@ -263,6 +263,11 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 		return // not Rota's, or not bound yet
 	}
 	h := in.Decision.Asked.Hints
+	if in.Decision.Given.Kind == wire.KindInteractive {
+		// A person works in it: Rota never checkpoints or requeues it.
+		m.refuse(j.ID, "no chain: an interactive job is never checkpointed or requeued by Rota", h.Chain == "on")
+		return
+	}
 	if h.Chain == "off" {
 		m.refuse(j.ID, "the job opted out of chains (--rota-chain=off)", false)
 		return

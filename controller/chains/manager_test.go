@@ -449,20 +449,23 @@ func TestNoChain(t *testing.T) {
 		// followed: the round loop follows the job's limit (one Rota
 		// shortened below its ceiling).
 		followed bool
+		kind     string // the decision's kind
 	}{
-		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal", false},
-		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out", false},
-		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, "", false},
-		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, "", false},
+		{"asked without a checkpoint signal", wire.Hints{Chain: "on", Steps: 9000}, true, 9000, "no checkpoint signal", false, ""},
+		{"opted out", wire.Hints{Chain: "off", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "opted out", false, ""},
+		{"fits its limit", wire.Hints{Steps: 3000, CheckpointSignal: "USR1"}, true, 3000, "", false, ""},
+		{"needs one but auto is off", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, false, 9000, "", false, ""},
 		// Its limit is one Rota shortened: the round loop raises it, no
 		// chain.
-		{"limit followed by the round loop", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", true},
+		{"limit followed by the round loop", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", true, ""},
+		// A person works in it: never checkpointed, even when asked.
+		{"interactive", wire.Hints{Chain: "on", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "an interactive job is never checkpointed", false, wire.KindInteractive},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			now := t0
 			f := newFakeSlurm(&now)
-			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}}
+			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}, Given: wire.PlaceReply{Kind: c.kind}}
 			f.limitFollowed = c.followed
 			f.total = c.steps
 			cfg := DefaultConfig()

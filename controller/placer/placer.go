@@ -40,6 +40,9 @@ type Config struct {
 	// Kinds are the admin's rules for interactive and serve jobs
 	// (interactive_* and serve_* in controller.conf).
 	Kinds wire.KindRules
+	// InteractiveReserve is, per GPU type, the GPUs batch jobs may not
+	// take (interactive_reserve.<type>; docs/kinds.md).
+	InteractiveReserve map[string]int
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -53,7 +56,8 @@ func DefaultConfig() Config {
 
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
-	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds}
+	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds,
+		InteractiveReserve: maps.Clone(c.InteractiveReserve)}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs
@@ -72,6 +76,11 @@ type Placer struct {
 	// the maps, and slot lists are replaced, never changed in place.
 	state wire.PlaceState
 	busy  map[string][]float64
+	// held: GPUs interactive jobs held per type at the last round;
+	// sessions: interactive placements, kept until a snapshot taken after
+	// them replaces them (its round counts the session if it started).
+	held     map[string]int
+	sessions []roomTake
 	// roomTaken: placements that took from users' headroom, and when,
 	// kept until a headroom counted from a later queue read replaces them.
 	roomTaken []roomTake
@@ -120,6 +129,15 @@ func (p *Placer) SetBusy(busy map[string][]float64) {
 	p.mu.Unlock()
 }
 
+// SetInteractiveHeld tells the placer, per GPU type, how many GPUs
+// interactive jobs hold (the round loop's last round). It takes effect
+// at the next Update, with the snapshot that counts them as used.
+func (p *Placer) SetInteractiveHeld(held map[string]int) {
+	p.mu.Lock()
+	p.held = held
+	p.mu.Unlock()
+}
+
 // SetHeadroom replaces what the site's typed GPU limits leave each user,
 // as the round loop counted it from the queue it read at asOf; the
 // placements made since (whose jobs that read may not have seen) are
@@ -139,10 +157,14 @@ func (p *Placer) SetHeadroom(h map[uint32]wire.UserHeadroom, asOf time.Time) {
 	p.state.Gen++
 }
 
-// tookRoom remembers a placement that took from a user's headroom.
+// tookRoom remembers a placement that took from a user's headroom, and
+// an interactive one.
 func (p *Placer) tookRoom(r *wire.Reservation) {
 	if r != nil && r.Room != "" {
 		p.roomTaken = append(p.roomTaken, roomTake{at: time.Now(), r: *r})
+	}
+	if r != nil && r.Interactive && r.GPUs > 0 {
+		p.sessions = append(p.sessions, roomTake{at: time.Now(), r: *r})
 	}
 }
 
@@ -156,6 +178,20 @@ func (p *Placer) Update(s *cluster.Snapshot) {
 	defer p.mu.Unlock()
 	p.state.Cluster = v
 	p.state.Reserved = map[string]int{}
+	p.state.InteractiveHeld = maps.Clone(p.held)
+	kept := p.sessions[:0]
+	for _, t := range p.sessions {
+		// A session placed after the snapshot began is not in it: it
+		// still holds its share of the reserve.
+		if !t.at.Before(s.At) {
+			kept = append(kept, t)
+			if p.state.InteractiveHeld == nil {
+				p.state.InteractiveHeld = map[string]int{}
+			}
+			p.state.InteractiveHeld[t.r.Type] += t.r.GPUs
+		}
+	}
+	p.sessions = kept
 	p.state.Slots = slotsOf(s, p.busy)
 	p.state.Gen++
 }
@@ -218,6 +254,7 @@ func (p *Placer) State(now time.Time) *wire.PlaceState {
 	s.At = now.UTC()
 	s.Policy = p.nameLocked()
 	s.Reserved = maps.Clone(p.state.Reserved)
+	s.InteractiveHeld = maps.Clone(p.state.InteractiveHeld)
 	s.Absorbed = maps.Clone(p.state.Absorbed)
 	s.Slots = maps.Clone(p.state.Slots)
 	// Rule and Cluster are never changed in place, only replaced.

@@ -49,6 +49,9 @@ type Config struct {
 	// placement does.
 	WalltimeMargin      float64
 	WalltimeOverheadMin uint32
+	// InteractiveReserve is, per GPU type, the GPUs training may not hold
+	// (interactive_reserve.<type>; docs/kinds.md).
+	InteractiveReserve map[string]int
 }
 
 // DefaultConfig are the production defaults: minutes-long rounds.
@@ -150,6 +153,9 @@ type Loop struct {
 	// OnSnapshot, when set, gets each round's cluster picture (the submit
 	// path answers from it).
 	OnSnapshot func(*cluster.Snapshot, *Plan)
+
+	// kick asks Run for a sessions pass between rounds (Kick).
+	kick chan struct{}
 
 	mu      sync.Mutex
 	known   map[uint32]*tracked // by job id
@@ -283,8 +289,9 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 		return nil, fmt.Errorf("shares = %q: want %s or %s", cfg.Shares, SharesSlurm, SharesNone)
 	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
-		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg)}, pol),
-		known:   map[uint32]*tracked{}, moving: map[uint32]bool{}}
+		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
+			InteractiveReserve: cfg.InteractiveReserve}, pol),
+		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}
 	return l, nil
 }
 
@@ -300,11 +307,16 @@ func (l *Loop) Run(ctx context.Context) {
 		if err := l.Round(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn().Err(err).Msg("round failed; Slurm is left as it is and the next round tries again")
 		}
-		select {
-		case <-ctx.Done():
-			l.wg.Wait()
-			return
-		case <-t.C:
+		for next := false; !next; {
+			select {
+			case <-ctx.Done():
+				l.wg.Wait()
+				return
+			case <-t.C:
+				next = true
+			case <-l.kick:
+				l.sessionsPass(ctx)
+			}
 		}
 	}
 }
@@ -574,6 +586,22 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			v.MoveCost = tr.moveCost
 		}
 		asked := tr.decision.Asked
+		if tr.decision.Given.Kind == wire.KindInteractive {
+			// Where it was placed, it stays; the planner only orders it.
+			v.Interactive, v.Migratable = true, false
+			v.SessionWaits = j.Pending() && waitsForGPUs(j.Reason)
+			if v.Running && len(j.Nodes) > 0 {
+				v.Type = nodeType[j.Nodes[0]]
+			} else {
+				v.Type = jobType(j, req.Types(), types)
+			}
+			if j.Pending() && j.Priority > 0 {
+				v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
+			}
+			out = append(out, v)
+			byID[j.ID] = j
+			continue
+		}
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if !v.UserTyped {
 			// Rota may choose its type: only among those that hold it
@@ -735,7 +763,12 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			continue
 		}
 		var u slurm.JobUpdate
-		if a.Type != "" && a.Type != v.Type && !v.UserTyped && l.retype(&u, j, tr, a.Type, snap) {
+		untyped := l.untypeSession(&u, j, v, tr, snap)
+		if untyped {
+			a.Why += "; " + v.Type + " has no free GPU for it now: its request is given back untyped, so that the first GPU of any type to free up starts it"
+			a.Type = ""
+		}
+		if a.Type != "" && a.Type != v.Type && !v.UserTyped && !v.Interactive && l.retype(&u, j, tr, a.Type, snap) {
 			if m := a.WalltimeMin; m > 0 {
 				u.TimeLimitMin = &m
 			}
@@ -784,7 +817,10 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			tr.prioFixed = false
 		}
 		l.mu.Unlock()
-		if u.Retypes() {
+		switch {
+		case untyped:
+			l.log.Info().Uint32("job", j.ID).Str("type", v.Type).Msg("interactive job waits for a busy GPU type Rota gave it; given back untyped so that any free GPU starts it")
+		case u.Retypes():
 			l.log.Info().Uint32("job", j.ID).Str("from", v.Type).Str("to", a.Type).Str("why", a.Why).Msg("retyped pending job")
 		}
 	}

@@ -69,6 +69,14 @@ type JobView struct {
 	// Target is the type Rota requeued the job onto (pending after a
 	// migration): its preferred type until it runs.
 	Target string
+	// Interactive: a person waits for it (docs/kinds.md). Out of the
+	// policy; never retyped or moved; first in Rota's order while it
+	// waits; its GPUs are not the training jobs'.
+	Interactive bool
+	// SessionWaits: an interactive job waiting for GPUs (not for its
+	// begin time, a dependency or a limit): no training job is moved
+	// meanwhile.
+	SessionWaits bool
 }
 
 // PlanConfig are the rules the planner follows.
@@ -83,6 +91,9 @@ type PlanConfig struct {
 	// its priority less Rota's nice within the span, which is the order
 	// in which Slurm will start the jobs, so GPUs free now go to them.
 	NiceSpan uint32
+	// InteractiveReserve is, per GPU type, the GPUs training may not
+	// hold (interactive_reserve.<type>).
+	InteractiveReserve map[string]int
 }
 
 // Action is what the loop should do to one job this round.
@@ -112,6 +123,9 @@ type Action struct {
 	WalltimeMin   uint32
 	WalltimeBasis string
 	Moves         int
+	// Interactive: the job is an interactive one, which the plan leaves
+	// where it is and puts first.
+	Interactive bool `json:"interactive,omitempty"`
 	// Running jobs: GPUs held and seconds of work left on their type
 	// (+Inf when unknown), for the submit-time placement's wait estimates.
 	Running   bool    `json:"running,omitempty"`
@@ -134,10 +148,35 @@ func (p *Plan) Busy() map[string][]float64 {
 	return out
 }
 
+// InteractiveHeld is, per GPU type, the GPUs interactive jobs hold or
+// are about to (waiting, typed): what of the interactive reserve is in
+// use.
+func (p *Plan) InteractiveHeld() map[string]int {
+	out := map[string]int{}
+	for _, a := range p.Actions {
+		if a.Interactive && a.Type != "" {
+			out[a.Type] += max(a.GPUs, 1)
+		}
+	}
+	return out
+}
+
+// avail is Avail, or Capacity in a plan made without it.
+func (p *Plan) avail() []int {
+	if p.Avail == nil {
+		return p.Capacity
+	}
+	return p.Avail
+}
+
 // Plan is one round's decision.
 type Plan struct {
-	Types      []string
-	Capacity   []int
+	Types    []string
+	Capacity []int
+	// Avail is, per type, the GPUs training may use this round: the
+	// capacity less the interactive reserve, or less what interactive
+	// jobs hold or are placed on when that is more.
+	Avail      []int
 	Policy     string
 	Objective  float64
 	SolveTime  time.Duration
@@ -171,35 +210,80 @@ func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
 // jobs are the managed jobs (pending and running). A job no single type
 // can hold (Unfit) is left as the user asked it: the policy never sees
 // it, and its action, with neither type nor priority to set, says why.
+// An interactive job is left where it is too, and goes first in Rota's
+// order while it waits; the training jobs get the GPUs the interactive
+// reserve and the interactive jobs leave them, and none is moved while
+// an interactive job waits (a moved job restarts at the front).
 func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
 	fit := make([]JobView, 0, len(jobs))
+	interactive := make([]int, len(types)) // GPUs interactive jobs hold or will
+	waiting := false                       // an interactive job waits
 	for _, j := range jobs {
-		if j.Unfit == "" {
+		switch {
+		case j.Interactive:
+			if k := indexOf(types, j.Type); k >= 0 {
+				interactive[k] += max(j.GPUs, 1)
+			}
+			waiting = waiting || j.SessionWaits
+		case j.Unfit == "":
 			fit = append(fit, j)
 		}
 	}
-	if len(fit) == len(jobs) {
-		return p.decide(types, capacity, jobs, solve)
+	// The policy shares what training may hold: a steady capacity, so
+	// that sessions coming and going do not restart the mechanism.
+	trainCap := make([]int, len(types))
+	avail := make([]int, len(types))
+	for k, t := range types {
+		r := min(max(p.cfg.InteractiveReserve[t], 0), capacity[k])
+		trainCap[k] = capacity[k] - r
+		avail[k] = max(capacity[k]-max(r, interactive[k]), 0)
 	}
-	plan, err := p.decide(types, capacity, fit, solve)
+	plan, err := p.decide(types, trainCap, fit, solve, waiting)
 	if err != nil {
 		return plan, err
 	}
-	actions, f := make([]Action, 0, len(jobs)), 0 // in the order given
-	for _, j := range jobs {
-		if j.Unfit == "" {
-			actions = append(actions, plan.Actions[f])
-			f++
-			continue
+	plan.Capacity, plan.Avail = capacity, avail
+	if len(fit) < len(jobs) {
+		actions, f := make([]Action, 0, len(jobs)), 0 // in the order given
+		for _, j := range jobs {
+			switch {
+			case j.Interactive:
+				a := Action{JobID: j.ID, Type: j.Type, Running: j.Running, GPUs: max(j.GPUs, 1), Remaining: math.Inf(1), Interactive: true,
+					Why: "interactive job: placed at submission where it starts soonest; Rota never retypes, moves or requeues it"}
+				if !j.Running {
+					// Ahead of every training job Rota orders, below the
+					// jobs Rota requeued (they ran already) and chains.
+					a.Priority = p.cfg.PriorityBase + sessionPriority
+					a.Why += ", and puts it first in its order"
+				}
+				actions = append(actions, a)
+			case j.Unfit == "":
+				actions = append(actions, plan.Actions[f])
+				f++
+			default:
+				actions = append(actions, Action{JobID: j.ID, Type: j.Type, Why: j.Unfit, Running: j.Running, GPUs: max(j.GPUs, 1),
+					Remaining: math.Inf(1)})
+			}
 		}
-		actions = append(actions, Action{JobID: j.ID, Type: j.Type, Why: j.Unfit, Running: j.Running, GPUs: max(j.GPUs, 1),
-			Remaining: math.Inf(1)})
+		plan.Actions = actions
 	}
-	plan.Actions = actions
+	if p.cfg.NiceSpan > 0 {
+		slurmOrder(&plan, jobs, p.cfg.NiceSpan)
+	}
+	fill(&plan, jobs)
+	if p.cfg.NiceSpan > 0 {
+		coverHead(&plan, jobs)
+	}
+	if len(p.cfg.InteractiveReserve) > 0 {
+		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
+	}
 	return plan, nil
 }
 
-func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
+// decide solves the policy for jobs, the training jobs a type can hold,
+// on capacity, and ranks them; holdMoves keeps every running job where
+// it is.
+func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error), holdMoves bool) (Plan, error) {
 	K := len(types)
 	plan := Plan{Types: types, Capacity: capacity, Policy: p.pol.Name(), Actions: make([]Action, len(jobs))}
 	if !slices.Equal(types, p.types) || !slices.Equal(capacity, p.capa) || p.mech == nil {
@@ -316,6 +400,10 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		}
 		if j.Running {
 			a.Migrate = a.Placed && a.Type != j.Type && !pinned(j, p.cfg.MinLease) && worthMoving(j, types, a.Type, p.cfg.Round)
+			if a.Migrate && holdMoves {
+				a.Migrate = false
+				a.Why = fmt.Sprintf("%s would move it from %s to %s, but not while an interactive job waits for a GPU", plan.Policy, j.Type, a.Type)
+			}
 			if a.Migrate {
 				plan.Migrations++
 				a.Why = fmt.Sprintf("%s moves it from %s to %s: %s", plan.Policy, j.Type, a.Type, gainWords(j, types, a.Type))
@@ -341,13 +429,6 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 			}
 		}
 	}
-	if p.cfg.NiceSpan > 0 {
-		slurmOrder(&plan, jobs, p.cfg.NiceSpan)
-	}
-	fill(&plan, jobs)
-	if p.cfg.NiceSpan > 0 {
-		coverHead(&plan, jobs)
-	}
 	return plan, nil
 }
 
@@ -369,7 +450,7 @@ func coverHead(plan *Plan, jobs []JobView) {
 	used := make([]int, K)
 	for i, j := range jobs {
 		a := &plan.Actions[i]
-		if !j.Running {
+		if !j.Running || !policyJob(j) {
 			continue
 		}
 		k := indexOf(plan.Types, j.Type)
@@ -389,14 +470,14 @@ func coverHead(plan *Plan, jobs []JobView) {
 		used[k] += max(j.GPUs, 1)
 	}
 	for k := range slots {
-		for n := used[k]; n < plan.Capacity[k]; n++ {
+		for n := used[k]; n < plan.avail()[k]; n++ {
 			slots[k] = append(slots[k], 0)
 		}
 		sort.Float64s(slots[k])
 	}
 	var order []int
 	for i, j := range jobs {
-		if !j.Running && !j.UserTyped && j.Unfit == "" && plan.Actions[i].Type != "" {
+		if !j.Running && !j.UserTyped && policyJob(j) && plan.Actions[i].Type != "" {
 			order = append(order, i)
 		}
 	}
@@ -484,14 +565,14 @@ func slurmOrder(plan *Plan, jobs []JobView, span uint32) {
 // next one in line sees a longer wait.
 func fill(plan *Plan, jobs []JobView) {
 	K := len(plan.Types)
-	free := append([]int(nil), plan.Capacity...)
+	free := append([]int(nil), plan.avail()...)
 	// frees[k]: when each GPU-holding job on k will be done (seconds from
 	// now; +Inf when unknown).
 	frees := make([][]float64, K)
 	for i, j := range jobs {
 		a := &plan.Actions[i]
 		k := indexOf(plan.Types, a.Type)
-		if !j.Running || k < 0 {
+		if !j.Running || k < 0 || !policyJob(j) {
 			continue
 		}
 		if a.Migrate {
@@ -512,7 +593,7 @@ func fill(plan *Plan, jobs []JobView) {
 	}
 	order := make([]int, 0, len(jobs))
 	for i, j := range jobs {
-		if !j.Running && !j.UserTyped {
+		if !j.Running && !j.UserTyped && policyJob(j) {
 			// A job requeued onto a target type prefers it too, but if
 			// another job took the GPU it was moved for, it does not wait
 			// longer than starting elsewhere would take.
@@ -617,6 +698,10 @@ func finishScore(j JobView, x, rates []float64) float64 {
 	}
 	return s / j.StepsLeft
 }
+
+// policyJob: a job the policy schedules (not interactive, and one type
+// can hold it).
+func policyJob(j JobView) bool { return !j.Interactive && j.Unfit == "" }
 
 // pinned: a running job that must stay where it is (no checkpoint
 // support, the user chose its type, or its lease has not run out).

@@ -55,7 +55,7 @@ func TestPlacedOnlyWhereTheJobHolds(t *testing.T) {
 		"one type only":          gpuNodes("k80", 3, 4),
 	}
 	job := func(edit func(j *Job)) *Job {
-		j := &Job{UID: 1000, Partition: "gpu", TimeLimit: NoVal, MinNodes: NoVal, NumTasks: NoVal, MaxNodes: NoVal,
+		j := &Job{UID: 1000, Partition: "gpu", TimeLimit: NoVal, MinNodes: NoVal, NumTasks: NoVal, MaxNodes: NoVal, ScriptHash: "5c71",
 			TasksPerNode: 0xfffe, SocketsPerNode: 0xfffe}
 		edit(j)
 		return j

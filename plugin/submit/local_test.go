@@ -33,7 +33,7 @@ func oneNode(gpus int, feats ...string) map[string][]wire.NodeGroup {
 }
 
 func gpuJob() *Job {
-	return &Job{UID: 1000, TresPerNode: "gres/gpu:1", TimeLimit: NoVal, MinNodes: NoVal, NumTasks: NoVal}
+	return &Job{UID: 1000, TresPerNode: "gres/gpu:1", TimeLimit: NoVal, ScriptHash: "5c71", MinNodes: NoVal, NumTasks: NoVal}
 }
 
 // TestLocalHandler: the Handler with a Local placer decides from a fed

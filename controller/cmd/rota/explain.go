@@ -126,6 +126,10 @@ func printDecision(w io.Writer, d *wire.Decision) {
 	if len(a.Hints.Types) > 0 || strings.Contains(a.Features, "|") {
 		fmt.Fprintf(tw, "types allowed\t%s\n", placement.HowAllowed(a.Hints, a.Features))
 	}
+	if g.Kind != "" {
+		// Why it is of that kind leads the reason below.
+		fmt.Fprintf(tw, "kind\t%s\n", g.Kind)
+	}
 	fmt.Fprintf(tw, "given\tgpu %s, time %s\n", given, minutesOrKeep(g.TimeLimitMin))
 	fmt.Fprintf(tw, "why\t%s\n", g.Reason)
 	keys := make([]string, 0, len(d.Numbers))

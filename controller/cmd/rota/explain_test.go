@@ -57,3 +57,19 @@ func TestPrintDecisionShowsNodes(t *testing.T) {
 		}
 	}
 }
+
+// explain names a job's kind when it is not a batch job.
+func TestPrintDecisionShowsKind(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind string
+		want bool
+	}{{"", false}, {wire.KindInteractive, true}} {
+		var b bytes.Buffer
+		printDecision(&b, &wire.Decision{Asked: wire.PlaceRequest{NoScript: true}, Given: wire.PlaceReply{Kind: tc.kind,
+			Reason: "interactive job (no batch script (salloc or srun)); k80 has 4 GPUs free now"}})
+		if got := regexp.MustCompile(`(?m)^kind +` + tc.kind + `$`).MatchString(b.String()); got != tc.want {
+			t.Errorf("kind %q: a kind line %v, want %v in\n%s", tc.kind, got, tc.want, b.String())
+		}
+	}
+}
