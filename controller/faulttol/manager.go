@@ -318,7 +318,7 @@ func (m *Manager) follow(ctx context.Context, j *job, sj *slurm.Job, nodeType ma
 	if j.Failed != "" && !j.Requeued && (sj.Pending() || sj.Restarts > j.Restarts) {
 		j.Requeued = true
 		m.stats.Requeued++
-		j.event(now, "requeued", j.Failed, fmt.Sprintf("Slurm requeued the job (restart %d); Rota clears its begin time so it may start at once, on another node", sj.Restarts))
+		j.event(now, "requeued", j.Failed, fmt.Sprintf("Slurm requeued the job (restart %d); Rota clears the begin time Slurm holds it to, so it may start at once wherever the policy places it", sj.Restarts))
 		if sj.Pending() {
 			// Slurm holds a requeued job until now + the credential
 			// lifetime (121 s by default, docs/chains.md); the work lost
