@@ -120,12 +120,14 @@ type job struct {
 	Requeued bool              `json:"requeued,omitempty"`
 	Events   []wire.FaultEvent `json:"events,omitempty"`
 	Seen     time.Time         `json:"seen"`
-	// ResumeCheck: the restarted job's first progress step is still to
-	// be compared with its checkpoint; StaleStep is the last step seen
-	// before the failure, which a progress file shared between nodes may
-	// still show until the restarted job rewrites it.
+	// MaxStep is the highest progress step seen in this run. Reached is
+	// MaxStep at the failure: after the restart, the first step below it
+	// is the restarted job's own (until then the agents may still report
+	// the old run's), and tells where it resumed. ResumeCheck: that step
+	// is still to be seen.
+	MaxStep     uint64 `json:"max_step,omitempty"`
+	Reached     uint64 `json:"reached,omitempty"`
 	ResumeCheck bool   `json:"resume_check,omitempty"`
-	StaleStep   uint64 `json:"stale_step,omitempty"`
 }
 
 func (j *job) event(now time.Time, kind, node, text string) {
@@ -294,12 +296,7 @@ func (m *Manager) Tick(ctx context.Context) error {
 
 // failed records that node n failed under job j.
 func (m *Manager) failed(j *job, n string, now time.Time) {
-	j.Failed, j.Requeued, j.StaleStep = n, false, 0
-	if m.info != nil {
-		if in, ok := m.info.FaultInfo(j.ID); ok {
-			j.StaleStep = in.Step
-		}
-	}
+	j.Failed, j.Requeued, j.Reached = n, false, j.MaxStep
 	what := "no checkpoint yet: it restarts from the beginning (or from a checkpoint of its own)"
 	if !j.Ckpt.IsZero() {
 		what = fmt.Sprintf("its latest checkpoint is step %d, taken %s before the failure", j.Step, now.Sub(j.Ckpt).Round(time.Second))
@@ -356,22 +353,29 @@ func (m *Manager) follow(ctx context.Context, j *job, sj *slurm.Job, nodeType ma
 				sliceStr(j.Nodes), sliceStr(types), now.Sub(failedAt(j)).Round(time.Second), j.Failed, from))
 			m.stats.Resumed++
 			m.log.Info().Uint32("job", j.ID).Strs("nodes", j.Nodes).Str("failed", j.Failed).Uint64("checkpoint_step", j.Step).Msg("job restarted after its node failed")
-			j.Failed, j.Requeued, j.ResumeCheck = "", false, true
+			j.Failed, j.Requeued, j.ResumeCheck, j.MaxStep = "", false, j.Reached > 0, 0
 		}
 	}
-	if j.ResumeCheck && m.info != nil {
-		if in, ok := m.info.FaultInfo(j.ID); ok && in.Step > 0 && in.Step != j.StaleStep {
-			j.ResumeCheck = false
-			switch {
-			case j.Ckpt.IsZero():
-				j.event(now, "resumed", "", fmt.Sprintf("first progress after the restart: step %d", in.Step))
-			case in.Step+1 >= j.Step:
-				j.event(now, "resumed", "", fmt.Sprintf("first progress after the restart: step %d, from the checkpoint at step %d: nothing checkpointed was lost", in.Step, j.Step))
-			default:
-				j.event(now, "resumed", "", fmt.Sprintf("first progress after the restart: step %d, below the checkpoint at step %d: the job did not resume from it (does it read its checkpoint by $SLURM_JOB_ID?)", in.Step, j.Step))
-			}
+	if m.info == nil {
+		return
+	}
+	in, ok := m.info.FaultInfo(j.ID)
+	if !ok || in.Step == 0 {
+		return
+	}
+	if j.ResumeCheck && in.Step < j.Reached {
+		j.ResumeCheck = false
+		switch {
+		case j.Ckpt.IsZero():
+			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d (step %d was reached before the failure)", in.Step, j.Reached))
+		case in.Step >= j.Step:
+			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, at or past the checkpoint at step %d: nothing checkpointed was lost (%d steps of the failed run were)",
+				in.Step, j.Step, j.Reached-j.Step))
+		default:
+			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, below the checkpoint at step %d: the job did not resume from it (does it read its checkpoint by $SLURM_JOB_ID?)", in.Step, j.Step))
 		}
 	}
+	j.MaxStep = max(j.MaxStep, in.Step)
 }
 
 // failedAt is when j's node failure was recorded.

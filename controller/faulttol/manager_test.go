@@ -230,7 +230,8 @@ func TestNodeFailureFollowed(t *testing.T) {
 		t.Errorf("updates %+v, want the begin time cleared", u)
 	}
 	// It restarts on the P100 node; its first progress is still the old
-	// one (a shared progress file), then its own from the checkpoint.
+	// run's (agents report a progress file until the job rewrites it),
+	// then its own from the checkpoint.
 	c.t = c.t.Add(5 * time.Second)
 	s.set(down, slurm.Job{ID: 7, State: "RUNNING", Restarts: 1, Start: c.t, Nodes: []string{"n-p100"}, NumNodes: 1})
 	m.tickWait(t)
@@ -245,7 +246,7 @@ func TestNodeFailureFollowed(t *testing.T) {
 	if strings.Join(kinds, " ") != "node_failed requeued restarted resumed" {
 		t.Fatalf("events %v", ex.Events)
 	}
-	for i, want := range []string{"latest checkpoint is step 800", "requeued the job (restart 1)", "restarted on n-p100 (p100)", "step 805, from the checkpoint at step 800: nothing checkpointed was lost"} {
+	for i, want := range []string{"latest checkpoint is step 800", "requeued the job (restart 1)", "restarted on n-p100 (p100)", "step 805, at or past the checkpoint at step 800: nothing checkpointed was lost (100 steps of the failed run were)"} {
 		if !strings.Contains(ex.Events[i].Text, want) {
 			t.Errorf("event %d %q lacks %q", i, ex.Events[i].Text, want)
 		}
