@@ -128,6 +128,11 @@ type job struct {
 	MaxStep     uint64 `json:"max_step,omitempty"`
 	Reached     uint64 `json:"reached,omitempty"`
 	ResumeCheck bool   `json:"resume_check,omitempty"`
+	// Candidate is a step below Reached seen after the restart; it is
+	// taken once a later reading is higher (the job advancing from it):
+	// a late report of the old run can be below Reached too, but the
+	// restarted job's next reading is then below it.
+	Candidate uint64 `json:"candidate,omitempty"`
 }
 
 func (j *job) event(now time.Time, kind, node, text string) {
@@ -353,7 +358,7 @@ func (m *Manager) follow(ctx context.Context, j *job, sj *slurm.Job, nodeType ma
 				sliceStr(j.Nodes), sliceStr(types), now.Sub(failedAt(j)).Round(time.Second), j.Failed, from))
 			m.stats.Resumed++
 			m.log.Info().Uint32("job", j.ID).Strs("nodes", j.Nodes).Str("failed", j.Failed).Uint64("checkpoint_step", j.Step).Msg("job restarted after its node failed")
-			j.Failed, j.Requeued, j.ResumeCheck, j.MaxStep = "", false, j.Reached > 0, 0
+			j.Failed, j.Requeued, j.ResumeCheck, j.MaxStep, j.Candidate = "", false, j.Reached > 0, 0, 0
 		}
 	}
 	if m.info == nil {
@@ -364,18 +369,28 @@ func (m *Manager) follow(ctx context.Context, j *job, sj *slurm.Job, nodeType ma
 		return
 	}
 	if j.ResumeCheck && in.Step < j.Reached {
-		j.ResumeCheck = false
 		switch {
-		case j.Ckpt.IsZero():
-			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d (step %d was reached before the failure)", in.Step, j.Reached))
-		case in.Step >= j.Step:
-			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, at or past the checkpoint at step %d: nothing checkpointed was lost (%d steps of the failed run were)",
-				in.Step, j.Step, j.Reached-j.Step))
-		default:
-			j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, below the checkpoint at step %d: the job did not resume from it (does it read its checkpoint by $SLURM_JOB_ID?)", in.Step, j.Step))
+		case j.Candidate == 0 || in.Step < j.Candidate:
+			j.Candidate = in.Step
+		case in.Step > j.Candidate:
+			j.ResumeCheck = false
+			m.resumed(j, j.Candidate, now)
 		}
 	}
 	j.MaxStep = max(j.MaxStep, in.Step)
+}
+
+// resumed records the step the restarted job j resumed at.
+func (m *Manager) resumed(j *job, step uint64, now time.Time) {
+	switch {
+	case j.Ckpt.IsZero():
+		j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d (step %d was reached before the failure)", step, j.Reached))
+	case step >= j.Step:
+		j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, at or past the checkpoint at step %d: nothing checkpointed was lost (%d steps of the failed run were)",
+			step, j.Step, j.Reached-j.Step))
+	default:
+		j.event(now, "resumed", "", fmt.Sprintf("progress after the restart: step %d, below the checkpoint at step %d: the job did not resume from it (does it read its checkpoint by $SLURM_JOB_ID?)", step, j.Step))
+	}
 }
 
 // failedAt is when j's node failure was recorded.
