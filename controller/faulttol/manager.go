@@ -87,6 +87,9 @@ const (
 	maxEvents = 32
 	// keepGone: a job that left the queue is kept this long for explain.
 	keepGone = 7 * 24 * time.Hour
+	// attribute: a node failure seen this soon after a job running there
+	// was requeued is taken as the requeue's cause.
+	attribute = time.Minute
 	// costWeight is the weight of a new cost measurement in the average.
 	costWeight = 0.5
 )
@@ -128,6 +131,10 @@ type job struct {
 	MaxStep     uint64 `json:"max_step,omitempty"`
 	Reached     uint64 `json:"reached,omitempty"`
 	ResumeCheck bool   `json:"resume_check,omitempty"`
+	// LeftAt is when the job was seen requeued without a failure Rota
+	// knew of; a failure of one of its nodes seen within attribute of it
+	// is taken as the cause.
+	LeftAt time.Time `json:"left_at,omitempty"`
 	// Candidate is a step below Reached seen after the restart; it is
 	// taken once a later reading is higher (the job advancing from it):
 	// a late report of the old run can be below Reached too, but the
@@ -229,13 +236,15 @@ func (m *Manager) interval(j *job) (time.Duration, time.Duration, time.Duration)
 // Tick reads the nodes and the queue once and acts.
 func (m *Manager) Tick(ctx context.Context) error {
 	now := m.now()
-	nodes, err := m.sched.Nodes(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the nodes: %w", err)
-	}
+	// The queue first: Slurm marks a node down before it requeues its
+	// jobs, so a job seen requeued here has its node seen down below.
 	jobs, err := m.sched.Jobs(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
+	}
+	nodes, err := m.sched.Nodes(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the nodes: %w", err)
 	}
 	nodeType := map[string]string{}
 	for _, n := range nodes {
@@ -249,7 +258,9 @@ func (m *Manager) Tick(ctx context.Context) error {
 		m.stats.NodeFailures++
 		m.log.Warn().Str("node", n).Msg("node failed; following the jobs that ran on it")
 		for _, j := range m.jobs {
-			if j.Running && slices.Contains(j.Nodes, n) {
+			// Running there at the last look, or requeued since without
+			// a cause Rota saw (the failure showed in the queue first).
+			if (j.Running || now.Sub(j.LeftAt) <= attribute) && j.Failed == "" && slices.Contains(j.Nodes, n) {
 				m.failed(j, n, now)
 			}
 		}
@@ -313,9 +324,10 @@ func (m *Manager) failed(j *job, n string, now time.Time) {
 // follow brings j up to date with Slurm's view sj.
 func (m *Manager) follow(ctx context.Context, j *job, sj *slurm.Job, nodeType map[string]string, now time.Time) {
 	if sj.Restarts > j.Restarts && !j.Requeued && j.Failed == "" && j.Running {
-		// Requeued without a failure Rota saw (a migration, an admin):
-		// a new run, nothing to follow.
-		j.Running = false
+		// Requeued without a failure Rota saw (a migration, an admin,
+		// or a node failure it has not seen yet: LeftAt lets one seen
+		// shortly after claim it).
+		j.Running, j.LeftAt = false, now
 	}
 	if j.Failed != "" && !j.Requeued && (sj.Pending() || sj.Restarts > j.Restarts) {
 		j.Requeued = true

@@ -304,3 +304,27 @@ func TestSaveRestore(t *testing.T) {
 		t.Errorf("restored explain %+v", ex)
 	}
 }
+
+// The queue may show the requeue a tick before the nodes show the
+// failure (two reads of Slurm, the failure between them): the failure,
+// seen next, is still taken as the requeue's cause.
+func TestRequeueSeenBeforeFailure(t *testing.T) {
+	m, s, c := newTest(t, testConfig(), fakeInfo{7: {Checkpointable: true}}, &fakeAgents{})
+	up := []slurm.Node{gpuNode("n1", "v100", "mixed"), gpuNode("n2", "p100", "idle")}
+	s.set(up, slurm.Job{ID: 7, State: "RUNNING", Start: c.t, Nodes: []string{"n1"}})
+	m.tickWait(t)
+	c.t = c.t.Add(time.Second)
+	s.set(up, slurm.Job{ID: 7, State: "PENDING", Restarts: 1, Reason: "BeginTime"})
+	m.tickWait(t)
+	c.t = c.t.Add(time.Second)
+	s.set([]slurm.Node{gpuNode("n1", "v100", "down*"), gpuNode("n2", "p100", "idle")},
+		slurm.Job{ID: 7, State: "PENDING", Restarts: 1, Reason: "BeginTime"})
+	m.tickWait(t)
+	ex := m.Explain(7)
+	if len(ex.Events) != 2 || ex.Events[0].Kind != "node_failed" || ex.Events[1].Kind != "requeued" {
+		t.Fatalf("events %+v", ex.Events)
+	}
+	if u := s.updates[7]; len(u) != 1 || !u[0].StartNow {
+		t.Errorf("updates %+v, want the begin time cleared", u)
+	}
+}
