@@ -29,6 +29,12 @@ func TestNodeFailureResume(t *testing.T) {
 	// the blocker is not Rota's, so the policy does not count it).
 	restartController(t, "ROTA_DEV_NODE_MTBF=2m", "ROTA_DEV_MOVE_COST=1h")
 	t.Cleanup(func() { restartController(t) })
+	// The blockers below must go through the plugin (a job submitted
+	// while it reconnects passes unchanged, and the round loop then does
+	// not count its GPUs, so it would send this test's job to them).
+	if err := waitPlaced(); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	// The job starts on the K80: the simulated agents report 60 % of the
