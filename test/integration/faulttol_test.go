@@ -28,7 +28,13 @@ func TestNodeFailureResume(t *testing.T) {
 	// off the K80 meanwhile (it would, towards the V100 the blocker holds:
 	// the blocker is not Rota's, so the policy does not count it).
 	restartController(t, "ROTA_DEV_NODE_MTBF=2m", "ROTA_DEV_MOVE_COST=1h")
-	t.Cleanup(func() { restartController(t) })
+	t.Cleanup(func() {
+		restartController(t)
+		// The next test's submissions must find the plugin connected.
+		if err := waitPlaced(); err != nil {
+			t.Error(err)
+		}
+	})
 	// The blockers below must go through the plugin (a job submitted
 	// while it reconnects passes unchanged, and the round loop then does
 	// not count its GPUs, so it would send this test's job to them).
