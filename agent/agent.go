@@ -435,10 +435,17 @@ func (a *Agent) onCheckpoint(ctx context.Context, wg *sync.WaitGroup, m *nats.Ms
 		respond()
 		return
 	}
-	att, err := a.ckpt.Start(req.JobID)
+	start := a.ckpt.Start
+	if req.KeepRunning {
+		start = a.ckpt.StartKeep
+	}
+	att, err := start(req.JobID)
 	if err != nil {
 		reply.Error = err.Error()
 		respond()
+		if errors.Is(err, checkpoint.ErrNoPeriodicSignal) {
+			return // refused in the reply: nothing was signalled, no result follows
+		}
 		res := wire.CheckpointResult{V: wire.Version, ID: req.ID, Node: a.opts.Node, JobID: req.JobID, Outcome: wire.CheckpointNoProcesses}
 		if !errors.Is(err, checkpoint.ErrNoProcesses) {
 			res.Error = err.Error()

@@ -197,6 +197,13 @@ type CheckpointRequest struct {
 	GraceSeconds float64 `json:"grace_s"`
 	// ID is the caller's identifier, echoed in the reply and the result.
 	ID string `json:"id,omitempty"`
+	// KeepRunning asks for a checkpoint the job survives (the controller's
+	// periodic checkpoints for fault tolerance): the agent sends the
+	// job's periodic signal (ROTA_CHECKPOINT_PERIODIC_SIGNAL in its
+	// environment; a job without one is refused, since its checkpoint
+	// signal is the one it saves and exits on),
+	// answers as soon as the job acknowledges, and never SIGTERMs it.
+	KeepRunning bool `json:"keep_running,omitempty"`
 }
 
 // CheckpointReply is the immediate answer: whether the signal went out.

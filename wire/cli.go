@@ -19,7 +19,44 @@ type ExplainReply struct {
 	// job that asked for a chain (or would need one) runs without.
 	Chain     *ChainStatus `json:"chain,omitempty"`
 	ChainNote string       `json:"chain_note,omitempty"`
-	Error     string       `json:"error,omitempty"`
+	// Fault is the job's periodic checkpoints and the node failures it
+	// lived through (docs/faulttolerance.md), when Rota follows it.
+	Fault *FaultStatus `json:"fault,omitempty"`
+	Error string       `json:"error,omitempty"`
+}
+
+// FaultStatus is what Rota did to protect one job from node failures.
+// Times are RFC 3339.
+type FaultStatus struct {
+	// Periodic says whether Rota asks the job for periodic checkpoints;
+	// Why gives the interval and its basis, or why not.
+	Periodic bool   `json:"periodic"`
+	Why      string `json:"why,omitempty"`
+	// IntervalSeconds is the current interval between checkpoints.
+	IntervalSeconds float64 `json:"interval_s,omitempty"`
+	// CostSeconds is the job's checkpoint cost (signal to acknowledgement,
+	// smoothed); CostMeasured is false while it is the configured guess.
+	CostSeconds  float64 `json:"cost_s,omitempty"`
+	CostMeasured bool    `json:"cost_measured,omitempty"`
+	// NodeMTBFSeconds is the per-node mean time between failures used,
+	// and MTBFSource where it came from (admin, learned).
+	NodeMTBFSeconds float64 `json:"node_mtbf_s,omitempty"`
+	MTBFSource      string  `json:"mtbf_source,omitempty"`
+	Checkpoints     int     `json:"checkpoints"`
+	// LastCheckpoint and LastStep: the latest acknowledged one.
+	LastCheckpoint string       `json:"last_checkpoint,omitempty"`
+	LastStep       uint64       `json:"last_step,omitempty"`
+	Events         []FaultEvent `json:"events,omitempty"`
+}
+
+// FaultEvent is one thing that happened to a job through a node failure:
+// the failure, Slurm's requeue, the restart and what it resumed from.
+type FaultEvent struct {
+	Time string `json:"time"`
+	// Kind: node_failed, requeued, not_requeued, restarted, resumed.
+	Kind string `json:"kind"`
+	Node string `json:"node,omitempty"`
+	Text string `json:"text"`
 }
 
 // ChainStatus is a job run as a chain of segments past MaxTime

@@ -31,6 +31,17 @@ import (
 // --rota-checkpoint-signal which exports it).
 const EnvSignal = "ROTA_CHECKPOINT_SIGNAL"
 
+// EnvPeriodicSignal is the job environment variable naming the signal on
+// which the job saves a checkpoint and keeps running. The checkpoint
+// signal (EnvSignal) means "save and exit" (a migration or a chain's
+// segment end); a periodic checkpoint for fault tolerance must not stop
+// the job, so it needs a signal of its own, and a job that declares none
+// gets no periodic checkpoints.
+const EnvPeriodicSignal = "ROTA_CHECKPOINT_PERIODIC_SIGNAL"
+
+// ErrNoPeriodicSignal means the job declares no periodic signal.
+var ErrNoPeriodicSignal = errors.New("the job declares no periodic checkpoint signal (" + EnvPeriodicSignal + " in its environment), and its checkpoint signal stops it")
+
 var signals = map[string]syscall.Signal{
 	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM,
@@ -77,9 +88,12 @@ type Attempt struct {
 	Job       uint32
 	Signal    syscall.Signal
 	Signalled []int
-	start     time.Time
-	ckpt      uint64
-	hasCk     bool
+	// Keep: the job keeps running after this checkpoint (periodic): Wait
+	// returns at the acknowledgement and never SIGTERMs.
+	Keep  bool
+	start time.Time
+	ckpt  uint64
+	hasCk bool
 }
 
 // ErrNoProcesses means the job has no process on this node.
@@ -147,9 +161,35 @@ func (c *Checkpointer) send(job uint32, pids []int, sig syscall.Signal) []int {
 	return done
 }
 
+// periodicSignal is the signal a process of the job declares for
+// checkpoints it survives; ok false when none does.
+func (c *Checkpointer) periodicSignal(pids []int) (syscall.Signal, bool) {
+	for _, pid := range pids {
+		if v, ok := c.Proc.Env(pid, EnvPeriodicSignal); ok && v != "" {
+			sig, err := ParseSignal(v)
+			if err == nil {
+				return sig, true
+			}
+			c.Log.Warn().Int("pid", pid).Str(EnvPeriodicSignal, v).Msg("job asks for an unusable periodic checkpoint signal; no periodic checkpoint")
+		}
+	}
+	return 0, false
+}
+
 // Start signals job's processes. It returns ErrNoProcesses when there are
 // none.
 func (c *Checkpointer) Start(job uint32) (*Attempt, error) {
+	return c.start(job, false)
+}
+
+// StartKeep signals job's processes with its periodic signal, for a
+// checkpoint it survives. It returns ErrNoProcesses when there are none,
+// ErrNoPeriodicSignal when the job declares no such signal.
+func (c *Checkpointer) StartKeep(job uint32) (*Attempt, error) {
+	return c.start(job, true)
+}
+
+func (c *Checkpointer) start(job uint32, keep bool) (*Attempt, error) {
 	pids, err := c.targets(job)
 	if err != nil {
 		return nil, fmt.Errorf("finding the processes of job %d: %w", job, err)
@@ -157,7 +197,14 @@ func (c *Checkpointer) Start(job uint32) (*Attempt, error) {
 	if len(pids) == 0 {
 		return nil, ErrNoProcesses
 	}
-	a := &Attempt{Job: job, Signal: c.signalFor(pids), start: time.Now()}
+	a := &Attempt{Job: job, Signal: c.signalFor(pids), Keep: keep, start: time.Now()}
+	if keep {
+		sig, ok := c.periodicSignal(pids)
+		if !ok {
+			return nil, ErrNoPeriodicSignal
+		}
+		a.Signal = sig
+	}
 	if c.Progress != nil {
 		if r, err := c.Progress.Latest(job); err == nil {
 			a.ckpt, a.hasCk = r.Ckpt, r.HasCk
@@ -167,7 +214,7 @@ func (c *Checkpointer) Start(job uint32) (*Attempt, error) {
 	if len(a.Signalled) == 0 {
 		return nil, ErrNoProcesses
 	}
-	c.Log.Info().Uint32("job", job).Str("signal", SignalName(a.Signal)).Ints("pids", a.Signalled).Msg("sent checkpoint signal")
+	c.Log.Info().Uint32("job", job).Str("signal", SignalName(a.Signal)).Bool("keep_running", keep).Ints("pids", a.Signalled).Msg("sent checkpoint signal")
 	return a, nil
 }
 
@@ -187,7 +234,9 @@ func (c *Checkpointer) acked(a *Attempt) (uint64, bool) {
 }
 
 // Wait follows an attempt until the job's processes are gone or grace has
-// passed, SIGTERMs what is left then, and says how it went.
+// passed, SIGTERMs what is left then, and says how it went. A Keep
+// attempt ends at the acknowledgement instead, and its job is left
+// running even when the grace passes without one.
 func (c *Checkpointer) Wait(ctx context.Context, a *Attempt, grace time.Duration) wire.CheckpointResult {
 	poll := c.Poll
 	if poll <= 0 {
@@ -202,12 +251,18 @@ func (c *Checkpointer) Wait(ctx context.Context, a *Attempt, grace time.Duration
 		if step, ok := c.acked(a); ok && !ack {
 			ack, res.CkptStep = true, step
 		}
+		if ack && a.Keep {
+			break
+		}
 		left, err := c.targets(a.Job)
 		if err == nil && len(left) == 0 {
 			res.Exited = true
 			break
 		}
 		if !time.Now().Before(deadline) {
+			if a.Keep {
+				break
+			}
 			res.Terminated = len(c.send(a.Job, left, syscall.SIGTERM))
 			c.Log.Info().Uint32("job", a.Job).Int("terminated", res.Terminated).Dur("grace", grace).Msg("checkpoint grace over; sent SIGTERM")
 			break

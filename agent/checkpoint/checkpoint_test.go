@@ -25,6 +25,7 @@ import (
 //
 //	ack    on the checkpoint signal write ckpt= to $PROGRESS and exit
 //	exit   exit on the checkpoint signal
+//	keep   on any signal but SIGTERM write ckpt= to $PROGRESS and keep running
 //	ignore keep running until SIGTERM
 func TestMain(m *testing.M) {
 	if os.Getenv("ROTA_CKPT_HELPER") == "1" {
@@ -54,6 +55,10 @@ func helper() {
 			os.Exit(0)
 		case "exit":
 			os.Exit(0)
+		case "keep":
+			p := os.Getenv("PROGRESS")
+			os.WriteFile(p+".tmp", []byte("step=130 ckpt=130\n"), 0o644)
+			os.Rename(p+".tmp", p)
 		}
 	}
 }
@@ -184,6 +189,50 @@ func TestCheckpoint(t *testing.T) {
 				if !n.alive(h) {
 					t.Errorf("process outside the job (%s) died", h)
 				}
+			}
+		})
+	}
+}
+
+// A periodic checkpoint (StartKeep) uses the job's periodic signal, ends
+// at the acknowledgement, and never stops the job; a job without a
+// periodic signal is refused untouched.
+func TestCheckpointKeepRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		env     []string
+		err     error
+		outcome string
+		signal  string
+		ckpt    uint64
+	}{
+		{"acknowledged", "keep", []string{"ROTA_CHECKPOINT_SIGNAL=USR1", "ROTA_CHECKPOINT_PERIODIC_SIGNAL=USR2"}, nil, wire.CheckpointAcknowledged, "SIGUSR2", 130},
+		{"no acknowledgement, not stopped", "ignore", []string{"ROTA_CHECKPOINT_PERIODIC_SIGNAL=USR2"}, nil, wire.CheckpointTimedOut, "SIGUSR2", 0},
+		{"no periodic signal", "keep", []string{"ROTA_CHECKPOINT_SIGNAL=USR1"}, ErrNoPeriodicSignal, "", "", 0},
+		{"unusable periodic signal", "keep", []string{"ROTA_CHECKPOINT_PERIODIC_SIGNAL=KILL"}, ErrNoPeriodicSignal, "", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			n.spawn("a", 100, tc.mode, tc.env...)
+			c := n.checkpointer()
+			a, err := c.StartKeep(100)
+			if err != tc.err {
+				t.Fatalf("StartKeep: err = %v, want %v", err, tc.err)
+			}
+			if err == nil {
+				res := c.Wait(context.Background(), a, 300*time.Millisecond)
+				if res.Outcome != tc.outcome || res.Signal != tc.signal || res.CkptStep != tc.ckpt || res.Terminated != 0 || res.Exited {
+					t.Errorf("result = %+v", res)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+			if !n.alive("a") {
+				t.Errorf("the job's process died: a periodic checkpoint must leave it running")
+			}
+			want := tc.signal
+			if got := strings.Join(n.got("a"), " "); got != want {
+				t.Errorf("the job got signals %q, want %q", got, want)
 			}
 		})
 	}

@@ -38,6 +38,7 @@ type Event struct {
 	Signal      string   `json:"signal,omitempty"`
 	Msg         string   `json:"msg,omitempty"`
 	Elapsed     *float64 `json:"elapsed_s,omitempty"` // since this attempt's start
+	Cost        *float64 `json:"cost_s,omitempty"`    // checkpoint: seconds training stood still for it
 }
 
 func u64(n uint64) *uint64 { return &n }

@@ -282,6 +282,68 @@ func TestPeriodicAndEnvSignal(t *testing.T) {
 	}
 }
 
+// Rota's periodic checkpoint: the periodic signal (from
+// ROTA_CHECKPOINT_PERIODIC_SIGNAL) saves, stands training still for
+// --ckpt-cost, acknowledges, and trains on; the checkpoint signal still
+// saves and exits.
+func TestPeriodicSignalKeepsTraining(t *testing.T) {
+	table := gavelTable(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "job.log")
+	prog := filepath.Join(dir, "progress")
+	p := start(t, []string{"SLURM_JOB_ID=6", "ROTA_CHECKPOINT_SIGNAL=USR1", "ROTA_CHECKPOINT_PERIODIC_SIGNAL=USR2", "ROTA_PROGRESS_FILE=" + prog},
+		"--model", "A3C", "--steps", "1000000", "--throughputs", table, "--time-scale", "100", "--gpu-type", "v100",
+		"--ckpt-dir", dir, "--log", logPath, "--ckpt-cost", "300ms")
+	waitProgress(t, prog, 100)
+	var last progress.Reading
+	for i := 0; i < 2; i++ {
+		sent := time.Now()
+		p.signal(syscall.SIGUSR2)
+		last = waitProgressCkpt(t, prog, last)
+		if took := time.Since(sent); took < 300*time.Millisecond {
+			t.Errorf("checkpoint %d acknowledged after %s, before its 300 ms cost", i+1, took)
+		}
+	}
+	// Still training after both.
+	before := waitProgress(t, prog, 0).Step
+	after := waitProgress(t, prog, before+100).Step
+	if after <= before {
+		t.Fatalf("no progress after the periodic checkpoints (%d then %d)", before, after)
+	}
+	p.signal(syscall.SIGUSR1)
+	if rc := p.wait(); rc != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", rc, p.stderr)
+	}
+	var reasons []string
+	for _, e := range readLog(t, logPath) {
+		if e.Ev == "checkpoint" {
+			reasons = append(reasons, e.Reason)
+			if e.Cost == nil || *e.Cost != 0.3 {
+				t.Errorf("checkpoint %+v: want cost_s 0.3", e)
+			}
+		}
+	}
+	if strings.Join(reasons, " ") != "request request signal" {
+		t.Errorf("checkpoints %v, want two on request and one on the signal", reasons)
+	}
+}
+
+// waitProgressCkpt waits for a ckpt= in the file other than prev's.
+func waitProgressCkpt(t *testing.T, path string, prev progress.Reading) progress.Reading {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil {
+			if r, err := progress.Parse(b); err == nil && r.HasCk && (!prev.HasCk || r.Ckpt != prev.Ckpt) {
+				return r
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no new checkpoint acknowledged in %s within 10 s", path)
+	return progress.Reading{}
+}
+
 // Errors before training: each exits non-zero with a clear message on
 // stderr and, where the log is open, an error event; none starts training.
 func TestStartupErrors(t *testing.T) {

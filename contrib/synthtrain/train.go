@@ -32,7 +32,9 @@ type trainConfig struct {
 	node          string
 	restart       int
 	ckptSignal    syscall.Signal
+	keepSignal    syscall.Signal // 0: none
 	ckptEvery     uint64
+	ckptCost      time.Duration
 	progressFile  string
 	progressEvery time.Duration
 	tick          time.Duration
@@ -58,7 +60,10 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	fs.StringVar(&c.job, "job", c.job, "job key naming the checkpoint (default $ROTA_CHAIN_ID, which every segment of a Rota chain shares, else $SLURM_JOB_ID, which a requeue keeps)")
 	sigName := envOr(checkpoint.EnvSignal, "USR1")
 	fs.StringVar(&sigName, "signal", sigName, "checkpoint signal (default $"+checkpoint.EnvSignal+", which sbatch --rota-checkpoint-signal sets, else USR1)")
+	keepName := os.Getenv(checkpoint.EnvPeriodicSignal)
+	fs.StringVar(&keepName, "periodic-signal", keepName, "signal to checkpoint on and keep training (Rota's periodic checkpoints; default $"+checkpoint.EnvPeriodicSignal+", else none)")
 	fs.Uint64Var(&c.ckptEvery, "ckpt-every", 0, "also checkpoint every this many steps (0: only on the signal)")
+	fs.DurationVar(&c.ckptCost, "ckpt-cost", 0, "how long a checkpoint takes: training pauses this long before it is saved (a real job's write time)")
 	fs.DurationVar(&c.progressEvery, "progress-every", 500*time.Millisecond, "how often to rewrite $ROTA_PROGRESS_FILE")
 	fs.DurationVar(&c.tick, "tick", 50*time.Millisecond, "stepping granularity (steps advance by elapsed time x rate)")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +75,14 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	var err error
 	if c.ckptSignal, err = checkpoint.ParseSignal(sigName); err != nil {
 		return c, fmt.Errorf("--signal: %w", err)
+	}
+	if keepName != "" {
+		if c.keepSignal, err = checkpoint.ParseSignal(keepName); err != nil {
+			return c, fmt.Errorf("--periodic-signal: %w", err)
+		}
+		if c.keepSignal == c.ckptSignal {
+			return c, fmt.Errorf("--periodic-signal %s is the checkpoint signal, on which the job exits", keepName)
+		}
 	}
 	if rc := os.Getenv("SLURM_RESTART_COUNT"); rc != "" {
 		if c.restart, err = strconv.Atoi(rc); err != nil || c.restart < 0 {
@@ -89,6 +102,8 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		return c, fmt.Errorf("job key %q must be letters, digits, '_', '.', '-'", c.job)
 	case c.progressEvery <= 0 || c.tick <= 0:
 		return c, errors.New("--progress-every and --tick must be > 0")
+	case c.ckptCost < 0:
+		return c, errors.New("--ckpt-cost must be >= 0")
 	}
 	return c, nil
 }
@@ -236,7 +251,13 @@ func (t *trainer) writeProgress(step uint64, at time.Time) {
 	}
 }
 
-func (t *trainer) save(step uint64, reason string) error {
+// save checkpoints step. cost is how long the checkpoint holds training
+// up (--ckpt-cost: a real job's write time); the step does not advance
+// meanwhile, and the acknowledgement comes after it.
+func (t *trainer) save(step uint64, reason string, cost time.Duration) error {
+	if cost > 0 {
+		time.Sleep(cost)
+	}
 	err := writeCheckpoint(t.ckptPath(), ckptFile{Job: t.c.job, Model: t.c.model, Total: t.c.steps, Step: step,
 		GPU: t.c.gpuType, T: float64(t.now().UnixNano()) / 1e9})
 	if err != nil {
@@ -245,7 +266,12 @@ func (t *trainer) save(step uint64, reason string) error {
 	t.lastCkpt, t.hasCkpt = step, true
 	// The ckpt= change in the progress file is the agent's acknowledgement.
 	t.writeProgress(step, t.now())
-	t.log.emit(Event{Ev: "checkpoint", Step: u64(step), Reason: reason})
+	ev := Event{Ev: "checkpoint", Step: u64(step), Reason: reason}
+	if cost > 0 {
+		c := cost.Seconds()
+		ev.Cost = &c
+	}
+	t.log.emit(ev)
 	return nil
 }
 
@@ -254,8 +280,10 @@ func (t *trainer) save(step uint64, reason string) error {
 // on --tick or on how late the process is woken.
 func (t *trainer) loop(sigc <-chan os.Signal) int {
 	start := t.now()
+	// paused is the time spent checkpointing, when training stands still.
+	var paused time.Duration
 	stepAt := func(now time.Time) uint64 {
-		s := t.resumed + uint64(now.Sub(start).Seconds()*t.rate)
+		s := t.resumed + uint64(max(now.Sub(start)-paused, 0).Seconds()*t.rate)
 		return min(s, t.c.steps)
 	}
 	elapsed := func(now time.Time) *float64 { e := now.Sub(start).Seconds(); return &e }
@@ -268,8 +296,17 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 			now := t.now()
 			step := stepAt(now)
 			sig := s.(syscall.Signal)
+			if t.c.keepSignal != 0 && sig == t.c.keepSignal {
+				// Rota's periodic checkpoint: save and train on.
+				if err := t.save(step, "request", t.c.ckptCost); err != nil {
+					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
+				}
+				paused += t.c.ckptCost
+				lastProgress = t.now()
+				continue
+			}
 			if sig == t.c.ckptSignal {
-				if err := t.save(step, "signal"); err != nil {
+				if err := t.save(step, "signal", t.c.ckptCost); err != nil {
 					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 					t.log.emit(Event{Ev: "error", Msg: err.Error()})
 					return 1
@@ -294,7 +331,7 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 			if step >= t.c.steps {
 				// A last checkpoint at the end: a requeue after completion
 				// then resumes at the end instead of training again.
-				if err := t.save(step, "end"); err != nil {
+				if err := t.save(step, "end", 0); err != nil {
 					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 				}
 				t.writeProgress(step, now)
@@ -302,12 +339,13 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 				return 0
 			}
 			if t.c.ckptEvery > 0 && step >= t.lastCkpt+t.c.ckptEvery {
-				if err := t.save(step, "periodic"); err != nil {
+				if err := t.save(step, "periodic", t.c.ckptCost); err != nil {
 					// A failed periodic checkpoint is not fatal: the
 					// previous one still stands.
 					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 				}
-				lastProgress = now
+				paused += t.c.ckptCost
+				lastProgress = t.now()
 			}
 			if now.Sub(lastProgress) >= t.c.progressEvery {
 				t.writeProgress(step, now)

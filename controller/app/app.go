@@ -24,6 +24,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/estimate/live"
+	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/metrics"
 	"github.com/rota-hpc/rota/controller/observe"
@@ -73,8 +74,9 @@ type Controller struct {
 	book     *site.Book
 	waits    *live.Waits
 	table    *workload.Table
-	tableErr string                         // why there is no table
-	chains   atomic.Pointer[chains.Manager] // while leading, with rounds
+	tableErr string                           // why there is no table
+	chains   atomic.Pointer[chains.Manager]   // while leading, with rounds
+	faulttol atomic.Pointer[faulttol.Manager] // while leading, with rounds
 	// inst are the metrics observed as they happen (instruments.go).
 	inst *metrics.Instruments
 

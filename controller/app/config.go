@@ -7,6 +7,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/bus"
 	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
@@ -77,6 +78,9 @@ type Config struct {
 	RoundsOff bool
 	// Chains runs jobs past MaxTime as chains of segments (docs/chains.md).
 	Chains chains.Config
+	// FaultTol asks checkpointable jobs for periodic checkpoints and
+	// follows them through node failures (docs/faulttolerance.md).
+	FaultTol faulttol.Config
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
 	// Web is the read-only web view (controller/web, web.go).
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		Placement:     placer.DefaultConfig(),
 		Rounds:        rounds.DefaultConfig(),
 		Chains:        chains.DefaultConfig(),
+		FaultTol:      faulttol.DefaultConfig(),
 		HistoryWindow: 7 * 24 * time.Hour,
 		Web:           WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
 	}
@@ -192,6 +197,16 @@ func LoadConfig(path string) (Config, error) {
 	v.Int("chain_priority", &chainPrio, 1, 4294967293)
 	c.Chains.Priority = uint32(chainPrio)
 	c.Chains.Grace = c.Rounds.CheckpointGrace
+	periodic := !c.FaultTol.Off
+	v.Bool("checkpoint_periodic", &periodic)
+	c.FaultTol.Off = !periodic
+	v.Duration("node_mtbf", &c.FaultTol.NodeMTBF, 0, 100*365*24*time.Hour)
+	v.Duration("node_mtbf_prior", &c.FaultTol.PriorMTBF, time.Second, 100*365*24*time.Hour)
+	v.Duration("checkpoint_cost_initial", &c.FaultTol.InitialCost, 100*time.Millisecond, 24*time.Hour)
+	v.Duration("checkpoint_interval_min", &c.FaultTol.MinInterval, time.Second, 7*24*time.Hour)
+	v.Duration("checkpoint_interval_max", &c.FaultTol.MaxInterval, time.Second, 365*24*time.Hour)
+	v.Duration("faulttol_tick", &c.FaultTol.Tick, 100*time.Millisecond, time.Hour)
+	c.FaultTol.Grace = c.Rounds.CheckpointGrace
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
 		t, ok := strings.CutPrefix(k, "speed.")
@@ -263,6 +278,11 @@ func (c Config) Check() error {
 	if !c.Chains.Off && !c.RoundsOff {
 		if err := c.Chains.Check(); err != nil {
 			return fmt.Errorf("%w (or set chains_off = true)", err)
+		}
+	}
+	if !c.RoundsOff {
+		if err := c.FaultTol.Check(); err != nil {
+			return err
 		}
 	}
 	return nil

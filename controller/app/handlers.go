@@ -247,6 +247,9 @@ func (c *Controller) explainReply(ctx context.Context, jobID uint32) wire.Explai
 	if cm := c.chains.Load(); cm != nil {
 		rep.Chain, rep.ChainNote = cm.Explain(jobID)
 	}
+	if fm := c.faulttol.Load(); fm != nil {
+		rep.Fault = fm.Explain(jobID)
+	}
 	return rep
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/estimate/live"
+	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
@@ -52,6 +53,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		loop.SetTimings(c.inst)
 	}
 	c.startChains(ctx, sched, loop, st)
+	c.startFaultTol(ctx, sched, loop, st)
 	if cli, ok := c.slurm.(*slurm.CLI); ok {
 		// Typed GPU limits (docs/rounds.md): read from accounting every
 		// round; Slurm 24.11 and later retype a pending GPU request.
@@ -106,6 +108,34 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	loop.SetChains(m)
 	c.chains.Store(m)
 	go m.Run(ctx)
+}
+
+// startFaultTol runs the fault tolerance manager beside the round loop
+// (docs/faulttolerance.md): periodic checkpoints, node failures.
+func (c *Controller) startFaultTol(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
+	var store state.Store
+	if st != nil {
+		store = st
+	}
+	m, err := faulttol.New(c.cfg.FaultTol, c.log.With().Str("component", "faulttol").Logger(), sched, faultInfo{loop},
+		&checkpoint.NATS{NC: c.nc}, store)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the fault tolerance manager; no periodic checkpoints")
+		return
+	}
+	c.faulttol.Store(m)
+	go m.Run(ctx)
+}
+
+// faultInfo is the round loop as the fault tolerance manager reads it.
+type faultInfo struct{ l *rounds.Loop }
+
+func (f faultInfo) FaultInfo(id uint32) (faulttol.Info, bool) {
+	in, ok := f.l.ChainInfo(id)
+	if !ok || in.Decision == nil {
+		return faulttol.Info{}, false
+	}
+	return faulttol.Info{Checkpointable: in.Decision.Asked.Hints.CheckpointSignal != "", Step: in.Step}, true
 }
 
 // roundsStatus is the loop's counters and, with jobs, its last plan.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,27 @@ import (
 // went (wire.Checkpoint* outcomes).
 type Checkpointer interface {
 	Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error)
+}
+
+// Result is how a checkpoint the job survives went (KeepRunner).
+type Result struct {
+	// Outcome is the worst of the nodes' wire.Checkpoint* outcomes.
+	Outcome string
+	// Elapsed is the longest signal-to-acknowledgement time of the
+	// nodes, as their agents measured it: the checkpoint's cost.
+	Elapsed time.Duration
+	// Step is the checkpoint step the job reported (the least of its
+	// nodes'; 0 when it reported none).
+	Step uint64
+	// Refused is why an agent would not signal the job (it declares no
+	// periodic signal); "" when every agent did.
+	Refused string
+}
+
+// KeepRunner asks a job's node agents for a checkpoint the job survives:
+// its periodic signal, no SIGTERM (wire.CheckpointRequest.KeepRunning).
+type KeepRunner interface {
+	CheckpointKeep(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (Result, error)
 }
 
 // NATS sends checkpoint commands to node agents over NATS.
@@ -34,14 +56,29 @@ type NATS struct {
 // command; the outcome is "acknowledged" only when all acknowledged (or
 // exited), the worst outcome otherwise.
 func (c *NATS) Checkpoint(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (string, error) {
+	r, err := c.run(ctx, nodes, jobID, grace, false)
+	return r.Outcome, err
+}
+
+// CheckpointKeep implements KeepRunner.
+func (c *NATS) CheckpointKeep(ctx context.Context, nodes []string, jobID uint32, grace time.Duration) (Result, error) {
+	return c.run(ctx, nodes, jobID, grace, true)
+}
+
+func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time.Duration, keep bool) (Result, error) {
+	var res Result
 	if len(nodes) == 0 {
-		return "", fmt.Errorf("job %d has no nodes", jobID)
+		return res, fmt.Errorf("job %d has no nodes", jobID)
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	id := "mig-" + strconv.FormatUint(uint64(jobID), 10) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
+	kind := "mig-"
+	if keep {
+		kind = "keep-"
+	}
+	id := kind + strconv.FormatUint(uint64(jobID), 10) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
 	results := make(chan *nats.Msg, len(nodes)*2)
 	var subs []*nats.Subscription
 	defer func() {
@@ -52,28 +89,37 @@ func (c *NATS) Checkpoint(ctx context.Context, nodes []string, jobID uint32, gra
 	for _, n := range nodes {
 		s, err := c.NC.ChanSubscribe(wire.SubjectAgentCheckpointResult(n), results)
 		if err != nil {
-			return "", fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
+			return res, fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
 		}
 		subs = append(subs, s)
 	}
-	req, _ := json.Marshal(wire.CheckpointRequest{V: wire.Version, JobID: jobID, GraceSeconds: grace.Seconds(), ID: id})
+	req, _ := json.Marshal(wire.CheckpointRequest{V: wire.Version, JobID: jobID, GraceSeconds: grace.Seconds(), ID: id, KeepRunning: keep})
 	accepted := 0
 	for _, n := range nodes {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		msg, err := c.NC.RequestWithContext(rctx, wire.SubjectAgentCheckpoint(n), req)
 		cancel()
 		if err != nil {
-			return "", fmt.Errorf("node %s's agent did not answer the checkpoint command: %w", n, err)
+			return res, fmt.Errorf("node %s's agent did not answer the checkpoint command: %w", n, err)
 		}
 		var rep wire.CheckpointReply
 		if err := wire.Decode(msg.Data, &rep); err != nil {
-			return "", fmt.Errorf("node %s's agent: %w", n, err)
+			return res, fmt.Errorf("node %s's agent: %w", n, err)
 		}
 		if !rep.Accepted {
-			if rep.Processes == 0 && len(nodes) == 1 {
-				return wire.CheckpointNoProcesses, nil
+			if keep && accepted == 0 && strings.Contains(rep.Error, "no periodic checkpoint signal") {
+				// Nothing was signalled anywhere: the job cannot take a
+				// checkpoint it survives (agent/checkpoint's
+				// ErrNoPeriodicSignal; the agent is another binary, so its
+				// text is what tells).
+				res.Refused = rep.Error
+				return res, nil
 			}
-			return "", fmt.Errorf("node %s's agent refused the checkpoint: %s", n, rep.Error)
+			if rep.Processes == 0 && len(nodes) == 1 {
+				res.Outcome = wire.CheckpointNoProcesses
+				return res, nil
+			}
+			return res, fmt.Errorf("node %s's agent refused the checkpoint: %s", n, rep.Error)
 		}
 		accepted++
 	}
@@ -83,9 +129,9 @@ func (c *NATS) Checkpoint(ctx context.Context, nodes []string, jobID uint32, gra
 	for got := 0; got < accepted; {
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return res, ctx.Err()
 		case <-deadline.C:
-			return "", fmt.Errorf("no checkpoint result from %d of %d nodes within %s", accepted-got, accepted, grace+timeout)
+			return res, fmt.Errorf("no checkpoint result from %d of %d nodes within %s", accepted-got, accepted, grace+timeout)
 		case m := <-results:
 			var r wire.CheckpointResult
 			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
@@ -95,9 +141,14 @@ func (c *NATS) Checkpoint(ctx context.Context, nodes []string, jobID uint32, gra
 			if rank(r.Outcome) > rank(worst) {
 				worst = r.Outcome
 			}
+			res.Elapsed = max(res.Elapsed, time.Duration(r.ElapsedSeconds*float64(time.Second)))
+			if r.CkptStep > 0 && (res.Step == 0 || r.CkptStep < res.Step) {
+				res.Step = r.CkptStep
+			}
 		}
 	}
-	return worst, nil
+	res.Outcome = worst
+	return res, nil
 }
 
 // rank orders outcomes from best to worst.

@@ -138,6 +138,7 @@ type synthEvent struct {
 	ResumedFrom uint64  `json:"resumed_from"`
 	Steps       uint64  `json:"steps"`
 	Restart     int     `json:"restart"`
+	Reason      string  `json:"reason"`
 	T           float64 `json:"t"`
 }
 

@@ -47,7 +47,7 @@ func TestWhoImportsWhom(t *testing.T) {
 		// The agent on every GPU node.
 		{"agent/cmd/rota-agent", []string{"controller/", "plugin/", "placement", "github.com/nats-io/nats-server"}},
 		// The user's CLI asks the controller; it runs none of it.
-		{"controller/cmd/rota", []string{"plugin/", "agent/", "controller/app", "controller/rounds", "controller/chains",
+		{"controller/cmd/rota", []string{"plugin/", "agent/", "controller/app", "controller/rounds", "controller/chains", "controller/faulttol",
 			"controller/bus", "controller/loadgen", "github.com/nats-io/nats-server", "github.com/hashicorp/go-plugin"}},
 		// The controller does not link the plugin's code.
 		{"controller/cmd/rota-controller", []string{"plugin/", "agent/", "controller/loadgen"}},

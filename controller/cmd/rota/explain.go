@@ -62,6 +62,9 @@ func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdo
 	if rep.Round != nil {
 		printRound(stdout, rep.Round)
 	}
+	if rep.Fault != nil {
+		printFault(stdout, rep.Fault)
+	}
 	if rep.Chain != nil {
 		fmt.Fprintf(stdout, "chain %d (%s, successors submitted %s): %s\n", rep.Chain.ID, rep.Chain.State, rep.Chain.Mode, rep.Chain.Why)
 		return printChains(stdout, []wire.ChainStatus{*rep.Chain})
@@ -70,6 +73,21 @@ func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdo
 		fmt.Fprintf(stdout, "chain\t%s\n", rep.ChainNote)
 	}
 	return nil
+}
+
+// printFault shows the job's periodic checkpoints and the node failures
+// it went through.
+func printFault(w io.Writer, f *wire.FaultStatus) {
+	fmt.Fprintf(w, "checkpoints\t%s\n", f.Why)
+	if f.Checkpoints > 0 {
+		fmt.Fprintf(w, "\t%d taken, the latest at step %d (%s)\n", f.Checkpoints, f.LastStep, f.LastCheckpoint)
+	}
+	if f.MTBFSource != "" {
+		fmt.Fprintf(w, "\tnode MTBF %s: %s\n", (time.Duration(f.NodeMTBFSeconds) * time.Second).String(), f.MTBFSource)
+	}
+	for _, e := range f.Events {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", e.Time, strings.ReplaceAll(e.Kind, "_", " "), e.Text)
+	}
 }
 
 // printRound shows what the round loop last decided and the numbers

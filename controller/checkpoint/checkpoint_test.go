@@ -1,0 +1,106 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/internal/natstest"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// agent answers checkpoint commands on node's subject as a node agent
+// does: the reply at once, then the result (none when refused).
+type agent struct {
+	node    string
+	refuse  string // reply error; nothing signalled
+	outcome string
+	step    uint64
+	elapsed float64
+}
+
+func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointRequest) {
+	t.Helper()
+	_, err := nc.Subscribe(wire.SubjectAgentCheckpoint(a.node), func(m *nats.Msg) {
+		var req wire.CheckpointRequest
+		if err := wire.Decode(m.Data, &req); err != nil {
+			t.Error(err)
+			return
+		}
+		seen <- req
+		rep := wire.CheckpointReply{V: wire.Version, ID: req.ID, JobID: req.JobID, Accepted: a.refuse == "", Error: a.refuse}
+		if a.refuse == "" {
+			rep.Processes, rep.Signal = 1, "SIGUSR2"
+		}
+		b, _ := json.Marshal(rep)
+		m.Respond(b)
+		if a.refuse != "" {
+			return
+		}
+		res, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: req.ID, Node: a.node, JobID: req.JobID,
+			Outcome: a.outcome, CkptStep: a.step, ElapsedSeconds: a.elapsed})
+		nc.Publish(wire.SubjectAgentCheckpointResult(a.node), res)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+}
+
+// CheckpointKeep asks every node for a checkpoint the job survives and
+// sums their results up: the worst outcome, the longest time, the least
+// step; an agent's refusal for want of a periodic signal is a refusal, not
+// an error.
+func TestCheckpointKeep(t *testing.T) {
+	srv := natstest.Start(t)
+	for _, tc := range []struct {
+		name    string
+		agents  []agent
+		want    Result
+		wantErr bool
+	}{
+		{"two nodes acknowledge", []agent{
+			{node: "a", outcome: wire.CheckpointAcknowledged, step: 120, elapsed: 1.5},
+			{node: "b", outcome: wire.CheckpointAcknowledged, step: 118, elapsed: 2.5}},
+			Result{Outcome: wire.CheckpointAcknowledged, Elapsed: 2500 * time.Millisecond, Step: 118}, false},
+		{"one times out", []agent{
+			{node: "a", outcome: wire.CheckpointAcknowledged, step: 120, elapsed: 1},
+			{node: "b", outcome: wire.CheckpointTimedOut, elapsed: 10}},
+			Result{Outcome: wire.CheckpointTimedOut, Elapsed: 10 * time.Second, Step: 120}, false},
+		{"no periodic signal", []agent{
+			{node: "a", refuse: "the job declares no periodic checkpoint signal (ROTA_CHECKPOINT_PERIODIC_SIGNAL in its environment), and its checkpoint signal stops it"}},
+			Result{Refused: "the job declares no periodic checkpoint signal (ROTA_CHECKPOINT_PERIODIC_SIGNAL in its environment), and its checkpoint signal stops it"}, false},
+		{"another refusal is an error", []agent{{node: "a", refuse: "finding the processes of job 7: permission denied"}, {node: "b"}}, Result{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agentConn, err := nats.Connect(srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer agentConn.Close()
+			seen := make(chan wire.CheckpointRequest, 4)
+			var nodes []string
+			for _, a := range tc.agents {
+				a.serve(t, agentConn, seen)
+				nodes = append(nodes, a.node)
+			}
+			nc, err := nats.Connect(srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			c := &NATS{NC: nc, Timeout: 2 * time.Second}
+			got, err := c.CheckpointKeep(context.Background(), nodes, 7, 10*time.Second)
+			if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+				t.Fatalf("CheckpointKeep = %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+			req := <-seen
+			if !req.KeepRunning || req.JobID != 7 || req.GraceSeconds != 10 {
+				t.Errorf("request %+v, want keep_running for job 7 with a 10 s grace", req)
+			}
+		})
+	}
+}
