@@ -106,6 +106,10 @@ type PlaceRule struct {
 	// Kinds are the admin's rules that make a job interactive or a
 	// service without the user saying so (controller.conf).
 	Kinds KindRules `json:"kinds,omitzero"`
+	// ServeHoldS holds a replica of a named service (--rota-service) this
+	// many seconds after submission unless the controller releases it
+	// first, having excluded its siblings' nodes (docs/serve.md); 0 never.
+	ServeHoldS uint32 `json:"serve_hold_s,omitempty"`
 }
 
 // KindRules says which jobs are interactive and which are services by

@@ -101,6 +101,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		Policy:       c.placer.Name(),
 		Reason:       res.Reason,
 		Kind:         res.Kind,
+		HoldS:        res.HoldS,
 	}
 	d := &wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers}
 	if !c.cfg.durableDecisions() {

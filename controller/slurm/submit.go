@@ -56,10 +56,12 @@ type JobSpec struct {
 	// CPUsPerTask 0 when unset.
 	CPUsPerTask int
 	// MemPerNode / MemPerCPU as Slurm prints them ("16000M"), "" unset.
-	MemPerNode, MemPerCPU                               string
-	Requeue                                             bool
-	Features                                            string
-	Dependency                                          string
+	MemPerNode, MemPerCPU string
+	Requeue               bool
+	Features              string
+	Dependency            string
+	// ExcNodes is the job's ExcNodeList as Slurm prints it ("" none).
+	ExcNodes                                            string
 	TimeLimitMin                                        uint32
 	Start, End                                          time.Time
 	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
@@ -116,7 +118,7 @@ func ParseShowJob(out string, loc *time.Location) (JobSpec, error) {
 	s := JobSpec{ID: uint32(id), State: kv["JobState"], Reason: kv["Reason"], Partition: kv["Partition"],
 		Account: null(kv["Account"]), QOS: null(kv["QOS"]), WorkDir: null(kv["WorkDir"]), StdOut: null(kv["StdOut"]),
 		StdErr: null(kv["StdErr"]), Requeue: kv["Requeue"] == "1", Features: null(kv["Features"]),
-		Dependency: null(kv["Dependency"]), ExitCode: -1,
+		Dependency: null(kv["Dependency"]), ExcNodes: null(kv["ExcNodeList"]), ExitCode: -1,
 		TresPerJob: na(kv["TresPerJob"]), TresPerNode: na(kv["TresPerNode"]),
 		TresPerSocket: na(kv["TresPerSocket"]), TresPerTask: na(kv["TresPerTask"])}
 	s.User, s.UID = nameID(kv["UserId"])
