@@ -262,6 +262,9 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 	if !ok || in.Decision == nil {
 		return // not Rota's, or not bound yet
 	}
+	if in.Decision.Given.Kind == wire.KindServe {
+		return // a service rolls over instead (controller/serve)
+	}
 	h := in.Decision.Asked.Hints
 	if h.Chain == "off" {
 		m.refuse(j.ID, "the job opted out of chains (--rota-chain=off)", false)

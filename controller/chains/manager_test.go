@@ -457,12 +457,14 @@ func TestNoChain(t *testing.T) {
 		// Its limit is one Rota shortened: the round loop raises it, no
 		// chain.
 		{"limit followed by the round loop", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", true},
+		// A service rolls over instead (controller/serve).
+		{"a service replica", wire.Hints{Chain: "on", Steps: 9000, CheckpointSignal: "USR1", Kind: wire.KindServe}, true, 9000, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			now := t0
 			f := newFakeSlurm(&now)
-			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}}
+			f.dec = &wire.Decision{Asked: wire.PlaceRequest{Hints: c.hints}, Given: wire.PlaceReply{Kind: c.hints.Kind}}
 			f.limitFollowed = c.followed
 			f.total = c.steps
 			cfg := DefaultConfig()
