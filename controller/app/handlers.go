@@ -234,6 +234,9 @@ func (c *Controller) explainReply(ctx context.Context, jobID uint32) wire.Explai
 	if cm := c.chains.Load(); cm != nil {
 		rep.Chain, rep.ChainNote = cm.Explain(jobID)
 	}
+	if sm := c.services.Load(); sm != nil {
+		rep.Service = sm.Explain(jobID)
+	}
 	return rep
 }
 
@@ -297,6 +300,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if cm := c.chains.Load(); cm != nil && req.Jobs {
 		rep.Chains = cm.Status()
+	}
+	if sm := c.services.Load(); sm != nil && req.Jobs {
+		rep.Services = sm.Status()
 	}
 	c.respond(m, rep)
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// Kinds are the admin's rules for interactive and serve jobs
 	// (interactive_* and serve_* in controller.conf).
 	Kinds wire.KindRules
+	// ServeHoldS holds a named service's replica for the controller to
+	// spread it (serve_hold; 0 when nothing would release it).
+	ServeHoldS uint32
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -53,7 +56,8 @@ func DefaultConfig() Config {
 
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
-	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds}
+	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds,
+		ServeHoldS: c.ServeHoldS}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs

@@ -62,6 +62,11 @@ func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdo
 	if rep.Round != nil {
 		printRound(stdout, rep.Round)
 	}
+	if rep.Service != nil {
+		if err := explainService(stdout, rep.Service); err != nil {
+			return err
+		}
+	}
 	if rep.Chain != nil {
 		fmt.Fprintf(stdout, "chain %d (%s, successors submitted %s): %s\n", rep.Chain.ID, rep.Chain.State, rep.Chain.Mode, rep.Chain.Why)
 		return printChains(stdout, []wire.ChainStatus{*rep.Chain})
