@@ -531,6 +531,9 @@ func (m *Manager) exclusion(ctx context.Context, r *Replica, g *Job, partition, 
 		if o.State != StateRunning || (o.Service != r.Service && o.ID != r.ID) {
 			continue
 		}
+		// A sibling counts by its newest running job: one it is rolling
+		// over from frees its node within seconds.
+		var newest []string
 		for i := range o.Jobs {
 			h := &o.Jobs[i]
 			if h == g || !h.running() || h.StoppedByRota {
@@ -539,9 +542,10 @@ func (m *Manager) exclusion(ctx context.Context, r *Replica, g *Job, partition, 
 			if o.ID == r.ID {
 				own = append(own, h.Nodes...)
 			} else {
-				sib = append(sib, h.Nodes...)
+				newest = h.Nodes
 			}
 		}
+		sib = append(sib, newest...)
 	}
 	nodes := m.readNodes(ctx)
 	userSet := splitList(user)

@@ -440,3 +440,37 @@ func TestConfigCheck(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas that roll over at the same moment on three nodes: each
+// successor keeps off its sibling's newest job but not off the job its
+// sibling is leaving, so both roll over, with no gap, and the serving
+// jobs of the two replicas never share a node.
+func TestSimultaneousRollovers(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	f := newFake(&now, "v100", "p100", "k80")
+	m := newManager(t, testConfig(), f, &now, nil)
+	a, b := f.add("llm", 10, 0), f.add("llm", 10, 0)
+	for end := now.Add(30 * time.Minute); now.Before(end); now = now.Add(m.cfg.Tick) {
+		f.advance()
+		if err := m.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		serving := func(id uint32) string {
+			r := m.replicas[id]
+			for i := len(r.Jobs) - 1; i >= 0; i-- {
+				if g := r.Jobs[i]; g.running() && !g.ReadyAt.IsZero() {
+					return g.Nodes[0]
+				}
+			}
+			return ""
+		}
+		if na, nb := serving(a), serving(b); na != "" && na == nb {
+			t.Fatalf("%s: both replicas serve from %s", now.Format(time.TimeOnly), na)
+		}
+	}
+	st := m.Stats()
+	if st.Rollovers < 4 || st.Gaps != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
