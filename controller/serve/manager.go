@@ -214,7 +214,7 @@ func (m *Manager) adopt(j *slurm.Job, now time.Time) {
 	m.replicas[r.ID] = r
 	m.byJob[j.ID] = r.ID
 	m.count(func(s *Stats) { s.Replicas++ })
-	m.log.Info().Str("service", r.Service).Uint32("job", j.ID).Msg("following a service replica: kept off its siblings' nodes, rolled over before its time limit")
+	m.log.Info().Str("inference_service", r.Service).Uint32("job", j.ID).Msg("following a service replica: kept off its siblings' nodes, rolled over before its time limit")
 }
 
 // follow updates one replica from the queue and acts on it.
@@ -263,7 +263,7 @@ func (m *Manager) follow(ctx context.Context, r *Replica, byID map[uint32]*slurm
 		if cur.Tries >= m.cfg.MaxTries {
 			if !strings.Contains(cur.Why, "no further successor") {
 				cur.Why = fmt.Sprintf("%d successors ended before they were ready: no further successor; it runs to its limit", cur.Tries)
-				m.log.Warn().Str("service", r.Service).Uint32("job", cur.JobID).Msg("the service replica's " + cur.Why + " (see the successors' output files)")
+				m.log.Warn().Str("inference_service", r.Service).Uint32("job", cur.JobID).Msg("the service replica's " + cur.Why + " (see the successors' output files)")
 			}
 			return
 		}
@@ -291,7 +291,7 @@ func (m *Manager) observe(r *Replica, g *Job, j *slurm.Job, now time.Time) {
 	}
 	if g.ReadyAt.IsZero() && m.jobs.Ready(g.JobID) {
 		g.ReadyAt = now
-		m.log.Info().Str("service", r.Service).Uint32("replica", r.ID).Uint32("job", g.JobID).Strs("nodes", g.Nodes).Msg("service replica is ready")
+		m.log.Info().Str("inference_service", r.Service).Uint32("replica", r.ID).Uint32("job", g.JobID).Strs("nodes", g.Nodes).Msg("service replica is ready")
 	}
 }
 
@@ -334,12 +334,12 @@ func (m *Manager) ended(ctx context.Context, r *Replica, i int, now time.Time) {
 	case pred != nil:
 		pred.Tries++
 		g.Why = fmt.Sprintf("ended (%s) before it was ready", g.State)
-		m.log.Warn().Str("service", r.Service).Uint32("job", g.JobID).Uint32("serving", pred.JobID).Str("state", g.State).
+		m.log.Warn().Str("inference_service", r.Service).Uint32("job", g.JobID).Uint32("serving", pred.JobID).Str("state", g.State).
 			Msg("a service replica's successor ended before it was ready; its predecessor keeps serving and another successor is submitted (see the job's output file)")
 	case succ != nil && succ.ReadyAt.IsZero():
 		g.Why = fmt.Sprintf("ended (%s) before its successor was ready", g.State)
 		m.count(func(s *Stats) { s.Gaps++ })
-		m.log.Warn().Str("service", r.Service).Uint32("job", g.JobID).Uint32("successor", succ.JobID).Str("state", g.State).
+		m.log.Warn().Str("inference_service", r.Service).Uint32("job", g.JobID).Uint32("successor", succ.JobID).Str("state", g.State).
 			Msg("a service replica ended before its successor was ready: the replica serves nothing until the successor is; raise serve_rollover_lead if successors start too late")
 	case succ != nil:
 		g.Why = fmt.Sprintf("ended (%s) with its successor ready", g.State)
@@ -360,7 +360,7 @@ func (m *Manager) stopPredecessor(ctx context.Context, r *Replica, cur, next *Jo
 	cur.StoppedByRota = true
 	cur.Why = fmt.Sprintf("stopped by Rota: job %d is ready in its place", next.JobID)
 	m.count(func(s *Stats) { s.Rollovers++ })
-	m.log.Info().Str("service", r.Service).Uint32("replica", r.ID).Uint32("job", cur.JobID).Uint32("successor", next.JobID).
+	m.log.Info().Str("inference_service", r.Service).Uint32("replica", r.ID).Uint32("job", cur.JobID).Uint32("successor", next.JobID).
 		Strs("successor_nodes", next.Nodes).Msg("service replica rolled over: its successor is ready, the old job is stopped (SIGTERM)")
 }
 
@@ -378,7 +378,7 @@ func (m *Manager) stopReplica(ctx context.Context, r *Replica, why string, now t
 		g.StoppedByRota, g.Why = true, "cancelled by Rota: the replica stopped"
 	}
 	r.State, r.Why, r.Ended = StateStopped, why, now
-	m.log.Info().Str("service", r.Service).Uint32("replica", r.ID).Str("why", why).Msg("service replica stopped")
+	m.log.Info().Str("inference_service", r.Service).Uint32("replica", r.ID).Str("why", why).Msg("service replica stopped")
 }
 
 // submit submits cur's successor: a copy of it, kept off cur's nodes and
@@ -428,7 +428,7 @@ func (m *Manager) submit(ctx context.Context, r *Replica, cur *Job, now time.Tim
 	if err := m.sched.Update(ctx, id, slurm.JobUpdate{Priority: &p}); err != nil {
 		m.log.Info().Err(err).Uint32("job", id).Msg("cannot raise the service successor's priority; it queues as a new job")
 	}
-	ev := m.log.Info().Str("service", r.Service).Uint32("replica", r.ID).Uint32("job", cur.JobID).Uint32("successor", id).Str("excluded", excl)
+	ev := m.log.Info().Str("inference_service", r.Service).Uint32("replica", r.ID).Uint32("job", cur.JobID).Uint32("successor", id).Str("excluded", excl)
 	if note != "" {
 		ev = ev.Str("note", note)
 	}
@@ -489,7 +489,10 @@ func (m *Manager) spread(ctx context.Context, now time.Time) {
 			continue // gone or unreadable: the next tick sees
 		}
 		excl, note := m.exclusion(ctx, p.r, p.g, p.g.Partition, userExcluded(p.r, p.g, &spec))
-		u := slurm.JobUpdate{ExcNodes: &excl, StartNow: true}
+		// Released early from the plugin's hold only: a later --begin of
+		// the user's own stands.
+		ours := spec.Eligible.IsZero() || !spec.Eligible.After(p.g.Submitted.Add(m.cfg.Hold+5*time.Second))
+		u := slurm.JobUpdate{ExcNodes: &excl, StartNow: ours}
 		if p.g.N > 1 {
 			pr := m.cfg.Priority
 			u.Priority = &pr
@@ -502,7 +505,7 @@ func (m *Manager) spread(ctx context.Context, now time.Time) {
 		}
 		p.g.Released, p.g.Excluded = now, excl
 		m.count(func(s *Stats) { s.Released++ })
-		ev := m.log.Info().Str("service", s).Uint32("job", p.g.JobID).Str("excluded", excl)
+		ev := m.log.Info().Str("inference_service", s).Uint32("job", p.g.JobID).Str("excluded", excl)
 		if note != "" {
 			ev = ev.Str("note", note)
 		}
@@ -665,7 +668,7 @@ func (m *Manager) count(f func(*Stats)) {
 
 func (m *Manager) errorf(r *Replica, err error, format string, a ...any) {
 	m.count(func(s *Stats) { s.Errors++ })
-	m.log.Warn().Err(err).Str("service", r.Service).Uint32("replica", r.ID).Msg(fmt.Sprintf(format, a...) + "; tried again next tick")
+	m.log.Warn().Err(err).Str("inference_service", r.Service).Uint32("replica", r.ID).Msg(fmt.Sprintf(format, a...) + "; tried again next tick")
 }
 
 // forget drops replicas stopped long ago.

@@ -154,7 +154,7 @@ func (f *fakeSlurm) ShowJob(_ context.Context, id uint32) (slurm.JobSpec, bool, 
 		return slurm.JobSpec{}, false, nil
 	}
 	s := slurm.JobSpec{ID: id, User: j.job.User, State: j.job.State, Partition: "gpu", TimeLimitMin: j.job.TimeLimitMin,
-		NumNodes: 1, TresPerNode: "gres/gpu:1", ExcNodes: strings.Join(j.exclude, ",")}
+		NumNodes: 1, TresPerNode: "gres/gpu:1", ExcNodes: strings.Join(j.exclude, ","), Eligible: j.begin}
 	if j.ended {
 		s.State, s.End = j.state, j.end
 	}
@@ -392,6 +392,27 @@ func TestUserCancelStopsReplica(t *testing.T) {
 	run(t, m, f, &now, 10*time.Second)
 	if r.State != StateStopped || !slices.Equal(f.cancels, []uint32{r.Jobs[1].JobID}) || m.replicas[sib].State != StateRunning {
 		t.Fatalf("replica %s (%s), Rota cancelled %v, sibling %s", r.State, r.Why, f.cancels, m.replicas[sib].State)
+	}
+}
+
+// A replica the user asked to begin later is kept off its siblings'
+// nodes but not started before its time.
+func TestUsersBeginStands(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	f := newFake(&now, "v100", "p100", "k80")
+	m := newManager(t, testConfig(), f, &now, nil)
+	f.add("llm", 60, 0)
+	later := f.add("llm", 60, time.Hour)
+	run(t, m, f, &now, 2*time.Minute)
+	j := f.jobs[later]
+	if j.job.State != "PENDING" || len(j.exclude) != 1 {
+		t.Fatalf("job with a later --begin: %s, excluded %v", j.job.State, j.exclude)
+	}
+	now = now.Add(time.Hour)
+	run(t, m, f, &now, 10*time.Second)
+	if j.job.State != "RUNNING" || j.job.Nodes[0] == f.jobs[later-1].job.Nodes[0] {
+		t.Fatalf("after its begin: %s on %v beside %v", j.job.State, j.job.Nodes, f.jobs[later-1].job.Nodes)
 	}
 }
 

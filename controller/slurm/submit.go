@@ -61,9 +61,12 @@ type JobSpec struct {
 	Features              string
 	Dependency            string
 	// ExcNodes is the job's ExcNodeList as Slurm prints it ("" none).
-	ExcNodes                                            string
-	TimeLimitMin                                        uint32
-	Start, End                                          time.Time
+	ExcNodes     string
+	TimeLimitMin uint32
+	Start, End   time.Time
+	// Eligible is when the job may start (EligibleTime: its begin time);
+	// zero when not shown.
+	Eligible                                            time.Time
 	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
 }
 
@@ -147,6 +150,9 @@ func ParseShowJob(out string, loc *time.Location) (JobSpec, error) {
 	if s.End, err = parseTime(kv["EndTime"], loc); err != nil {
 		return JobSpec{}, fmt.Errorf("job %d end time: %w", id, err)
 	}
+	// Only read, never required: a job's begin time (--begin, or a
+	// hold the plugin set).
+	s.Eligible, _ = parseTime(kv["EligibleTime"], loc)
 	return s, nil
 }
 
