@@ -495,3 +495,42 @@ func TestSimultaneousRollovers(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+type memStore map[string][]byte
+
+func (s memStore) Get(_ context.Context, k string) ([]byte, error) {
+	if b, ok := s[k]; ok {
+		return b, nil
+	}
+	return nil, state.ErrNotFound
+}
+
+func (s memStore) Put(_ context.Context, k string, b []byte) error {
+	s[k] = append([]byte(nil), b...)
+	return nil
+}
+
+// A controller that restarts mid-rollover (the successor submitted, not
+// yet ready) carries on: the successor is not submitted twice, the
+// predecessor is stopped once it is ready, and the history is kept.
+func TestSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	f := newFake(&now, "v100", "p100", "k80")
+	store := memStore{}
+	m := newManager(t, testConfig(), f, &now, store)
+	id := f.add("llm", 10, 0)
+	run(t, m, f, &now, 8*time.Minute+10*time.Second)
+	if n := len(m.replicas[id].Jobs); n != 2 || len(f.submits) != 1 {
+		t.Fatalf("before the restart: %d jobs, %d submits", n, len(f.submits))
+	}
+	m2 := newManager(t, testConfig(), f, &now, store)
+	if err := m2.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	run(t, m2, f, &now, time.Minute)
+	r := m2.replicas[id]
+	if len(f.submits) != 1 || len(r.Jobs) != 2 || !r.Jobs[0].StoppedByRota || r.Jobs[1].ReadyAt.IsZero() || m2.Stats().Rollovers != 1 {
+		t.Fatalf("after the restart: %d submits, jobs %+v, stats %+v", len(f.submits), r.Jobs, m2.Stats())
+	}
+}

@@ -106,15 +106,6 @@ func (m *Manager) Explain(id uint32) *wire.ServiceStatus {
 	return &st
 }
 
-// Serves says whether job id is a service job the manager follows (the
-// round loop and the chain manager leave it alone).
-func (m *Manager) Serves(id uint32) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.pubOf[id]
-	return ok
-}
-
 type saved struct {
 	V        int        `json:"v"`
 	Replicas []*Replica `json:"replicas"`

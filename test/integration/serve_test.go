@@ -112,7 +112,28 @@ func cancelName(name string) {
 func TestServeSpreadsReplicas(t *testing.T) {
 	dir := serveDir(t)
 	sf := serviceScript(t, dir, 1)
-	t.Cleanup(func() { cancelName("serve-spread") })
+	t.Cleanup(func() { cancelName("serve-spread"); cancelName("serve-plain") })
+	// The control: the same burst without Rota shares a node, so spread
+	// replicas are Rota's doing, not Slurm's default.
+	for i := 0; i < 3; i++ {
+		if out, err := run("sbatch", "-J", "serve-plain", "-o", "/dev/null", "--gres=gpu:1", "--time=10", "--rota=off", sf); err != nil {
+			t.Fatalf("sbatch: %v %s", err, out)
+		}
+	}
+	var plain []string
+	waitFor(t, 60*time.Second, "three plain jobs running", func() bool {
+		out, _ := run("squeue", "-h", "--name=serve-plain", "-t", "R", "-o", "%N")
+		plain = strings.Fields(out)
+		if len(plain) < 3 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		return len(plain) == 3
+	})
+	cancelName("serve-plain")
+	if len(distinct(plain)) == 3 {
+		t.Fatalf("without Rota the three jobs ran on three nodes (%v): this cluster spreads by itself, the test proves nothing", plain)
+	}
+	t.Logf("without Rota: %v", plain)
 	var ids []string
 	for i := 0; i < 3; i++ {
 		out, err := run("sbatch", "--parsable", "-J", "serve-spread", "-o", "/dev/null", "--gres=gpu:1", "--time=10",
@@ -240,4 +261,12 @@ func mustID(t *testing.T, s string) uint32 {
 		t.Fatal(err)
 	}
 	return uint32(id)
+}
+
+func distinct(l []string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range l {
+		m[s] = true
+	}
+	return m
 }
