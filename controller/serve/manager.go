@@ -252,7 +252,7 @@ func (m *Manager) follow(ctx context.Context, r *Replica, byID map[uint32]*slurm
 		return // a replica's first job still pending
 	}
 	if next != nil && next.running() && !next.ReadyAt.IsZero() && !cur.StoppedByRota {
-		m.stopPredecessor(ctx, r, cur, next, now)
+		m.stopPredecessor(ctx, r, cur, next)
 		return
 	}
 	if next == nil && !r.NoRollover && cur.LimitMin > 0 && !cur.StoppedByRota {
@@ -351,7 +351,7 @@ func (m *Manager) ended(ctx context.Context, r *Replica, i int, now time.Time) {
 
 // stopPredecessor cancels cur, whose successor next is ready: Slurm sends
 // it SIGTERM, then SIGKILL after KillWait.
-func (m *Manager) stopPredecessor(ctx context.Context, r *Replica, cur, next *Job, now time.Time) {
+func (m *Manager) stopPredecessor(ctx context.Context, r *Replica, cur, next *Job) {
 	if err := m.sched.Cancel(ctx, cur.JobID); err != nil {
 		m.count(func(s *Stats) { s.Errors++ })
 		m.log.Warn().Err(err).Uint32("job", cur.JobID).Msg("cannot stop the service job its ready successor replaces; tried again next tick, else it runs to its limit")
