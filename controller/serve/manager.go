@@ -267,8 +267,30 @@ func (m *Manager) follow(ctx context.Context, r *Replica, byID map[uint32]*slurm
 			}
 			return
 		}
+		if w := m.rollingSibling(r); w != 0 && now.Before(due.Add(m.cfg.Lead/2)) {
+			// One replica of a service rolls over at a time, while half
+			// the lead is left: two at once need two spare nodes, and with
+			// one the second successor would share a node with a sibling.
+			return
+		}
 		m.submit(ctx, r, cur, now)
 	}
+}
+
+// rollingSibling is the successor (job id) of another replica of r's
+// service that is running or pending and not yet ready, 0 when none.
+func (m *Manager) rollingSibling(r *Replica) uint32 {
+	for _, o := range m.replicas {
+		if o.ID == r.ID || o.Service != r.Service || o.State != StateRunning {
+			continue
+		}
+		for i := 1; i < len(o.Jobs); i++ {
+			if g := &o.Jobs[i]; !g.Ended && g.ReadyAt.IsZero() && !o.Jobs[i-1].Ended {
+				return g.JobID
+			}
+		}
+	}
+	return 0
 }
 
 // observe records what the queue says of a live job.

@@ -462,10 +462,10 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-// Two replicas that roll over at the same moment on three nodes: each
-// successor keeps off its sibling's newest job but not off the job its
-// sibling is leaving, so both roll over, with no gap, and the serving
-// jobs of the two replicas never share a node.
+// Two replicas due to roll over at the same moment on three nodes: the
+// second waits until the first's successor is ready (one rollover at a
+// time while half the lead is left), so both roll over with no gap and
+// the serving jobs of the two replicas never share a node.
 func TestSimultaneousRollovers(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
@@ -488,6 +488,16 @@ func TestSimultaneousRollovers(t *testing.T) {
 		}
 		if na, nb := serving(a), serving(b); na != "" && na == nb {
 			t.Fatalf("%s: both replicas serve from %s", now.Format(time.TimeOnly), na)
+		}
+		rolling := 0
+		for _, id := range []uint32{a, b} {
+			r := m.replicas[id]
+			if g := r.Jobs[len(r.Jobs)-1]; len(r.Jobs) > 1 && g.ReadyAt.IsZero() && !g.Ended {
+				rolling++
+			}
+		}
+		if rolling > 1 {
+			t.Fatalf("%s: both replicas roll over at once", now.Format(time.TimeOnly))
 		}
 	}
 	st := m.Stats()
