@@ -155,6 +155,14 @@ static void apply_change(const rota_change_t *c, void *arg)
 	set_str(&job_desc->features, c->features);
 	if (c->set_time_limit)
 		job_desc->time_limit = c->time_limit;
+	if (c->hold_s) {
+		/* A service replica waits for the controller to spread it; a
+		 * later --begin of the user's own stands. */
+		time_t begin = time(NULL) + c->hold_s;
+
+		if (job_desc->begin_time < begin)
+			job_desc->begin_time = begin;
+	}
 	append_admin_comment(job_desc, c->admin_comment);
 }
 

@@ -142,6 +142,7 @@ static int copy_change(rota_change_t *dst, const rota_change_t *c)
 	memset(dst, 0, sizeof(*dst));
 	dst->set_time_limit = c->set_time_limit;
 	dst->time_limit = c->time_limit;
+	dst->hold_s = c->hold_s;
 	if ((c->tres_per_job && !(dst->tres_per_job = strdup(c->tres_per_job))) ||
 	    (c->tres_per_node && !(dst->tres_per_node = strdup(c->tres_per_node))) ||
 	    (c->tres_per_socket && !(dst->tres_per_socket = strdup(c->tres_per_socket))) ||

@@ -50,6 +50,7 @@ typedef struct {
 	uint32_t time_limit;
 	char *admin_comment;
 	char *features;
+	uint32_t hold_s;          /* begin no sooner than now + hold_s; 0 none */
 } rota_change_t;
 
 /*

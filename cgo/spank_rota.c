@@ -21,7 +21,8 @@
  * clear message instead of being ignored.
  *
  * On the node (slurmstepd) it creates <progress_dir>/<jobid>/, owned by the
- * job's user, and exports ROTA_JOB_ID and ROTA_PROGRESS_FILE into the job,
+ * job's user, and exports ROTA_JOB_ID, ROTA_PROGRESS_FILE and ROTA_READY_FILE
+ * (a service replica creates it once it answers) into the job,
  * where a training loop may write its step count for the node agent, and
  * ROTA_CHECKPOINT_SIGNAL when the job declared one (the agent reads it).
  *
@@ -322,6 +323,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	snprintf(file, sizeof(file), "%s/progress", dir);
 	spank_setenv(sp, "ROTA_JOB_ID", id, 1);
 	spank_setenv(sp, "ROTA_PROGRESS_FILE", file, 1);
+	/* A service replica creates this file once it answers requests
+	 * (docs/serve.md); the node agent reports it. */
+	snprintf(file, sizeof(file), "%s/ready", dir);
+	spank_setenv(sp, "ROTA_READY_FILE", file, 1);
 
 	for (struct spank_option *o = rota_options; o->name; o++) {
 		char *sig = NULL;

@@ -64,3 +64,31 @@ func TestPlaceCarriesKind(t *testing.T) {
 		t.Fatalf("batch job got kind %q", res.Kind)
 	}
 }
+
+// A service replica keeps its type open and its time limit, and a named
+// one is held for the controller to spread it (docs/serve.md).
+func TestPlaceServe(t *testing.T) {
+	t.Parallel()
+	s := state()
+	s.Rule.ServeHoldS = 30
+	for _, c := range []struct {
+		name string
+		req  wire.PlaceRequest
+		hold uint32
+	}{
+		{"named service", wire.PlaceRequest{TimeLimitMin: 60, GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Kind: wire.KindServe, Service: "llm"}}, 30},
+		{"unnamed service", wire.PlaceRequest{TimeLimitMin: 60, GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Kind: wire.KindServe}}, 0},
+		{"an update", wire.PlaceRequest{Modify: true, TimeLimitMin: 60, GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Kind: wire.KindServe, Service: "llm"}}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res := Place(s, nil, &c.req)
+			if res.Kind != wire.KindServe || res.GPUType != "" || res.TimeLimitMin != 0 || res.Reserve != nil || res.HoldS != c.hold || res.Reason == "" {
+				t.Fatalf("%+v", res)
+			}
+			if d := Decide(s, nil, &c.req); d.HoldS != c.hold || d.GPUType != "" {
+				t.Fatalf("Decide differs from Place: %+v", d)
+			}
+		})
+	}
+}

@@ -34,6 +34,9 @@ type Result struct {
 	Reserve *wire.Reservation
 	// Kind is the job's kind (KindOf) when not a batch job, "" for one.
 	Kind string
+	// HoldS: let the job start no sooner than this many seconds after
+	// submission (wire.PlaceReply.HoldS); 0 none.
+	HoldS uint32
 }
 
 // Speed is type t's relative speed in r; a missing or non-positive entry
@@ -258,6 +261,8 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	switch kind {
 	case wire.KindInteractive:
 		res = placeInteractive(v, req, explain)
+	case wire.KindServe:
+		res = placeServe(v, req, explain)
 	default:
 		res = placeBatch(v, req, explain)
 	}

@@ -187,6 +187,9 @@ type JobProgress struct {
 	AgeSeconds float64 `json:"age_s"`
 	// Problem says why the file could not be used this time, if so.
 	Problem string `json:"problem,omitempty"`
+	// Ready: the job's ready file ($ROTA_READY_FILE) exists, so a service
+	// replica says it answers requests (docs/serve.md).
+	Ready bool `json:"ready,omitempty"`
 }
 
 // CheckpointRequest asks a node's agent to checkpoint one job: signal the

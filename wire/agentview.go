@@ -50,6 +50,7 @@ type ProgressView struct {
 	Total       uint64  `json:"total"`
 	StepsPerSec float64 `json:"steps_per_s"`
 	AgeSeconds  float64 `json:"age_s"`
+	Ready       bool    `json:"ready"`
 }
 
 func (m *NodeReportView) version() int { return m.V }

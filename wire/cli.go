@@ -22,7 +22,10 @@ type ExplainReply struct {
 	// Fault is the job's periodic checkpoints and the node failures it
 	// lived through (docs/faulttolerance.md), when Rota follows it.
 	Fault *FaultStatus `json:"fault,omitempty"`
-	Error string       `json:"error,omitempty"`
+	// Service is the inference service the job is a replica of
+	// (docs/serve.md): every replica, where it runs, its rollovers.
+	Service *ServiceStatus `json:"service,omitempty"`
+	Error   string         `json:"error,omitempty"`
 }
 
 // FaultStatus is what Rota did to protect one job from node failures.
@@ -57,6 +60,45 @@ type FaultEvent struct {
 	Kind string `json:"kind"`
 	Node string `json:"node,omitempty"`
 	Text string `json:"text"`
+}
+
+// ServiceStatus is an inference service: its replicas, each a line of
+// jobs that roll over before their time limits (docs/serve.md).
+type ServiceStatus struct {
+	Name string `json:"name"`
+	User string `json:"user,omitempty"`
+	// Spread is what its replicas are kept apart by: nodes or types.
+	Spread   string           `json:"spread"`
+	Replicas []ServiceReplica `json:"replicas"`
+}
+
+// ServiceReplica is one replica: the job serving now, the ones it rolled
+// over from, and its successor.
+type ServiceReplica struct {
+	ID    uint32       `json:"id"` // its first job's id
+	State string       `json:"state"`
+	Why   string       `json:"why,omitempty"`
+	Jobs  []ServiceJob `json:"jobs"`
+}
+
+// ServiceJob is one job of a replica. Times are RFC 3339, "" unknown.
+type ServiceJob struct {
+	JobID uint32 `json:"job_id"`
+	N     int    `json:"n"`
+	State string `json:"state,omitempty"`
+	Nodes string `json:"nodes,omitempty"`
+	// Excluded are the nodes Rota kept it off (ExcNodeList).
+	Excluded  string `json:"excluded,omitempty"`
+	Submitted string `json:"submitted,omitempty"`
+	Started   string `json:"started,omitempty"`
+	Ready     string `json:"ready,omitempty"`
+	Ended     string `json:"ended,omitempty"`
+	// OverlapSeconds is how long this job was ready while its
+	// predecessor still ran; GapSeconds how long the replica had no ready
+	// job between its predecessor's end and this one's readiness.
+	OverlapSeconds *float64 `json:"overlap_s,omitempty"`
+	GapSeconds     *float64 `json:"gap_s,omitempty"`
+	Why            string   `json:"why,omitempty"`
 }
 
 // ChainStatus is a job run as a chain of segments past MaxTime
@@ -134,6 +176,8 @@ type StatusReply struct {
 	Site *Site `json:"site,omitempty"`
 	// Chains are the jobs run as chains of segments (with Jobs).
 	Chains []ChainStatus `json:"chains,omitempty"`
+	// Services are the inference services (with Jobs).
+	Services []ServiceStatus `json:"services,omitempty"`
 	// QueueWaits is the queue-wait history the controller holds (read
 	// from slurmdbd at start, then the starts it sees itself).
 	QueueWaits *QueueWaitHistory `json:"queue_waits,omitempty"`

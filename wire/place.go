@@ -117,6 +117,10 @@ type PlaceReply struct {
 	// KindServe; "" a batch job), so that the round loop, the chain
 	// manager and explain treat it as such.
 	Kind string `json:"kind,omitempty"`
+	// HoldS asks the plugin to let the job start no sooner than this many
+	// seconds after submission (its begin time): a service replica waits
+	// for the controller to spread it (PlaceRule.ServeHoldS); 0 none.
+	HoldS uint32 `json:"hold_s,omitempty"`
 }
 
 // Decision is the controller's record of one placement, kept so that

@@ -114,6 +114,10 @@ type PlaceRule struct {
 	// not take: kept for interactive jobs (interactive_reserve.<type> in
 	// controller.conf; docs/kinds.md).
 	InteractiveReserve map[string]int `json:"interactive_reserve,omitempty"`
+	// ServeHoldS holds a replica of a named service (--rota-service) this
+	// many seconds after submission unless the controller releases it
+	// first, having excluded its siblings' nodes (docs/serve.md); 0 never.
+	ServeHoldS uint32 `json:"serve_hold_s,omitempty"`
 }
 
 // KindRules says which jobs are interactive and which are services by

@@ -115,6 +115,8 @@ func DecodeJobReportView(data []byte, v *JobReportView) error {
 					p.StepsPerSec = s.float()
 				case "age_s":
 					p.AgeSeconds = s.float()
+				case "ready":
+					p.Ready = s.boolean()
 				default:
 					s.skip(1)
 				}
@@ -456,6 +458,20 @@ func (s *scanner) skip(depth int) {
 	default:
 		s.fail("want a value")
 	}
+}
+
+// boolean reads true or false.
+func (s *scanner) boolean() bool {
+	s.ws()
+	switch {
+	case s.err != nil:
+	case s.literal("true"):
+		return true
+	case s.literal("false"):
+	default:
+		s.fail("want true or false")
+	}
+	return false
 }
 
 func (s *scanner) literal(w string) bool {

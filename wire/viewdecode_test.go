@@ -29,7 +29,7 @@ func TestViewDecodersAgreeWithEncodingJSON(t *testing.T) {
 	nr := sampleNodeReport()
 	jr := nr.Jobs[0]
 	jr.GPUType, jr.At, jr.GPUs, jr.GPUMemoryBytes = "näme\u2028", nr.At, []int{0, 3}, 1<<40
-	jr.Progress.Total, jr.Progress.AgeSeconds = 100, 1e-7
+	jr.Progress.Total, jr.Progress.AgeSeconds, jr.Progress.Ready = 100, 1e-7, true
 	for name, msg := range map[string]any{"node": nr, "job": jr, "job without progress": JobReport{V: Version, Node: "x", JobID: 1}} {
 		data, err := json.Marshal(msg)
 		if err != nil {
@@ -100,6 +100,28 @@ func TestViewDecodersRefuse(t *testing.T) {
 		data = strings.Replace(data, `"seq"`, `"gpu_memory_bytes"`, 1)
 		if err := DecodeJobReportView([]byte(data), &JobReportView{}); err == nil {
 			t.Errorf("%s: job view accepted %q", name, data)
+		}
+	}
+}
+
+// A job's ready flag is a JSON boolean, nothing else.
+func TestJobViewReady(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		data      string
+		ok, ready bool
+	}{
+		{`{"v":1,"progress":{"ready":true}}`, true, true},
+		{`{"v":1,"progress":{"ready":false}}`, true, false},
+		{`{"v":1,"progress":{"step":3}}`, true, false},
+		{`{"v":1,"progress":{"ready":"yes"}}`, false, false},
+		{`{"v":1,"progress":{"ready":1}}`, false, false},
+		{`{"v":1,"progress":{"ready":tru}}`, false, false},
+	} {
+		var v JobReportView
+		err := DecodeJobReportView([]byte(c.data), &v)
+		if (err == nil) != c.ok || v.Progress.Ready != c.ready {
+			t.Errorf("%s: ready %v err %v, want ready %v ok %v", c.data, v.Progress.Ready, err, c.ready, c.ok)
 		}
 	}
 }

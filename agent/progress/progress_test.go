@@ -210,6 +210,42 @@ func TestTrackerStaleAndGone(t *testing.T) {
 	}
 }
 
+// A service reports readiness by its ready file: alone or beside a
+// progress file, never stale while it is there, gone once removed, and
+// never through a symlink.
+func TestTrackerReady(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tr := &Tracker{Dir: dir, StaleAfter: time.Minute}
+	ready := func(job int) string { return filepath.Join(dir, fmt.Sprint(job), ReadyName) }
+	for _, job := range []int{7, 8, 9} {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(job)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, dir, 8, "step=3")
+	os.WriteFile(ready(7), nil, 0o644)
+	os.WriteFile(ready(8), []byte("ok\n"), 0o644)
+	os.Symlink("/etc/hostname", ready(9))
+	got, err := tr.Scan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[7].Ready || !got[8].Ready || got[8].Step != 3 {
+		t.Fatalf("ready jobs: %+v", got)
+	}
+	if _, ok := got[9]; ok {
+		t.Fatalf("a symlinked ready file counted: %+v", got[9])
+	}
+	if got, _ := tr.Scan(time.Now().Add(time.Hour)); !got[7].Ready || !got[8].Ready || got[8].Step != 0 {
+		t.Fatalf("an hour on, while the files stay: %+v", got)
+	}
+	os.Remove(ready(7))
+	if got, _ := tr.Scan(time.Now()); got[7].Ready || got[8].Step != 3 {
+		t.Fatalf("after the ready file went: %+v", got)
+	}
+}
+
 func TestLatest(t *testing.T) {
 	dir := t.TempDir()
 	tr := &Tracker{Dir: dir}

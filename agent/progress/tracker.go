@@ -18,6 +18,11 @@ import (
 // FileName is the per-job file inside <progress_dir>/<jobid>/.
 const FileName = "progress"
 
+// ReadyName is the file a service replica creates in the same directory
+// ($ROTA_READY_FILE) once it answers requests: its content does not
+// matter, and removing it says the replica is no longer ready.
+const ReadyName = "ready"
+
 // Path is where job's progress file lives under dir.
 func Path(dir string, job uint32) string {
 	return filepath.Join(dir, strconv.FormatUint(uint64(job), 10), FileName)
@@ -84,12 +89,20 @@ func (t *Tracker) Scan(now time.Time) (map[uint32]wire.JobProgress, error) {
 			continue
 		}
 		job := uint32(id)
+		ready := isReady(filepath.Join(t.Dir, e.Name(), ReadyName))
 		st := t.update(job, now)
 		if st == nil || now.Sub(st.mtime) > stale {
+			if ready {
+				// A service that counts no steps: its readiness alone,
+				// which does not go stale while the file is there.
+				out[job] = wire.JobProgress{Ready: true}
+			}
 			continue
 		}
 		seen[job] = true
-		out[job] = st.report(now)
+		p := st.report(now)
+		p.Ready = ready
+		out[job] = p
 	}
 	for job := range t.jobs {
 		if !seen[job] {
@@ -201,6 +214,13 @@ func (st *jobState) report(now time.Time) wire.JobProgress {
 		p.AgeSeconds = math.Max(0, now.Sub(st.changed).Seconds())
 	}
 	return p
+}
+
+// isReady says whether path is a regular file (not a symlink a job could
+// point anywhere).
+func isReady(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // readFile opens without following a symlink and without blocking on a

@@ -31,6 +31,7 @@ import (
 	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/serve"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/trend"
@@ -77,6 +78,7 @@ type Controller struct {
 	tableErr string                           // why there is no table
 	chains   atomic.Pointer[chains.Manager]   // while leading, with rounds
 	faulttol atomic.Pointer[faulttol.Manager] // while leading, with rounds
+	services atomic.Pointer[serve.Manager]    // while leading, with rounds
 	// inst are the metrics observed as they happen (instruments.go).
 	inst *metrics.Instruments
 

@@ -12,6 +12,7 @@ import (
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/serve"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/conf"
@@ -81,6 +82,9 @@ type Config struct {
 	// FaultTol asks checkpointable jobs for periodic checkpoints and
 	// follows them through node failures (docs/faulttolerance.md).
 	FaultTol faulttol.Config
+	// Serve spreads inference services' replicas and rolls them over
+	// (docs/serve.md).
+	Serve serve.Config
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
 	// Web is the read-only web view (controller/web, web.go).
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		Rounds:        rounds.DefaultConfig(),
 		Chains:        chains.DefaultConfig(),
 		FaultTol:      faulttol.DefaultConfig(),
+		Serve:         serve.DefaultConfig(),
 		HistoryWindow: 7 * 24 * time.Hour,
 		Web:           WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
 	}
@@ -126,6 +131,7 @@ func DefaultConfig() Config {
 func LoadConfig(path string) (Config, error) {
 	c := DefaultConfig()
 	if path == "" {
+		c.holdServe()
 		return c, nil
 	}
 	v, err := conf.ReadFile(path)
@@ -207,6 +213,15 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("checkpoint_interval_max", &c.FaultTol.MaxInterval, time.Second, 365*24*time.Hour)
 	v.Duration("faulttol_tick", &c.FaultTol.Tick, 100*time.Millisecond, time.Hour)
 	c.FaultTol.Grace = c.Rounds.CheckpointGrace
+	// Services (docs/serve.md); successors outrank other pending jobs as
+	// chain segments do.
+	v.Bool("serve_off", &c.Serve.Off)
+	v.Duration("serve_tick", &c.Serve.Tick, 100*time.Millisecond, time.Hour)
+	v.Duration("serve_rollover_lead", &c.Serve.Lead, time.Second, 24*time.Hour)
+	v.String("serve_spread", &c.Serve.Spread)
+	v.Duration("serve_hold", &c.Serve.Hold, 0, 10*time.Minute)
+	v.Int("serve_max_tries", &c.Serve.MaxTries, 1, 100)
+	c.Serve.Priority = c.Chains.Priority
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
 		t, ok := strings.CutPrefix(k, "speed.")
@@ -257,7 +272,17 @@ func LoadConfig(path string) (Config, error) {
 	if err := v.Err(); err != nil {
 		return c, err
 	}
+	c.holdServe()
 	return c, c.Check()
+}
+
+// holdServe has the plugin hold named services' replicas for the serve
+// manager, when one runs to release them.
+func (c *Config) holdServe() {
+	c.Placement.ServeHoldS = 0
+	if !c.Serve.Off && !c.RoundsOff {
+		c.Placement.ServeHoldS = uint32(c.Serve.Hold / time.Second)
+	}
 }
 
 // Check rejects combinations no single setting can: run it again after
@@ -283,6 +308,11 @@ func (c Config) Check() error {
 	if !c.RoundsOff {
 		if err := c.FaultTol.Check(); err != nil {
 			return err
+		}
+	}
+	if !c.Serve.Off && !c.RoundsOff {
+		if err := c.Serve.Check(); err != nil {
+			return fmt.Errorf("%w (or set serve_off = true)", err)
 		}
 	}
 	return nil

@@ -101,6 +101,7 @@ func (c *Controller) onPlace(m *nats.Msg) {
 		Policy:       c.placer.Name(),
 		Reason:       res.Reason,
 		Kind:         res.Kind,
+		HoldS:        res.HoldS,
 	}
 	d := &wire.Decision{ID: reply.DecisionID, At: time.Now().UTC(), JobID: req.JobID, Asked: req, Given: reply, Numbers: res.Numbers}
 	if !c.cfg.durableDecisions() {
@@ -250,6 +251,9 @@ func (c *Controller) explainReply(ctx context.Context, jobID uint32) wire.Explai
 	if fm := c.faulttol.Load(); fm != nil {
 		rep.Fault = fm.Explain(jobID)
 	}
+	if sm := c.services.Load(); sm != nil {
+		rep.Service = sm.Explain(jobID)
+	}
 	return rep
 }
 
@@ -313,6 +317,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if cm := c.chains.Load(); cm != nil && req.Jobs {
 		rep.Chains = cm.Status()
+	}
+	if sm := c.services.Load(); sm != nil && req.Jobs {
+		rep.Services = sm.Status()
 	}
 	c.respond(m, rep)
 }

@@ -26,6 +26,7 @@ func (c *Controller) collectors() []prometheus.Collector {
 		}},
 		metrics.Rounds{Loop: c.rounds.Load},
 		metrics.Chains{Manager: c.chains.Load},
+		metrics.Services{Manager: c.services.Load},
 	}
 	if e, ok := c.estimator.(*live.Estimator); ok {
 		cs = append(cs, e)

@@ -11,7 +11,9 @@ import (
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/faulttol"
+	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/rounds"
+	"github.com/rota-hpc/rota/controller/serve"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
@@ -54,6 +56,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	}
 	c.startChains(ctx, sched, loop, st)
 	c.startFaultTol(ctx, sched, loop, st)
+	c.startServe(ctx, sched, loop, st)
 	if cli, ok := c.slurm.(*slurm.CLI); ok {
 		// Typed GPU limits (docs/rounds.md): read from accounting every
 		// round; Slurm 24.11 and later retype a pending GPU request.
@@ -136,6 +139,43 @@ func (f faultInfo) FaultInfo(id uint32) (faulttol.Info, bool) {
 		return faulttol.Info{}, false
 	}
 	return faulttol.Info{Checkpointable: in.Decision.Asked.Hints.CheckpointSignal != "", Step: in.Step}, true
+}
+
+// startServe runs the service manager beside the round loop
+// (docs/serve.md), when Slurm can take submissions.
+func (c *Controller) startServe(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
+	ss, ok := sched.(serve.Slurm)
+	if c.cfg.Serve.Off || !ok {
+		return
+	}
+	var store state.Store
+	if st != nil {
+		store = st
+	}
+	m, err := serve.New(c.cfg.Serve, c.log.With().Str("component", "serve").Logger(), ss, serveJobs{loop: loop, obs: c.obs}, store)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the service manager; service replicas are neither spread nor rolled over")
+		return
+	}
+	c.services.Store(m)
+	go m.Run(ctx)
+}
+
+// serveJobs is what the service manager reads of a job: its decision
+// from the round loop, its readiness from the agents' reports.
+type serveJobs struct {
+	loop *rounds.Loop
+	obs  *observe.Observer
+}
+
+func (s serveJobs) Decision(id uint32) *wire.Decision { return s.loop.Decision(id) }
+
+func (s serveJobs) Ready(id uint32) bool {
+	if s.obs == nil {
+		return false
+	}
+	j, ok := s.obs.Job(id)
+	return ok && j.Ready
 }
 
 // roundsStatus is the loop's counters and, with jobs, its last plan.

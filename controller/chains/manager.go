@@ -262,6 +262,9 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 	if !ok || in.Decision == nil {
 		return // not Rota's, or not bound yet
 	}
+	if in.Decision.Given.Kind == wire.KindServe {
+		return // a service rolls over instead (controller/serve)
+	}
 	h := in.Decision.Asked.Hints
 	if in.Decision.Given.Kind == wire.KindInteractive {
 		// A person works in it: Rota never checkpoints or requeues it.

@@ -460,6 +460,8 @@ func TestNoChain(t *testing.T) {
 		{"limit followed by the round loop", wire.Hints{Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "", true, ""},
 		// A person works in it: never checkpointed, even when asked.
 		{"interactive", wire.Hints{Chain: "on", Steps: 9000, CheckpointSignal: "USR1"}, true, 9000, "an interactive job is never checkpointed", false, wire.KindInteractive},
+		// A service rolls over instead (controller/serve).
+		{"a service replica", wire.Hints{Chain: "on", Steps: 9000, CheckpointSignal: "USR1", Kind: wire.KindServe}, true, 9000, "", false, wire.KindServe},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -186,6 +186,19 @@ func TestSuccessorArgs(t *testing.T) {
 	if !reflect.DeepEqual(args, want) {
 		t.Errorf("args\n%q\nwant\n%q", args, want)
 	}
+	// The id in a directory's name is where the file is, not its name
+	// (a successor writing to a directory that does not exist fails).
+	for path, wantOut := range map[string]string{
+		"/var/lib/dev-9cc6cd3e/out/6":     "/var/lib/dev-9cc6cd3e/out/%j",
+		"/runs/6/slurm-6.out":             "/runs/6/slurm-%j.out",
+		"/runs/6/fixed.log":               "/runs/6/fixed.log",
+		"relative/6-6/job6.err-6":         "relative/6-6/job%j.err-%j",
+		"/home/a b/6/serve_6_replica.out": "/home/a b/6/serve_%j_replica.out",
+	} {
+		if got := withJobPattern(path, 6); got != wantOut {
+			t.Errorf("withJobPattern(%q) = %q, want %q", path, got, wantOut)
+		}
+	}
 }
 
 func TestObservedWaits(t *testing.T) {

@@ -2,6 +2,7 @@ package chains
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -136,9 +137,14 @@ func gresArg(tres string, gpusOnly bool) string {
 	return strings.Join(parts, ",")
 }
 
+// withJobPattern turns the job id in path's file name into %j. Only the
+// file name: a directory whose name holds the id (run-6/, a hash like
+// 9cc6cd3e) is where the file is, and a successor writing into a
+// directory that does not exist fails at once.
 func withJobPattern(path string, id uint32) string {
+	dir, file := filepath.Split(path)
 	re := regexp.MustCompile(`(^|[^0-9])` + strconv.FormatUint(uint64(id), 10) + `([^0-9]|$)`)
-	return re.ReplaceAllString(path, "${1}%j${2}")
+	return dir + re.ReplaceAllString(file, "${1}%j${2}")
 }
 
 // describe is a one-line summary for logs.

@@ -148,6 +148,9 @@ type Job struct {
 	Nodes               []string
 	PeakGPUMemoryBytes  uint64
 	PeakGPUMemoryPerGPU uint64
+	// Ready: the last report said the job's ready file exists (a service
+	// replica that answers; docs/serve.md).
+	Ready bool
 }
 
 type nodeState struct {
@@ -168,6 +171,7 @@ type jobState struct {
 	nodes      []jobNode
 	peak       uint64
 	peakPerGPU uint64
+	ready      bool
 }
 
 // Observer takes in agent reports. Its methods are safe for concurrent use.
@@ -403,6 +407,7 @@ func (o *Observer) HandleJobReport(subject string, data []byte) {
 		o.jobs[v.JobID] = j
 	}
 	j.seen = now
+	j.ready = p.Ready
 	if p.Step > 0 || p.Total > 0 {
 		j.step, j.total = p.Step, p.Total
 	}
@@ -575,7 +580,7 @@ func (o *Observer) Job(id uint32) (Job, bool) {
 func (j *jobState) copy() Job {
 	out := Job{ID: j.id, Seen: j.seen, Step: j.step, Total: j.total,
 		Rates:              append([]TypeRate(nil), j.rates...),
-		PeakGPUMemoryBytes: j.peak, PeakGPUMemoryPerGPU: j.peakPerGPU}
+		PeakGPUMemoryBytes: j.peak, PeakGPUMemoryPerGPU: j.peakPerGPU, Ready: j.ready}
 	for _, n := range j.nodes {
 		out.Nodes = append(out.Nodes, n.name)
 	}

@@ -107,6 +107,23 @@ func TestIngestsReports(t *testing.T) {
 	}
 }
 
+// A service's readiness is what its node's last report said.
+func TestJobReady(t *testing.T) {
+	t.Parallel()
+	o := New(Config{}, zerolog.Nop())
+	feed := func(ready bool) {
+		r := wire.JobReport{V: wire.Version, Node: "n1", GPUType: "v100", At: time.Now().UTC(), JobID: 9, Progress: &wire.JobProgress{Ready: ready}}
+		b, _ := json.Marshal(r)
+		o.HandleJobReport(wire.SubjectAgentJob("n1", 9), b)
+	}
+	for i, ready := range []bool{true, false, true} {
+		feed(ready)
+		if j, ok := o.Job(9); !ok || j.Ready != ready || j.Step != 0 {
+			t.Fatalf("report %d (ready %v): %+v %v", i, ready, j, ok)
+		}
+	}
+}
+
 func TestDropsBadMessages(t *testing.T) {
 	o, pub := start(t, Config{})
 	good := nodeReport("n1", 1)

@@ -43,6 +43,9 @@ type Config struct {
 	// InteractiveReserve is, per GPU type, the GPUs batch jobs may not
 	// take (interactive_reserve.<type>; docs/kinds.md).
 	InteractiveReserve map[string]int
+	// ServeHoldS holds a named service's replica for the controller to
+	// spread it (serve_hold; 0 when nothing would release it).
+	ServeHoldS uint32
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -57,7 +60,7 @@ func DefaultConfig() Config {
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
 	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds,
-		InteractiveReserve: maps.Clone(c.InteractiveReserve)}
+		InteractiveReserve: maps.Clone(c.InteractiveReserve), ServeHoldS: c.ServeHoldS}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs

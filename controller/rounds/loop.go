@@ -259,6 +259,17 @@ func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
 	return in, true
 }
 
+// Decision is the placement decision the loop bound to job id, nil
+// when none (not Rota's, or not bound yet).
+func (l *Loop) Decision(id uint32) *wire.Decision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tr := l.known[id]; tr != nil {
+		return tr.decision
+	}
+	return nil
+}
+
 // SetTimings makes the loop report its timings to t; call it before Run.
 func (l *Loop) SetTimings(t Timings) { l.timings = t }
 
@@ -557,6 +568,11 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		j := &jobs[i]
 		tr := l.known[j.ID]
 		if tr == nil || l.moving[j.ID] {
+			continue
+		}
+		if tr.decision.Given.Kind == wire.KindServe {
+			// A service replica is never retyped, reordered or moved:
+			// controller/serve spreads and rolls it over (docs/serve.md).
 			continue
 		}
 		chainSeg := false

@@ -407,6 +407,52 @@ func TestMigrationRules(t *testing.T) {
 	}
 }
 
+// Service replicas are never retyped, reordered or migrated, even when
+// they declare a checkpoint signal and a faster type is free; the loop
+// still knows their decisions (controller/serve reads them).
+func TestRoundsLeaveServiceReplicasAlone(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	serve := func() *wire.Decision {
+		return &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1", Kind: wire.KindServe, Service: "llm"}},
+			Given: wire.PlaceReply{Kind: wire.KindServe}}
+	}
+	f.add(1, "RUNNING", "node-k80", "k80", serve(), decs)
+	f.jobs[1].Start = time.Now().Add(-time.Hour)
+	for id := uint32(2); id <= 3; id++ {
+		f.add(id, "PENDING", "", "k80", serve(), decs)
+	}
+	f.add(4, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
+	l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, ck)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	for id := uint32(1); id <= 3; id++ {
+		for _, u := range f.updates {
+			if strings.HasPrefix(u, fmt.Sprint(id, " ")) {
+				t.Errorf("service job %d updated: %s", id, u)
+			}
+		}
+		if f.jobs[id].Features != "k80" || f.ordered(id) {
+			t.Errorf("service job %d retyped or ordered: features %q priority %d", id, f.jobs[id].Features, f.jobs[id].Priority)
+		}
+		if _, _, ok := l.Explain(id); ok {
+			t.Errorf("service job %d in the round's plan", id)
+		}
+		if d := l.Decision(id); d == nil || d.Given.Kind != wire.KindServe {
+			t.Errorf("job %d: decision %+v", id, d)
+		}
+	}
+	if len(f.requeued)+len(ck.calls) != 0 {
+		t.Errorf("service moved: requeued %v checkpoints %v", f.requeued, ck.calls)
+	}
+	if !f.ordered(4) {
+		t.Error("the batch job beside them was not scheduled")
+	}
+}
+
 func TestSlurmErrorsDoNotStopTheLoop(t *testing.T) {
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 	for id := uint32(1); id <= 3; id++ {

@@ -105,6 +105,10 @@ type JobUpdate struct {
 	// (now + the credential lifetime, 121 s by default) so a migrated job
 	// may start at once.
 	StartNow bool
+	// ExcNodes replaces the nodes the job may not run on (ExcNodeList,
+	// pending jobs only; "" clears it): a service's replicas keep off
+	// each other's nodes.
+	ExcNodes *string
 }
 
 // GPURequest is a job's four GPU-bearing TRES strings ("" unset).
@@ -141,6 +145,12 @@ func (u JobUpdate) args() []string {
 		a = append(a, "TimeLimit=UNLIMITED")
 	default:
 		a = append(a, "TimeLimit="+strconv.FormatUint(uint64(*u.TimeLimitMin), 10))
+	}
+	if u.ExcNodes != nil {
+		// Before StartTime: a job released by StartTime=now may be started
+		// by the scheduler that update triggers, so its excluded nodes
+		// must already be set.
+		a = append(a, "ExcNodeList="+*u.ExcNodes)
 	}
 	if u.StartNow {
 		a = append(a, "StartTime=now")

@@ -248,6 +248,10 @@ func TestJobUpdateArgs(t *testing.T) {
 	if got := (JobUpdate{Features: &f, Priority: &p, StartNow: true}).args(); !reflect.DeepEqual(got, []string{"Features=v100", "Priority=7", "StartTime=now"}) {
 		t.Fatal(got)
 	}
+	x := "sv-v100,sv-k80"
+	if got := (JobUpdate{StartNow: true, ExcNodes: &x}).args(); !reflect.DeepEqual(got, []string{"ExcNodeList=sv-v100,sv-k80", "StartTime=now"}) {
+		t.Fatal(got)
+	}
 	for limit, want := range map[uint32]string{95: "TimeLimit=95", slurmtime.Unlimited: "TimeLimit=UNLIMITED"} {
 		if got := (JobUpdate{TimeLimitMin: &limit}).args(); !reflect.DeepEqual(got, []string{want}) {
 			t.Errorf("limit %d: args %v, want %s", limit, got, want)

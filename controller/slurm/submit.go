@@ -56,12 +56,17 @@ type JobSpec struct {
 	// CPUsPerTask 0 when unset.
 	CPUsPerTask int
 	// MemPerNode / MemPerCPU as Slurm prints them ("16000M"), "" unset.
-	MemPerNode, MemPerCPU                               string
-	Requeue                                             bool
-	Features                                            string
-	Dependency                                          string
-	TimeLimitMin                                        uint32
-	Start, End                                          time.Time
+	MemPerNode, MemPerCPU string
+	Requeue               bool
+	Features              string
+	Dependency            string
+	// ExcNodes is the job's ExcNodeList as Slurm prints it ("" none).
+	ExcNodes     string
+	TimeLimitMin uint32
+	Start, End   time.Time
+	// Eligible is when the job may start (EligibleTime: its begin time);
+	// zero when not shown.
+	Eligible                                            time.Time
 	TresPerJob, TresPerNode, TresPerSocket, TresPerTask string
 }
 
@@ -116,7 +121,7 @@ func ParseShowJob(out string, loc *time.Location) (JobSpec, error) {
 	s := JobSpec{ID: uint32(id), State: kv["JobState"], Reason: kv["Reason"], Partition: kv["Partition"],
 		Account: null(kv["Account"]), QOS: null(kv["QOS"]), WorkDir: null(kv["WorkDir"]), StdOut: null(kv["StdOut"]),
 		StdErr: null(kv["StdErr"]), Requeue: kv["Requeue"] == "1", Features: null(kv["Features"]),
-		Dependency: null(kv["Dependency"]), ExitCode: -1,
+		Dependency: null(kv["Dependency"]), ExcNodes: null(kv["ExcNodeList"]), ExitCode: -1,
 		TresPerJob: na(kv["TresPerJob"]), TresPerNode: na(kv["TresPerNode"]),
 		TresPerSocket: na(kv["TresPerSocket"]), TresPerTask: na(kv["TresPerTask"])}
 	s.User, s.UID = nameID(kv["UserId"])
@@ -145,6 +150,9 @@ func ParseShowJob(out string, loc *time.Location) (JobSpec, error) {
 	if s.End, err = parseTime(kv["EndTime"], loc); err != nil {
 		return JobSpec{}, fmt.Errorf("job %d end time: %w", id, err)
 	}
+	// Only read, never required: a job's begin time (--begin, or a
+	// hold the plugin set).
+	s.Eligible, _ = parseTime(kv["EligibleTime"], loc)
 	return s, nil
 }
 

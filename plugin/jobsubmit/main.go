@@ -223,6 +223,7 @@ func rota_go_job(j *C.rota_job_t, out *C.rota_change_t) {
 		out.set_time_limit = 1
 		out.time_limit = C.uint32_t(*ch.TimeLimit)
 	}
+	out.hold_s = C.uint32_t(ch.HoldS)
 	if ch.AdminComment != "" {
 		out.admin_comment = C.CString(ch.AdminComment)
 	}

@@ -48,6 +48,9 @@ type Change struct {
 	AdminComment string
 	// Features replaces the job's constraint.
 	Features *string
+	// HoldS sets the job's begin time this many seconds from now (a later
+	// one of the user's stands); 0 leaves it.
+	HoldS uint32
 }
 
 // Outcome says what happened to a job, for logs and counters.
@@ -216,8 +219,11 @@ func apply(job *Job, req *gpureq.Request, preq *wire.PlaceRequest, reply *wire.P
 	// field from non-admins and would reject the user's whole update.
 	if !job.Modify {
 		ch.AdminComment = annotation(asked, given, timeAsked, timeGiven, reply)
+		// A hold the controller asked for, never past maxHoldS: the job
+		// must start even when no controller releases it.
+		ch.HoldS = min(reply.HoldS, maxHoldS)
 	}
-	if ch.TimeLimit == nil && ch.TresPerJob == nil && ch.TresPerNode == nil && ch.TresPerSocket == nil && ch.TresPerTask == nil && ch.Features == nil {
+	if ch.HoldS == 0 && ch.TimeLimit == nil && ch.TresPerJob == nil && ch.TresPerNode == nil && ch.TresPerSocket == nil && ch.TresPerTask == nil && ch.Features == nil {
 		return ch, Kept, nil
 	}
 	return ch, Rewritten, nil
@@ -236,6 +242,9 @@ func (h *Handler) trusted(uid uint32) bool {
 	}
 	return false
 }
+
+// maxHoldS bounds the begin time a reply may set (wire.PlaceReply.HoldS).
+const maxHoldS = 600
 
 func userLimit(t uint32) bool { return t != NoVal && t != Infinite && t != 0 }
 

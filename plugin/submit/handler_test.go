@@ -294,3 +294,34 @@ func TestHandleByFeature(t *testing.T) {
 		})
 	}
 }
+
+// A service replica's hold becomes its begin time at submission, bounded
+// so that it starts even when no controller releases it; never on an
+// update.
+func TestHandleServeHold(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		hold     uint32
+		modify   bool
+		want     uint32
+		wantOut  Outcome
+		wantType string
+	}{
+		{"held", 30, false, 30, Rewritten, "<unchanged>"},
+		{"bounded", 86400, false, maxHoldS, Rewritten, "<unchanged>"},
+		{"no hold asked", 0, false, 0, Kept, "<unchanged>"},
+		{"update", 30, true, 0, Kept, "<unchanged>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a := &scripted{reply: &wire.PlaceReply{V: 1, DecisionID: "d1", Policy: "las", Kind: wire.KindServe, HoldS: c.hold}}
+			h := &Handler{Config: DefaultConfig(), Placer: a}
+			job := &Job{UID: 1000, TresPerNode: "gres/gpu:1", TimeLimit: 60, Modify: c.modify, ScriptHash: "abc"}
+			ch, out, err := h.Handle(context.Background(), job)
+			if err != nil || out != c.wantOut || ch.HoldS != c.want || str(ch.TresPerNode) != c.wantType {
+				t.Fatalf("outcome %s err %v hold %d tres %s; want %s %d", out, err, ch.HoldS, str(ch.TresPerNode), c.wantOut, c.want)
+			}
+		})
+	}
+}

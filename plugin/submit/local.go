@@ -413,7 +413,7 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 	l.mu.Unlock()
 
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
-		ByFeature: res.ByFeature, Policy: policyName(s), Kind: res.Kind}
+		ByFeature: res.ByFeature, Policy: policyName(s), Kind: res.Kind, HoldS: res.HoldS}
 	select {
 	case l.out <- outgoing{s: s, extra: extra, req: *req, reply: reply, at: now, took: l.now().Sub(now), seq: seq}:
 	default:

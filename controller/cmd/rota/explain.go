@@ -65,6 +65,11 @@ func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdo
 	if rep.Fault != nil {
 		printFault(stdout, rep.Fault)
 	}
+	if rep.Service != nil {
+		if err := explainService(stdout, rep.Service); err != nil {
+			return err
+		}
+	}
 	if rep.Chain != nil {
 		fmt.Fprintf(stdout, "chain %d (%s, successors submitted %s): %s\n", rep.Chain.ID, rep.Chain.State, rep.Chain.Mode, rep.Chain.Why)
 		return printChains(stdout, []wire.ChainStatus{*rep.Chain})

@@ -130,6 +130,12 @@ func runStatus(ctx context.Context, nc *natsConn, asJSON, jobs, siteOnly bool, s
 			return err
 		}
 	}
+	if jobs && len(rep.Services) > 0 {
+		fmt.Fprintf(stdout, "\nservices (replicas kept apart, rolled over before their limits; replica = its first job's id):\n")
+		if err := printServices(stdout, rep.Services); err != nil {
+			return err
+		}
+	}
 	if jobs {
 		fmt.Fprintln(stdout)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
