@@ -138,7 +138,10 @@ func (f faultInfo) FaultInfo(id uint32) (faulttol.Info, bool) {
 	if !ok || in.Decision == nil {
 		return faulttol.Info{}, false
 	}
-	return faulttol.Info{Checkpointable: in.Decision.Asked.Hints.CheckpointSignal != "", Step: in.Step}, true
+	// Only batch jobs: a session is never checkpointed (a person works in
+	// it), and a service rolls over instead (docs/kinds.md).
+	batch := in.Decision.Given.Kind == "" || in.Decision.Given.Kind == wire.KindBatch
+	return faulttol.Info{Checkpointable: batch && in.Decision.Asked.Hints.CheckpointSignal != "", Step: in.Step}, true
 }
 
 // startServe runs the service manager beside the round loop
