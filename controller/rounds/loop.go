@@ -440,6 +440,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	}
 	l.stats.Unannotated = unannotated
 	l.mu.Unlock()
+	heldElsewhere(capacity, types, jobs, byID, nodeType)
 	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
 		return l.pol.Allocate(ctx, p)
 	})
@@ -555,6 +556,26 @@ func (l *Loop) decisionIDs(ctx context.Context, jobs []slurm.Job) (map[uint32]st
 		}
 	}
 	return ids, nil
+}
+
+// heldElsewhere takes out of capacity the GPUs that running jobs the
+// planner does not schedule hold: jobs Rota did not place (--rota=off, a
+// plugin that failed open, jobs from before Rota) and service replicas.
+// Counted as free, the policy would hand them out again, and a job moved
+// onto a type they fill would wait there.
+func heldElsewhere(capacity []int, types []string, jobs []slurm.Job, planned map[uint32]*slurm.Job, nodeType map[string]string) {
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.Running() || len(j.Nodes) == 0 || planned[j.ID] != nil {
+			continue
+		}
+		if _, gpu := j.GPURequest(); !gpu {
+			continue
+		}
+		if k := indexOf(types, nodeType[j.Nodes[0]]); k >= 0 {
+			capacity[k] = max(capacity[k]-j.GPUs(), 0)
+		}
+	}
 }
 
 // views builds the planner's picture of the managed jobs.

@@ -756,3 +756,24 @@ func TestTimings(t *testing.T) {
 		}
 	}
 }
+
+func TestHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "v100"}
+	nodeType := map[string]string{"n-k80": "k80", "n-v100": "v100"}
+	run := func(id uint32, node, tres string) slurm.Job {
+		return slurm.Job{ID: id, State: "RUNNING", Nodes: []string{node}, NumNodes: 1, NumTasks: 1, TresPerNode: tres}
+	}
+	jobs := []slurm.Job{
+		run(1, "n-v100", "gres:gpu:3"),                       // not Rota's: holds 3 v100
+		run(2, "n-v100", "gres:gpu:v100:1"),                  // planned: counted by the planner
+		run(3, "n-k80", "gres:gpu:8"),                        // more than the type has: capacity stops at 0
+		run(4, "n-v100", ""),                                 // no GPU
+		{ID: 5, State: "PENDING", TresPerNode: "gres:gpu:2"}, // holds nothing yet
+	}
+	capacity := []int{4, 4}
+	heldElsewhere(capacity, types, jobs, map[uint32]*slurm.Job{2: &jobs[1]}, nodeType)
+	if capacity[0] != 0 || capacity[1] != 1 {
+		t.Fatalf("capacity %v, want [0 1]", capacity)
+	}
+}
