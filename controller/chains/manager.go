@@ -14,6 +14,7 @@ import (
 	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
+	"github.com/rota-hpc/rota/internal/tick"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -158,22 +159,10 @@ func (m *Manager) Predictor() WaitPredictor { return m.pred }
 
 // Run ticks until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	if err := m.restore(ctx); err != nil {
-		m.log.Warn().Err(err).Msg("could not restore saved chains; running chains are not followed until their jobs are seen again")
-	}
-	t := time.NewTicker(m.cfg.Tick)
-	defer t.Stop()
-	for {
-		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn().Err(err).Msg("chain tick failed; the next one tries again")
-		}
-		select {
-		case <-ctx.Done():
-			m.wg.Wait()
-			return
-		case <-t.C:
-		}
-	}
+	tick.Loop{Every: m.cfg.Tick, Restore: m.restore, Tick: m.Tick, Log: m.log,
+		RestoreFailed: "could not restore saved chains; running chains are not followed until their jobs are seen again",
+		TickFailed:    "chain tick failed; the next one tries again"}.Run(ctx)
+	m.wg.Wait()
 }
 
 // Wait waits for checkpoints in flight (tests).

@@ -14,6 +14,7 @@ import (
 	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
+	"github.com/rota-hpc/rota/internal/tick"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -178,22 +179,10 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt checkpo
 
 // Run ticks until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	if err := m.restore(ctx); err != nil {
-		m.log.Warn().Err(err).Msg("cannot restore the saved failure rate and jobs; learning afresh")
-	}
-	t := time.NewTicker(m.cfg.Tick)
-	defer t.Stop()
-	for {
-		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn().Err(err).Msg("fault tolerance tick failed; the next one tries again")
-		}
-		select {
-		case <-ctx.Done():
-			m.wg.Wait()
-			return
-		case <-t.C:
-		}
-	}
+	tick.Loop{Every: m.cfg.Tick, Restore: m.restore, Tick: m.Tick, Log: m.log,
+		RestoreFailed: "cannot restore the saved failure rate and jobs; learning afresh",
+		TickFailed:    "fault tolerance tick failed; the next one tries again"}.Run(ctx)
+	m.wg.Wait()
 }
 
 // Wait waits for the checkpoints in flight (tests).

@@ -15,6 +15,7 @@ import (
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
+	"github.com/rota-hpc/rota/internal/tick"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -140,21 +141,9 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, jobs Jobs, store state.Sto
 
 // Run ticks until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	if err := m.restore(ctx); err != nil {
-		m.log.Warn().Err(err).Msg("could not restore saved services; their replicas are followed again from the queue, without their history")
-	}
-	t := time.NewTicker(m.cfg.Tick)
-	defer t.Stop()
-	for {
-		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn().Err(err).Msg("service tick failed; the next one tries again")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	tick.Loop{Every: m.cfg.Tick, Restore: m.restore, Tick: m.Tick, Log: m.log,
+		RestoreFailed: "could not restore saved services; their replicas are followed again from the queue, without their history",
+		TickFailed:    "service tick failed; the next one tries again"}.Run(ctx)
 }
 
 // Tick reads the queue once and acts.
