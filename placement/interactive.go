@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/rota-hpc/rota/wire"
 )
@@ -36,15 +35,8 @@ func placeInteractive(v *View, req *wire.PlaceRequest, explain bool) Result {
 		parts = cv.DefaultPartition
 	}
 	var res Result
-	switch {
-	case len(req.GPU.Types) > 1:
-		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
-		return withNumbers(res, num)
-	case req.GPU.Type == "" && constraintType(req.Features, cv) != "":
-		res.Reason = "user's constraint names type " + constraintType(req.Features, cv) + "; type kept"
-		return withNumbers(res, num)
-	case req.GPU.Type != "" && !r.RetypeTyped:
-		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
+	if _, why, ok := userKeeps(req, cv, r); ok {
+		res.Reason = why
 		return withNumbers(res, num)
 	}
 

@@ -275,6 +275,26 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	return res
 }
 
+// userKeeps says whether req keeps the GPU type its user gave, and why:
+// several types named, a type in its constraint, or a named type while
+// retyping typed requests is off. t is the type kept ("" for several).
+func userKeeps(req *wire.PlaceRequest, cv *wire.ClusterView, r *wire.PlaceRule) (t, why string, keeps bool) {
+	switch {
+	case len(req.GPU.Types) > 1:
+		return "", "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept", true
+	case req.GPU.Type == "":
+		if t := constraintType(req.Features, cv); t != "" {
+			return t, "user's constraint names type " + t + "; type kept", true
+		}
+	case !r.RetypeTyped:
+		if _, known := cv.Types[req.GPU.Type]; !known {
+			return req.GPU.Type, "user named type " + req.GPU.Type + ", which no usable node has; request kept", true
+		}
+		return req.GPU.Type, "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept", true
+	}
+	return "", "", false
+}
+
 // placeBatch places req as a batch job.
 func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	var num notes
@@ -301,22 +321,9 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	}
 
 	var res Result
-	switch {
-	case len(req.GPU.Types) > 1:
-		res.Reason = "several GPU types named (" + strings.Join(req.GPU.Types, ",") + "); request kept"
-		res.TimeLimitMin = walltime(s, req, "", part, num)
-		return withNumbers(res, num)
-	case req.GPU.Type == "" && constraintType(req.Features, cv) != "":
-		t := constraintType(req.Features, cv)
-		res.Reason = "user's constraint names type " + t + "; type kept"
+	if t, why, ok := userKeeps(req, cv, r); ok {
+		res.Reason = why
 		res.TimeLimitMin = walltime(s, req, t, part, num)
-		return withNumbers(res, num)
-	case req.GPU.Type != "" && !r.RetypeTyped:
-		res.Reason = "user named type " + req.GPU.Type + " (retyping typed requests is off); type kept"
-		if _, known := cv.Types[req.GPU.Type]; !known {
-			res.Reason = "user named type " + req.GPU.Type + ", which no usable node has; request kept"
-		}
-		res.TimeLimitMin = walltime(s, req, req.GPU.Type, part, num)
 		return withNumbers(res, num)
 	}
 
