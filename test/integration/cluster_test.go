@@ -222,6 +222,11 @@ func restartController(t *testing.T, extra ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("controller restart %v: %v\n%s", extra, err, out)
 	}
+	// Until the plugin has reconnected and has the new controller's state,
+	// jobs pass through unplaced: the next test's would fail open.
+	if err := waitPlaced(); err != nil {
+		t.Fatalf("after the controller restart %v: %v", extra, err)
+	}
 }
 
 func dev(args ...string) (string, error) { return testCluster.dev(args...) }
