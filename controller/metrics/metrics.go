@@ -9,16 +9,16 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-func desc(name, help string) *prometheus.Desc {
-	return prometheus.NewDesc("rota_controller_"+name, help, nil, nil)
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("rota_controller_"+name, help, labels, nil)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 }
 
-func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
 func describe(ch chan<- *prometheus.Desc, ds ...*prometheus.Desc) {

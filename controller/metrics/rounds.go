@@ -15,6 +15,9 @@ var (
 	mMigFail     = desc("migration_failures_total", "Migrations abandoned (checkpoint failed or refused, requeue failed); the job kept running.")
 	mLimits      = desc("limits_raised_total", "Running jobs' time limits Rota had shortened and raised to follow their progress (or gave back for want of a measurement).")
 	mSlurmErrors = desc("slurm_update_errors_total", "scontrol updates that failed (job ended meanwhile, Slurm busy).")
+	mPhase       = desc("round_last_phase_seconds", "The last round's time by phase: read (Slurm's nodes, partitions, queue), solve (the policy), apply (updates, migrations).", "phase")
+	mLastUpdates = desc("round_last_updates", "Pending jobs the last round updated in Slurm (one RPC each).")
+	mUpdates     = desc("round_updates_total", "Pending jobs' updates sent to Slurm by rounds.")
 	mUnannotated = desc("gpu_jobs_without_decision", "GPU jobs in the queue with no Rota annotation: submitted while the plugin failed open (controller unreachable, deadline) or opted out.")
 )
 
@@ -25,7 +28,7 @@ type Rounds struct {
 }
 
 func (Rounds) Describe(ch chan<- *prometheus.Desc) {
-	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated)
+	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mPhase, mLastUpdates, mUpdates)
 }
 
 func (r Rounds) Collect(ch chan<- prometheus.Metric) {
@@ -43,4 +46,9 @@ func (r Rounds) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, mLimits, float64(s.LimitsRaised))
 	counter(ch, mSlurmErrors, float64(s.SlurmErrors))
 	gauge(ch, mUnannotated, float64(s.Unannotated))
+	gauge(ch, mPhase, s.LastRead.Seconds(), "read")
+	gauge(ch, mPhase, s.LastSolve.Seconds(), "solve")
+	gauge(ch, mPhase, s.LastApply.Seconds(), "apply")
+	gauge(ch, mLastUpdates, float64(s.LastUpdates))
+	counter(ch, mUpdates, float64(s.Updates))
 }

@@ -222,6 +222,15 @@ type tracked struct {
 type Stats struct {
 	Rounds, RoundErrors, Retyped, Reprioritised, Migrations, MigrationFailures uint64
 	LastRound, LastSolve                                                       time.Duration
+	// LastRead and LastApply split the last round: reading Slurm (nodes,
+	// partitions, the queue, annotations, limits) and changing it (the
+	// pending jobs' updates, migrations, limits followed). The solve is
+	// LastSolve; the rest, building the jobs' views, is small.
+	LastRead, LastApply time.Duration
+	// LastUpdates counts the pending jobs the last round updated (one RPC
+	// each); Updates, every round's.
+	LastUpdates int
+	Updates     uint64
 	SlurmErrors                                                                uint64
 	// LimitsRaised counts running jobs' limits raised to follow progress.
 	LimitsRaised uint64
@@ -388,6 +397,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	snap := cluster.Build(now, nodes, parts)
 	types := snap.TypeNames()
 	lim := l.readLimits(ctx)
+	readTime := time.Since(now)
 	if l.TypeByGres() {
 		// Typed in the GPU request, where limits count it (typedlimits.go).
 		snap.ByFeature = false
@@ -414,9 +424,11 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		}
 	}
 
+	bindStart := time.Now()
 	if err := l.bind(ctx, jobs); err != nil {
 		l.log.Warn().Err(err).Msg("cannot read jobs' Rota annotations; jobs already known are still scheduled")
 	}
+	readTime += time.Since(bindStart)
 
 	var usage *limits.Usage
 	var counted map[uint32]bool
@@ -455,11 +467,15 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 			plan.Actions[i].Why += "; " + n
 		}
 	}
+	applyStart := time.Now()
 	l.realise(ctx, &plan, views, byID, snap, now)
 	l.followLimits(ctx, jobs, snap, nodeType, now)
+	applyTime := time.Since(applyStart)
 	l.mu.Lock()
 	l.last = &plan
 	l.stats.LastSolve = plan.SolveTime
+	l.stats.LastRead, l.stats.LastApply = readTime, applyTime
+	updates := l.stats.LastUpdates
 	l.mu.Unlock()
 	if l.timings != nil {
 		l.timings.Solve(plan.SolveTime)
@@ -467,7 +483,8 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	if l.OnSnapshot != nil {
 		l.OnSnapshot(snap, &plan)
 	}
-	l.log.Debug().Int("jobs", len(views)).Int("migrations", plan.Migrations).Dur("solve", plan.SolveTime).
+	l.log.Debug().Int("jobs", len(views)).Int("updates", updates).Int("migrations", plan.Migrations).
+		Dur("read", readTime).Dur("solve", plan.SolveTime).Dur("apply", applyTime).
 		Float64("objective", plan.Objective).Msg("round done")
 	return nil
 }
@@ -780,6 +797,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 	for i := range views {
 		viewOf[views[i].ID] = &views[i]
 	}
+	var pend []pendingUpdate
 	for i := range plan.Actions {
 		a := &plan.Actions[i]
 		j, v := byID[a.JobID], viewOf[a.JobID]
@@ -827,39 +845,81 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
 			continue
 		}
-		if err := l.sched.Update(ctx, j.ID, u); err != nil {
-			l.mu.Lock()
-			l.stats.SlurmErrors++
-			l.mu.Unlock()
-			l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not update the job (it may have started or ended meanwhile); next round tries again")
-			continue
+		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped})
+	}
+	errs := l.updateMany(ctx, pend)
+	for i, p := range pend {
+		l.applied(p, errs[i], now)
+	}
+	l.mu.Lock()
+	l.stats.LastUpdates = len(pend)
+	l.stats.Updates += uint64(len(pend))
+	l.mu.Unlock()
+}
+
+// pendingUpdate is one pending job's change in a round, sent with the
+// round's others (updateMany) and then recorded (applied).
+type pendingUpdate struct {
+	j       *slurm.Job
+	tr      *tracked
+	a       *Action
+	from    string
+	u       slurm.JobUpdate
+	untyped bool
+}
+
+// updateMany sends a round's changes: in batches where the Scheduler
+// can (slurm.BatchUpdater), else one by one.
+func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
+	errs := make([]error, len(pend))
+	if b, ok := l.sched.(slurm.BatchUpdater); ok && len(pend) > 1 {
+		ch := make([]slurm.Change, len(pend))
+		for i, p := range pend {
+			ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
 		}
+		return b.UpdateMany(ctx, ch)
+	}
+	for i, p := range pend {
+		errs[i] = l.sched.Update(ctx, p.j.ID, p.u)
+	}
+	return errs
+}
+
+// applied records one change's outcome in the job's tracking.
+func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
+	j, tr, u := p.j, p.tr, p.u
+	if err != nil {
 		l.mu.Lock()
-		if u.Retypes() {
-			l.stats.Retyped++
-			tr.moved = now
-		}
-		if u.TimeLimitMin != nil {
-			tr.limitMin = *u.TimeLimitMin
-		}
-		if u.Priority != nil {
-			l.stats.Reprioritised++
-			tr.prioFixed = true
-		}
-		if u.Nice != nil {
-			l.stats.Reprioritised++
-			tr.niceSet = true
-		}
-		if u.ResetPriority {
-			tr.prioFixed = false
-		}
+		l.stats.SlurmErrors++
 		l.mu.Unlock()
-		switch {
-		case untyped:
-			l.log.Info().Uint32("job", j.ID).Str("type", v.Type).Msg("interactive job waits for a busy GPU type Rota gave it; given back untyped so that any free GPU starts it")
-		case u.Retypes():
-			l.log.Info().Uint32("job", j.ID).Str("from", v.Type).Str("to", a.Type).Str("why", a.Why).Msg("retyped pending job")
-		}
+		l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not update the job (it may have started or ended meanwhile); next round tries again")
+		return
+	}
+	l.mu.Lock()
+	if u.Retypes() {
+		l.stats.Retyped++
+		tr.moved = now
+	}
+	if u.TimeLimitMin != nil {
+		tr.limitMin = *u.TimeLimitMin
+	}
+	if u.Priority != nil {
+		l.stats.Reprioritised++
+		tr.prioFixed = true
+	}
+	if u.Nice != nil {
+		l.stats.Reprioritised++
+		tr.niceSet = true
+	}
+	if u.ResetPriority {
+		tr.prioFixed = false
+	}
+	l.mu.Unlock()
+	switch {
+	case p.untyped:
+		l.log.Info().Uint32("job", j.ID).Str("type", p.from).Msg("interactive job waits for a busy GPU type Rota gave it; given back untyped so that any free GPU starts it")
+	case u.Retypes():
+		l.log.Info().Uint32("job", j.ID).Str("from", p.from).Str("to", p.a.Type).Str("why", p.a.Why).Msg("retyped pending job")
 	}
 }
 

@@ -217,7 +217,7 @@ func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.D
 	return c.outcome, nil
 }
 
-func newLoop(t *testing.T, f *fakeSched, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
+func newLoop(t *testing.T, f slurm.Scheduler, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
 	cfg := DefaultConfig()
 	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
 	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, est, ck)
@@ -775,5 +775,58 @@ func TestHeldElsewhere(t *testing.T) {
 	heldElsewhere(capacity, types, jobs, map[uint32]*slurm.Job{2: &jobs[1]}, nodeType)
 	if capacity[0] != 0 || capacity[1] != 1 {
 		t.Fatalf("capacity %v, want [0 1]", capacity)
+	}
+}
+
+// batchSched is fakeSched sending a round's updates in batches, as the
+// command-line backend does.
+type batchSched struct {
+	*fakeSched
+	batches []int
+}
+
+func (b *batchSched) UpdateMany(ctx context.Context, ch []slurm.Change) []error {
+	b.batches = append(b.batches, len(ch))
+	errs := make([]error, len(ch))
+	for i, c := range ch {
+		errs[i] = b.Update(ctx, c.JobID, c.Update)
+	}
+	return errs
+}
+
+// A round's updates go to Slurm as one batch where the Scheduler takes
+// batches, with the same outcome, a failed job included, as one by one.
+func TestRoundUpdatesInOneBatch(t *testing.T) {
+	t.Parallel()
+	run := func(batch bool) (*fakeSched, Stats, []int) {
+		f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+		for id := uint32(1); id <= 6; id++ {
+			f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+		}
+		f.failOn[2] = true
+		var sched slurm.Scheduler = f
+		b := &batchSched{fakeSched: f}
+		if batch {
+			sched = b
+		}
+		l := newLoop(t, sched, decs, &tableEst{rates: map[string][]float64{}}, nil)
+		if err := l.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return f, l.Stats(), b.batches
+	}
+	one, oneStats, _ := run(false)
+	many, manyStats, batches := run(true)
+	if len(batches) != 1 || batches[0] != manyStats.LastUpdates || manyStats.LastUpdates != 6 {
+		t.Errorf("batches %v, last round's updates %d: want one batch of the 6 jobs", batches, manyStats.LastUpdates)
+	}
+	for id := uint32(1); id <= 6; id++ {
+		a, b := one.jobs[id], many.jobs[id]
+		if a.Features != b.Features || a.Nice != b.Nice || a.TimeLimitMin != b.TimeLimitMin {
+			t.Errorf("job %d: one by one %s/%d/%d, batched %s/%d/%d", id, a.Features, a.Nice, a.TimeLimitMin, b.Features, b.Nice, b.TimeLimitMin)
+		}
+	}
+	if oneStats.SlurmErrors != 1 || manyStats.SlurmErrors != 1 || oneStats.Retyped != manyStats.Retyped || oneStats.Reprioritised != manyStats.Reprioritised {
+		t.Errorf("stats one by one %+v, batched %+v", oneStats, manyStats)
 	}
 }
