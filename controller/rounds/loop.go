@@ -231,7 +231,7 @@ type Stats struct {
 	// each); Updates, every round's.
 	LastUpdates int
 	Updates     uint64
-	SlurmErrors                                                                uint64
+	SlurmErrors uint64
 	// LimitsRaised counts running jobs' limits raised to follow progress.
 	LimitsRaised uint64
 	// Unannotated counts GPU jobs in the queue the last round saw without
