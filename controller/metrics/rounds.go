@@ -15,6 +15,7 @@ var (
 	mMigFail     = desc("migration_failures_total", "Migrations abandoned (checkpoint failed or refused, requeue failed); the job kept running.")
 	mLimits      = desc("limits_raised_total", "Running jobs' time limits Rota had shortened and raised to follow their progress (or gave back for want of a measurement).")
 	mSlurmErrors = desc("slurm_update_errors_total", "scontrol updates that failed (job ended meanwhile, Slurm busy).")
+	mLastRound   = desc("round_last_seconds", "The last round's wall time: reading Slurm, solving, applying.")
 	mPhase       = desc("round_last_phase_seconds", "The last round's time by phase: read (Slurm's nodes, partitions, queue), solve (the policy), apply (updates, migrations).", "phase")
 	mLastUpdates = desc("round_last_updates", "Pending jobs the last round updated in Slurm (one RPC each).")
 	mUpdates     = desc("round_updates_total", "Pending jobs' updates sent to Slurm by rounds.")
@@ -28,7 +29,7 @@ type Rounds struct {
 }
 
 func (Rounds) Describe(ch chan<- *prometheus.Desc) {
-	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mPhase, mLastUpdates, mUpdates)
+	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mLastRound, mPhase, mLastUpdates, mUpdates)
 }
 
 func (r Rounds) Collect(ch chan<- prometheus.Metric) {
@@ -46,6 +47,7 @@ func (r Rounds) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, mLimits, float64(s.LimitsRaised))
 	counter(ch, mSlurmErrors, float64(s.SlurmErrors))
 	gauge(ch, mUnannotated, float64(s.Unannotated))
+	gauge(ch, mLastRound, s.LastRound.Seconds())
 	gauge(ch, mPhase, s.LastRead.Seconds(), "read")
 	gauge(ch, mPhase, s.LastSolve.Seconds(), "solve")
 	gauge(ch, mPhase, s.LastApply.Seconds(), "apply")
