@@ -119,7 +119,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if c.slurm == nil {
-		c.slurm = &slurm.CLI{}
+		// The round loop, the chain, fault-tolerance and service managers
+		// and the refresh each read Slurm on their own tick; ticks of one
+		// period start together, so they share one read (a write in
+		// between makes the next read fresh).
+		c.slurm = &slurm.CLI{ShareReads: time.Second}
 	}
 	// Page loads share one squeue, so many viewers cost Slurm one read
 	// per 5 s.

@@ -89,7 +89,8 @@ func (l *Loop) sessionsPass(ctx context.Context) {
 		return
 	case <-time.After(sessionsPassDelay):
 	}
-	jobs, err := l.sched.Jobs(ctx)
+	// Fresh: the session was submitted a moment ago, after any shared read.
+	jobs, err := l.sched.Jobs(slurm.Fresh(ctx))
 	if err != nil {
 		l.log.Info().Err(err).Msg("cannot read the queue for new interactive jobs; the next round orders them")
 		return

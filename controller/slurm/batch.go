@@ -106,6 +106,7 @@ func (c *CLI) sendBatch(ctx context.Context, lines []string, idx []int, changes 
 	var errb bytes.Buffer
 	cmd.Stderr = &errb // stdout echoes the commands
 	runErr := cmd.Run()
+	c.wrote()
 	byJob := map[uint32]string{}
 	var other []string
 	for _, l := range strings.Split(errb.String(), "\n") {

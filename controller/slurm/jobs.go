@@ -214,11 +214,6 @@ func (c *CLI) squeue(ctx context.Context, args ...string) ([]Job, error) {
 	}
 }
 
-// Jobs implements Scheduler.
-func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
-	return c.squeue(ctx, "-t", "PENDING,RUNNING,CONFIGURING")
-}
-
 // Job implements Scheduler: one job's queue entry (ok false when it
 // is not pending or running).
 func (c *CLI) Job(ctx context.Context, id uint32) (Job, bool, error) {

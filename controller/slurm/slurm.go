@@ -94,6 +94,14 @@ type CLI struct {
 	commentField atomic.Int32
 	// cluster caches ClusterName (limits.go).
 	cluster atomic.Value
+
+	// ShareReads lets the controller's parts that read the queue, the
+	// nodes and the partitions on their own ticks (rounds, chains, fault
+	// tolerance, services, the refresh) share one read made less than this
+	// long ago, unless a write went through this CLI since (shared.go).
+	// 0: every call reads.
+	ShareReads time.Duration
+	share      shared
 }
 
 // timeout bounds one Slurm command: Timeout, or 10 s.
@@ -118,19 +126,14 @@ func (c *CLI) runOut(ctx context.Context, name string, args ...string) ([]byte, 
 	cmd.Env = append(cmd.Environ(), c.Env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if writes(name, args) {
+		c.wrote() // even when it failed: it may have done part
+	}
+	if err != nil {
 		return nil, "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
 	return out.Bytes(), errb.String(), nil
-}
-
-// Nodes lists nodes with their GPUs and current GPU use.
-func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
-	out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256,Features:1024")
-	if err != nil {
-		return nil, err
-	}
-	return ParseSinfoNodes(string(out))
 }
 
 // ParseSinfoNodes reads `sinfo -h -N -O NodeList,Gres,GresUsed,StateLong,Partition[,Features]`.
@@ -215,14 +218,6 @@ func stripParens(s string) string {
 }
 
 // Partitions lists partitions with their time limits.
-func (c *CLI) Partitions(ctx context.Context) ([]Partition, error) {
-	out, err := c.run(ctx, "scontrol", "show", "partition", "-o")
-	if err != nil {
-		return nil, err
-	}
-	return ParsePartitions(string(out))
-}
-
 // ParsePartitions reads `scontrol show partition -o`.
 func ParsePartitions(out string) ([]Partition, error) {
 	var ps []Partition

@@ -231,7 +231,9 @@ func (c *CLI) Submit(ctx context.Context, s Submission) (uint32, error) {
 	cmd.Stdin = bytes.NewReader(s.Script)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	c.wrote()
+	if err != nil {
 		return 0, fmt.Errorf("sbatch as %s: %w: %s", s.User, err, strings.TrimSpace(errb.String()))
 	}
 	idStr, _, _ := strings.Cut(strings.TrimSpace(out.String()), ";")

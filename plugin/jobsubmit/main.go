@@ -111,6 +111,10 @@ func rota_go_init(path *C.char) {
 		// The shim then passes GPU jobs without entering Go.
 		PassThrough: func(d time.Duration) { C.rota_away(C.int64_t(d)) },
 		Shelf:       shelf.Shelf{},
+		OnState: func(bytes int, decode time.Duration) {
+			stateBytes.Store(int64(bytes))
+			stateDecodeNs.Store(decode.Nanoseconds())
+		},
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("cannot set up the NATS client; jobs pass through unchanged")

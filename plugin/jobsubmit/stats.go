@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,12 @@ type counts struct {
 	goJobs, goNs, goMaxNs               int64
 	calls, callNs, callMaxNs            uint64
 	skipped, fromShelf, passedWhileAway uint64
+	stateBytes, stateDecodeNs           int64
 }
+
+// stateBytes and stateDecodeNs: the last placement state the controller
+// pushed, its size and its decode time (on the connection's goroutine).
+var stateBytes, stateDecodeNs atomic.Int64
 
 func readCounts() counts {
 	var c [6]C.uint64_t
@@ -28,6 +34,7 @@ func readCounts() counts {
 		goJobs: calls.Load(), goNs: totalNs.Load(), goMaxNs: maxNs.Load(),
 		calls: uint64(c[0]), callNs: uint64(c[1]), callMaxNs: uint64(c[2]),
 		skipped: uint64(c[3]), fromShelf: uint64(c[4]), passedWhileAway: uint64(c[5]),
+		stateBytes: stateBytes.Load(), stateDecodeNs: stateDecodeNs.Load(),
 	}
 }
 
@@ -39,9 +46,9 @@ func (c counts) line() string {
 		}
 		return ns / n / 1000
 	}
-	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d\n",
+	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d state_bytes=%d state_decode_us=%d\n",
 		os.Getpid(), c.goJobs, mean(c.goNs, c.goJobs), c.goMaxNs/1000, c.calls, mean(int64(c.callNs), int64(c.calls)), c.callMaxNs/1000,
-		c.fromShelf, c.passedWhileAway, c.skipped)
+		c.fromShelf, c.passedWhileAway, c.skipped, c.stateBytes, c.stateDecodeNs/1000)
 }
 
 // writeStats keeps path up to date with the counters, once a second when

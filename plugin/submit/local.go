@@ -56,7 +56,10 @@ type Local struct {
 	// passes GPU jobs without entering Go, as the breaker spares jobs a
 	// dead controller's deadline. Called with Local's lock held.
 	PassThrough func(d time.Duration)
-	now         func() time.Time
+	// OnState hears each state taken in: its size and the time to decode
+	// and check it (on the connection's goroutine, not slurmctld's thread).
+	OnState func(bytes int, decode time.Duration)
+	now     func() time.Time
 
 	state atomic.Pointer[heldState]
 
@@ -290,12 +293,16 @@ func (l *Local) sendError(err error) {
 // read is refused and the previous state kept (it ages out if no good one
 // follows).
 func (l *Local) Feed(data []byte) error {
+	start := time.Now()
 	var s wire.PlaceState
 	if err := wire.Decode(data, &s); err != nil {
 		return err
 	}
 	if err := s.Check(); err != nil {
 		return err
+	}
+	if l.OnState != nil {
+		l.OnState(len(data), time.Since(start))
 	}
 	l.state.Store(&heldState{s: &s, got: l.now()})
 	// What the shelf holds was decided in the last state: the next job

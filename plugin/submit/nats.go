@@ -97,6 +97,8 @@ type Hooks struct {
 	// Shelf, with placement = local and decide_ahead: where decisions
 	// made ahead are kept (plugin/shelf).
 	Shelf Shelf
+	// OnState, with placement = local: see Local.OnState.
+	OnState func(bytes int, decode time.Duration)
 }
 
 // Open returns the Handler the plugin runs for c: connected in the
@@ -354,6 +356,7 @@ func newConn(c Config, hooks Hooks) *Conn {
 func (a *Conn) placeLocally(c Config, hooks Hooks, publish func([][]byte) error) {
 	a.local = NewLocal(c.StateMaxAge, publish)
 	a.local.PassThrough = hooks.PassThrough
+	a.local.OnState = hooks.OnState
 	a.local.Ready = func() error {
 		if !a.Connected() {
 			return ErrNotConnected // logged once, when the connection dropped

@@ -1,0 +1,105 @@
+package slurm
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// shared is what the CLI's readers share (CLI.ShareReads): the last
+// queue, nodes and partitions read, and a count of the writes made
+// through the CLI since, so that no reader gets, after its own write (or
+// another part's), what Slurm held before it.
+type shared struct {
+	writes atomic.Uint64
+	jobs   cached[Job]
+	nodes  cached[Node]
+	parts  cached[Partition]
+}
+
+// cached is one kind of read: its result and when it began.
+type cached[T any] struct {
+	mu     sync.Mutex
+	at     time.Time
+	writes uint64 // shared.writes when the read began
+	v      []T
+}
+
+// wrote marks that something in Slurm changed through this CLI.
+func (c *CLI) wrote() { c.share.writes.Add(1) }
+
+type freshKey struct{}
+
+// Fresh marks ctx as needing what Slurm holds now, not a shared read:
+// for a reader that looks for a job submitted a moment ago.
+func Fresh(ctx context.Context) context.Context { return context.WithValue(ctx, freshKey{}, true) }
+
+// read returns e's value when it was read less than c.ShareReads ago and
+// no write has been made since its read began, unless ctx is Fresh;
+// else it reads again.
+// Concurrent readers wait for one read. Each gets its own copy of the
+// slice (elements are shallow copies).
+func read[T any](ctx context.Context, c *CLI, e *cached[T], f func() ([]T, error)) ([]T, error) {
+	if c.ShareReads <= 0 {
+		return f()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := c.share.writes.Load()
+	if !e.at.IsZero() && e.writes == w && time.Since(e.at) < c.ShareReads && ctx.Value(freshKey{}) == nil {
+		return slices.Clone(e.v), nil
+	}
+	at := time.Now()
+	v, err := f()
+	if err != nil {
+		return nil, err
+	}
+	e.v, e.at, e.writes = v, at, w
+	return slices.Clone(v), nil
+}
+
+// Jobs implements Scheduler: pending and running jobs.
+func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
+	return read(ctx, c, &c.share.jobs, func() ([]Job, error) {
+		return c.squeue(ctx, "-t", "PENDING,RUNNING,CONFIGURING")
+	})
+}
+
+// Nodes lists nodes with their GPUs and current GPU use.
+func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
+	return read(ctx, c, &c.share.nodes, func() ([]Node, error) {
+		out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256,Features:1024")
+		if err != nil {
+			return nil, err
+		}
+		return ParseSinfoNodes(string(out))
+	})
+}
+
+// Partitions implements Client.
+func (c *CLI) Partitions(ctx context.Context) ([]Partition, error) {
+	return read(ctx, c, &c.share.parts, func() ([]Partition, error) {
+		out, err := c.run(ctx, "scontrol", "show", "partition", "-o")
+		if err != nil {
+			return nil, err
+		}
+		return ParsePartitions(string(out))
+	})
+}
+
+// writes says whether command name args changes Slurm: anything but the
+// readers Rota runs (squeue, sinfo, sacctmgr show, sshare, scontrol show,
+// write batch_script, --version).
+func writes(name string, args []string) bool {
+	switch name {
+	case "squeue", "sinfo", "sacctmgr", "sshare", "sacct":
+		return false
+	case "scontrol":
+		if len(args) > 0 && (args[0] == "show" || args[0] == "--version" || (args[0] == "write" && len(args) > 1 && args[1] == "batch_script")) {
+			return false
+		}
+	}
+	return true
+}

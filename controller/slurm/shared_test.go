@@ -1,0 +1,96 @@
+package slurm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeReaders puts on PATH a squeue, sinfo and scontrol that log each
+// call and print nothing (no jobs, no nodes, no partitions).
+func fakeReaders(t *testing.T) (calls func() []string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	for _, name := range []string{"squeue", "sinfo", "scontrol"} {
+		script := "#!/bin/sh\necho \"" + name + " $1 $2\" >>" + log + "\ncat >/dev/null 2>&1 </dev/null\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return func() []string {
+		b, _ := os.ReadFile(log)
+		return strings.Fields(strings.ReplaceAll(string(b), "\n", " | "))
+	}
+}
+
+// Readers within ShareReads of a read share it; a write through the CLI
+// makes the next read fresh; ShareReads 0 reads every time.
+func TestShareReads(t *testing.T) {
+	ctx := context.Background()
+	count := func(calls []string, name string) (n int) {
+		for _, c := range calls {
+			if c == name {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("shared until a write", func(t *testing.T) {
+		calls := fakeReaders(t)
+		c := &CLI{ShareReads: time.Hour}
+		for range 3 {
+			if _, err := c.Jobs(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Nodes(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Partitions(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := calls(); count(got, "squeue") != 1 || count(got, "sinfo") != 1 || count(got, "scontrol") != 1 {
+			t.Fatalf("three rounds of reads ran %v, want one of each", got)
+		}
+		nice := int32(3)
+		if err := c.Update(ctx, 7, JobUpdate{Nice: &nice}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Jobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(); count(got, "squeue") != 2 {
+			t.Errorf("a read after an update ran %v, want a second squeue", got)
+		}
+		_, _, _ = c.Release(ctx) // a reader (the fake prints no version): shares still
+		if _, err := c.Jobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(); count(got, "squeue") != 2 {
+			t.Errorf("scontrol --version made the next read fresh: %v", got)
+		}
+		if _, err := c.Jobs(Fresh(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(); count(got, "squeue") != 3 {
+			t.Errorf("a Fresh read was shared: %v", got)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		calls := fakeReaders(t)
+		c := &CLI{}
+		for range 3 {
+			if _, err := c.Jobs(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := calls(); count(got, "squeue") != 3 {
+			t.Errorf("ShareReads 0 ran %v, want three squeue", got)
+		}
+	})
+}
