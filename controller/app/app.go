@@ -119,7 +119,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if c.slurm == nil {
-		c.slurm = &slurm.CLI{}
+		c.slurm = newSlurm(c.cfg.Slurm, c.log)
+	}
+	if err := c.checkRestd(ctx); err != nil {
+		return err
 	}
 	// Page loads share one squeue, so many viewers cost Slurm one read
 	// per 5 s.
