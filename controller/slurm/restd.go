@@ -178,6 +178,20 @@ func (e *restError) Error() string {
 	return fmt.Sprintf("slurmrestd %s %s: HTTP %d: %s", e.Method, e.Path, e.Status, msg)
 }
 
+// unspecified: a failure with no Slurm error number (-1 only), which is
+// how 22.05's slurmrestd reports slurmctld refusing the token.
+func (e *restError) unspecified() bool {
+	if e.Status < 500 || len(e.Codes) == 0 {
+		return false
+	}
+	for _, c := range e.Codes {
+		if c != -1 {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *restError) has(code int) bool {
 	for _, c := range e.Codes {
 		if c == code {
@@ -237,8 +251,8 @@ func (r *Restd) do(ctx context.Context, method, path string, body any) ([]byte, 
 	}
 	if rerr := answerErrors(resp.StatusCode, out); rerr != nil {
 		rerr.Method, rerr.Path = method, path
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			rerr.Errors = append(rerr.Errors, "authentication refused: check the JWT key (AuthAltParameters=jwt_key in slurm.conf) and slurmrestd_user")
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || rerr.unspecified() {
+			rerr.Errors = append(rerr.Errors, "authentication refused, or slurmctld failed the request (slurmctld's log says which): check the JWT key (AuthAltParameters=jwt_key in slurm.conf), slurmrestd_user, and that slurmctld runs")
 		}
 		return nil, rerr
 	}

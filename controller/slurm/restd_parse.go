@@ -94,6 +94,19 @@ func (n restNum) u64() uint64 {
 	return uint64(n.N)
 }
 
+// nice is the number as a nice value. v0.0.38 prints a negative nice as
+// its 32-bit two's complement (-77 as 4294967219; verified on 22.05.8),
+// and NO_VAL/INFINITE mean none.
+func (n restNum) nice() int32 {
+	switch {
+	case !n.Set || n.Infinite || n.N >= 0xfffffffe || n.N < math.MinInt32:
+		return 0
+	case n.N > math.MaxInt32:
+		return int32(uint32(n.N))
+	}
+	return int32(n.N)
+}
+
 // time is the number as a Unix time; zero when unset or 0.
 func (n restNum) time() time.Time {
 	if !n.Set || n.Infinite || n.N <= 0 || n.N >= 0xfffffffe {
@@ -226,9 +239,7 @@ func ParseRestdJobs(body []byte, now time.Time) ([]Job, error) {
 		if j.Reason == "" {
 			j.Reason = "None"
 		}
-		if rj.Nice.Set && !rj.Nice.Infinite && rj.Nice.N > math.MinInt32 && rj.Nice.N < math.MaxInt32 {
-			j.Nice = int32(rj.Nice.N)
-		}
+		j.Nice = rj.Nice.nice()
 		if j.Running() {
 			j.Start = rj.StartTime.time()
 			if !j.Start.IsZero() && now.After(j.Start) {

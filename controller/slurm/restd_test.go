@@ -151,12 +151,18 @@ func TestParseRestdNewerShapes(t *testing.T) {
 	  "nice":-100,"admin_comment":"rota: gpu any->v100 [d=abc]","features":""},
 	 {"job_id":8,"job_state":["COMPLETED"]},
 	 {"job_id":9,"job_state":["PENDING"],"time_limit":{"set":true,"infinite":false,"number":90},
-	  "nice":{"set":true,"number":7},"start_time":{"set":true,"number":5000},"admin_comment":""}]}`), time.Unix(1200, 0))
+	  "nice":{"set":true,"number":7},"start_time":{"set":true,"number":5000},"admin_comment":""},
+	 {"job_id":10,"job_state":"PENDING","nice":4294967219},
+	 {"job_id":11,"job_state":"PENDING","nice":4294967294}]}`), time.Unix(1200, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 {
-		t.Fatalf("want 2 jobs, got %+v", jobs)
+	if len(jobs) != 4 {
+		t.Fatalf("want 4 jobs, got %+v", jobs)
+	}
+	// 22.05.8 prints nice -77 as 4294967219; NO_VAL is none.
+	if jobs[2].Nice != -77 || jobs[3].Nice != 0 {
+		t.Errorf("nice: %d %d", jobs[2].Nice, jobs[3].Nice)
 	}
 	r, p := jobs[0], jobs[1]
 	if r.ID != 7 || r.TimeLimitMin != 0 || r.RunSeconds != 100 || r.NumNodes != 2 || r.NumTasks != 4 || r.Nice != -100 ||
@@ -329,6 +335,12 @@ func fakeRestd(t *testing.T) (*httptest.Server, *[]string) {
 	var mu sync.Mutex
 	var posts []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-SLURM-USER-NAME") == "slurmctld-refuses" {
+			// 22.05.8's answer when slurmctld rejects the token.
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write(readTestdata(t, "auth-refused.json"))
+			return
+		}
 		if r.Header.Get("X-SLURM-USER-NAME") != "root" || strings.Count(r.Header.Get("X-SLURM-USER-TOKEN"), ".") != 2 {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -413,6 +425,11 @@ func TestRestdClient(t *testing.T) {
 	bad := &Restd{CLI: &CLI{}, URL: srv.URL, User: "nobody", Token: &KeyTokens{KeyFile: key}, Log: zerolog.Nop()}
 	if _, err := bad.Jobs(ctx); err == nil || !strings.Contains(err.Error(), "authentication refused") {
 		t.Errorf("refused token: %v", err)
+	}
+	refused := &Restd{CLI: &CLI{}, URL: srv.URL, User: "slurmctld-refuses", Token: &KeyTokens{KeyFile: key}, Version: "v0.0.38", Log: zerolog.Nop()}
+	if _, err := refused.Jobs(ctx); err == nil || !strings.Contains(err.Error(), "Failed while looking for jobs") ||
+		!strings.Contains(err.Error(), "JWT key") {
+		t.Errorf("a token slurmctld refuses: %v", err)
 	}
 	if _, err := (&Restd{URL: "ftp://x", Token: &KeyTokens{KeyFile: key}, User: "root"}).Jobs(ctx); err == nil ||
 		!strings.Contains(err.Error(), "want http://") {
