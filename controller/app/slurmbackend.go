@@ -34,6 +34,9 @@ type SlurmConfig struct {
 	RestdVersion string
 	// RestdTimeout bounds each request.
 	RestdTimeout time.Duration
+	// RestdQueueRead is how the whole queue is read with the restd
+	// backend: "restd" (default) or "squeue".
+	RestdQueueRead string
 }
 
 func loadSlurmBackend(v *conf.Values, c *Config) {
@@ -45,6 +48,7 @@ func loadSlurmBackend(v *conf.Values, c *Config) {
 	v.Duration("slurmrestd_token_lifetime", &c.Slurm.RestdTokenLifetime, time.Minute, 7*24*time.Hour)
 	v.String("slurmrestd_version", &c.Slurm.RestdVersion)
 	v.Duration("slurmrestd_timeout", &c.Slurm.RestdTimeout, time.Second, 10*time.Minute)
+	v.String("slurmrestd_queue_read", &c.Slurm.RestdQueueRead)
 }
 
 // Check rejects a backend that cannot work.
@@ -64,6 +68,11 @@ func (s SlurmConfig) Check() error {
 	}
 	if (s.RestdJWTKey == "") == (s.RestdTokenFile == "") {
 		return fmt.Errorf("slurm_backend = restd needs exactly one of slurmrestd_jwt_key (slurm.conf's jwt_key: the controller signs its tokens) and slurmrestd_token_file (a token from scontrol token)")
+	}
+	switch s.RestdQueueRead {
+	case "", "restd", "squeue":
+	default:
+		return fmt.Errorf("slurmrestd_queue_read = %q: want restd or squeue", s.RestdQueueRead)
 	}
 	if s.RestdVersion != "" {
 		ok := false
@@ -95,7 +104,8 @@ func newSlurm(s SlurmConfig, log zerolog.Logger) slurm.Client {
 	log.Info().Str("url", s.RestdURL).Str("user", user).
 		Msg("reading and changing Slurm through slurmrestd (slurm_backend = restd); requeues and priority hand-backs still run scontrol")
 	return &slurm.Restd{CLI: &slurm.CLI{}, URL: s.RestdURL, User: user, Token: tok, Version: s.RestdVersion,
-		Timeout: s.RestdTimeout, Log: log.With().Str("component", "slurmrestd").Logger()}
+		Timeout: s.RestdTimeout, QueueBySqueue: s.RestdQueueRead == "squeue",
+		Log: log.With().Str("component", "slurmrestd").Logger()}
 }
 
 // checkRestd negotiates slurmrestd's API version at start. No version in

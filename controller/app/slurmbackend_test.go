@@ -18,6 +18,8 @@ func TestSlurmBackendConfig(t *testing.T) {
 		{"slurm_backend = cli", ""},
 		{"slurm_backend = restd\nslurmrestd_url = http://127.0.0.1:6820\nslurmrestd_jwt_key = /etc/slurm/jwt.key", ""},
 		{"slurm_backend = restd\nslurmrestd_url = unix:/run/slurmrestd.sock\nslurmrestd_token_file = /run/rota/token\nslurmrestd_version = v0.0.38", ""},
+		{"slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nslurmrestd_queue_read = squeue", ""},
+		{"slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nslurmrestd_queue_read = sinfo", "want restd or squeue"},
 		{"slurm_backend = rest", "want cli or restd"},
 		{"slurm_backend = restd\nslurmrestd_jwt_key = /k", "needs slurmrestd_url"},
 		{"slurm_backend = restd\nslurmrestd_url = 127.0.0.1:6820\nslurmrestd_jwt_key = /k", "want http://"},

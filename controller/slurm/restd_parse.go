@@ -214,6 +214,12 @@ func ParseRestdJobs(body []byte, now time.Time) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	return restdJobs(recs, now)
+}
+
+// restdJobs converts job records; now gives running jobs their run time.
+func restdJobs(recs []restJob, now time.Time) ([]Job, error) {
+	var err error
 	jobs := make([]Job, 0, len(recs))
 	for i := range recs {
 		rj := &recs[i]

@@ -385,6 +385,9 @@ func fakeRestd(t *testing.T) (*httptest.Server, *[]string) {
 		switch {
 		case r.URL.Path == "/openapi/v3":
 			w.Write(readTestdata(t, "../openapi-22.05.8.json"))
+		case r.URL.Path == "/slurm/v0.0.38/jobs" && r.URL.Query().Get("update_time") != "":
+			// 22.05.8 answers an unchanged queue so.
+			w.WriteHeader(http.StatusNotModified)
 		case r.URL.Path == "/slurm/v0.0.38/jobs":
 			w.Write(readTestdata(t, "jobs.json"))
 		case r.URL.Path == "/slurm/v0.0.38/nodes":
@@ -427,6 +430,16 @@ func TestRestdClient(t *testing.T) {
 	jobs, err := r.Jobs(ctx)
 	if err != nil || len(jobs) != 7 {
 		t.Fatalf("jobs: %d %v", len(jobs), err)
+	}
+	// The second read asks for changes only; slurmctld has none, and the
+	// same jobs come back, run times brought up to now.
+	again, err := r.Jobs(ctx)
+	if err != nil || r.Unchanged() != 1 || len(again) != len(jobs) || again[0].ID != jobs[0].ID {
+		t.Fatalf("unchanged queue: %d jobs, %d unchanged, %v", len(again), r.Unchanged(), err)
+	}
+	r.FullReadEvery = time.Nanosecond
+	if _, err := r.Jobs(ctx); err != nil || r.Unchanged() != 1 {
+		t.Errorf("past FullReadEvery the list is read whole: %d unchanged, %v", r.Unchanged(), err)
 	}
 	if nodes, err := r.Nodes(ctx); err != nil || len(nodes) != 3 {
 		t.Errorf("nodes: %v %v", nodes, err)
