@@ -162,13 +162,22 @@ func TestRestdNodesMatchSinfo(t *testing.T) {
 
 func TestRestdPartitionsMatchScontrol(t *testing.T) {
 	for _, dir := range recordings(t) {
-		rest, err := ParseRestdPartitions(readIn(t, dir, "partitions.json"))
+		body := readIn(t, dir, "partitions.json")
+		rest, err := ParseRestdPartitions(body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cli, err := ParsePartitions(string(readIn(t, dir, "partitions.txt")))
 		if err != nil {
 			t.Fatal(err)
+		}
+		// From v0.0.39 the default comes from scontrol (Restd.Partitions).
+		if lacks := restdPartitionsLackDefault(body); lacks != !legacyAPI(filepath.Base(dir)) {
+			t.Errorf("%s: lacks the default flag: %v", dir, lacks)
+		} else if lacks {
+			for i := range rest {
+				rest[i].Default = cli[i].Default
+			}
 		}
 		if !reflect.DeepEqual(rest, cli) {
 			t.Errorf("%s partitions:\n restd %+v\n scontrol %+v", dir, rest, cli)
@@ -572,3 +581,43 @@ func FuzzParseRestdNodesPartitions(f *testing.F) {
 }
 
 func netListenUnix(path string) (net.Listener, error) { return net.Listen("unix", path) }
+
+// 26.05.5 (v0.0.44) answers an unchanged queue with HTTP 200, no jobs and
+// last_update unset; the update_time asked for is its last answer's
+// last_update less a second.
+func TestRestdUnchangedV44(t *testing.T) {
+	dir := "testdata/restd/v0.0.44"
+	full := readIn(t, dir, "jobs.json")
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slurm/v0.0.44/jobs/" {
+			http.NotFound(w, r)
+			return
+		}
+		asked = append(asked, r.URL.Query().Get("update_time"))
+		if r.URL.Query().Get("update_time") != "" {
+			w.Write(readIn(t, dir, "jobs-unchanged.json"))
+			return
+		}
+		w.Write(full)
+	}))
+	defer srv.Close()
+	key := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef"), 0o600)
+	r := &Restd{CLI: &CLI{}, URL: srv.URL, User: "root", Token: &KeyTokens{KeyFile: key}, Version: "v0.0.44", Log: zerolog.Nop()}
+	a, err := r.Jobs(context.Background())
+	if err != nil || len(a) < 5 {
+		t.Fatalf("full read: %d %v", len(a), err)
+	}
+	b, err := r.Jobs(context.Background())
+	if err != nil || len(b) != len(a) || r.Unchanged() != 1 {
+		t.Fatalf("unchanged read: %d jobs, %d unchanged, %v", len(b), r.Unchanged(), err)
+	}
+	var env struct {
+		LastUpdate restNum `json:"last_update"`
+	}
+	json.Unmarshal(full, &env)
+	if len(asked) != 2 || asked[0] != "" || asked[1] != strconv.FormatInt(env.LastUpdate.N-1, 10) {
+		t.Errorf("update_time asked: %q (last_update %d)", asked, env.LastUpdate.N)
+	}
+}
