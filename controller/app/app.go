@@ -119,11 +119,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if c.slurm == nil {
-		// The round loop, the chain, fault-tolerance and service managers
-		// and the refresh each read Slurm on their own tick; ticks of one
-		// period start together, so they share one read (a write in
-		// between makes the next read fresh).
-		c.slurm = &slurm.CLI{ShareReads: time.Second}
+		c.slurm = newSlurm(c.cfg.Slurm, c.log)
+	}
+	if err := c.checkRestd(ctx); err != nil {
+		return err
 	}
 	// Page loads share one squeue, so many viewers cost Slurm one read
 	// per 5 s.

@@ -68,6 +68,8 @@ type Config struct {
 	DecisionTTL time.Duration
 	// LogLevel: debug, info, warn, error.
 	LogLevel string
+	// Slurm says how the controller reads and changes Slurm.
+	Slurm SlurmConfig
 	// Placement holds the rule's knobs (speed table, retyping, margins).
 	Placement placer.Config
 	// Observe sizes the intake of agent reports (zero values: defaults).
@@ -179,6 +181,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("web_user_header", &c.Web.UserHeader)
 	v.List("web_trusted_proxies", &c.Web.TrustedProxies)
 	loadEstimatorPlugins(v, &c)
+	loadSlurmBackend(v, &c)
 	v.String("policy", &c.Rounds.Policy)
 	v.Bool("rounds_off", &c.RoundsOff)
 	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)
@@ -298,6 +301,9 @@ func (c Config) Check() error {
 		return fmt.Errorf("lease_ttl = %v: must be at least 1s", c.LeaseTTL)
 	}
 	if err := c.Web.Check(); err != nil {
+		return err
+	}
+	if err := c.Slurm.Check(); err != nil {
 		return err
 	}
 	if !c.Chains.Off && !c.RoundsOff {

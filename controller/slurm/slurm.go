@@ -1,7 +1,7 @@
 // Package slurm is the controller's boundary to Slurm: what it reads of
 // the cluster (nodes, GPUs, partitions, a job's annotation). Client is an
-// interface so tests and, later, slurmrestd can stand in for the command
-// line tools.
+// interface so tests and slurmrestd (Restd, restd.go) can stand in for the
+// command line tools (CLI).
 package slurm
 
 import (
