@@ -355,7 +355,7 @@ func (m *Manager) jobOf(j *slurm.Job, d *wire.Decision, script []byte) Job {
 	if d != nil {
 		out.Hints = d.Asked.Hints
 	}
-	if gb, ok := DeclaredGB(script, "data-gb"); ok {
+	if gb, ok := xcluster.DeclaredGB(script, "data-gb"); ok {
 		out.DataBytes = gb * 1e9
 	}
 	return out
@@ -864,25 +864,6 @@ func withoutRota(args []string) []string {
 		}
 	}
 	return out
-}
-
-// DeclaredGB reads "#ROTA --<key>=N" from a batch script (N in GB).
-func DeclaredGB(script []byte, key string) (float64, bool) {
-	for _, line := range strings.Split(string(script), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "#ROTA")
-		if !ok {
-			continue
-		}
-		for _, f := range strings.Fields(rest) {
-			if v, ok := strings.CutPrefix(f, "--"+key+"="); ok {
-				var gb float64
-				if _, err := fmt.Sscanf(v, "%g", &gb); err == nil && gb >= 0 {
-					return gb, true
-				}
-			}
-		}
-	}
-	return 0, false
 }
 
 func dur(s float64) string {

@@ -363,7 +363,7 @@ func TestDeclaredGBAndUntype(t *testing.T) {
 		gb     float64
 		ok     bool
 	}{{"#!/bin/sh\n#ROTA --data-gb=2.5\n", 2.5, true}, {"#ROTA --checkpoint-gb=1 --data-gb=40\n", 40, true}, {"#SBATCH --data-gb=3\n", 0, false}} {
-		gb, ok := DeclaredGB([]byte(tc.script), "data-gb")
+		gb, ok := xcluster.DeclaredGB([]byte(tc.script), "data-gb")
 		if gb != tc.gb || ok != tc.ok {
 			t.Errorf("%q: %g %v", tc.script, gb, ok)
 		}

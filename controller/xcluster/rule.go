@@ -165,3 +165,22 @@ func (r Rule) MoveScore(here, there, transfer float64) float64 {
 // minStay, or what its last move cost if longer, so it has used the
 // cluster long enough to pay for the move.
 func MinStay(minStay, lastMoveCost float64) float64 { return math.Max(minStay, lastMoveCost) }
+
+// DeclaredGB reads "#ROTA --<key>=N" from a batch script (N in GB).
+func DeclaredGB(script []byte, key string) (float64, bool) {
+	for _, line := range strings.Split(string(script), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "#ROTA")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "--"+key+"="); ok {
+				var gb float64
+				if _, err := fmt.Sscanf(v, "%g", &gb); err == nil && gb >= 0 {
+					return gb, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
