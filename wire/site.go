@@ -125,7 +125,7 @@ type EstimateRequest struct {
 	Name       string `json:"name,omitempty"`
 	ScriptHash string `json:"script_hash,omitempty"`
 	// DataGB is the data the job reads, which running it on another
-	// cluster must copy there (--data-gb, #ROTA --data-gb=N).
+	// cluster must copy there (--job-data-gb, #ROTA --data-gb=N).
 	DataGB float64 `json:"data_gb,omitempty"`
 }
 

@@ -58,7 +58,7 @@ override the script); the controller answers (docs/estimate.md).`,
 	f.tl = fs.String("time", "", "time limit the job asks for, as sbatch --time")
 	f.cpus = fs.Uint("cpus-per-task", 0, "CPUs per task")
 	f.name = fs.String("name", "", "job name (default: the script's -J, else its file name); with the user, finds earlier runs")
-	f.dataGB = fs.Float64("data-gb", 0, "GB of data the job reads (what running it on another cluster copies; a script may say #ROTA --data-gb=N)")
+	f.dataGB = fs.Float64("job-data-gb", 0, "GB of data the job reads (what running it on another cluster copies; a script may say #ROTA --data-gb=N)")
 	f.asJSON = fs.Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var script string
