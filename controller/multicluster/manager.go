@@ -525,6 +525,17 @@ func (m *Manager) hold(ctx context.Context, r *Route) {
 		}
 		return
 	}
+	if spec.State != "PENDING" {
+		// Slurm takes a hold on a job it has just started (22.05 sets its
+		// priority to 0 and says nothing): only a job still pending after
+		// the hold cannot start here any more.
+		if err := m.sl.Unhold(ctx, r.FromJob); err != nil {
+			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot release the hold of a job that started here")
+		}
+		m.set(r, OutStayed, r.Why+"; but it started here as it was being held: it stays")
+		m.log.Info().Uint32("job", r.FromJob).Str("state", spec.State).Msg("job started as it was being held; it stays")
+		return
+	}
 	script, err := m.sl.BatchScript(ctx, r.FromJob)
 	if err != nil {
 		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job's script to send it")

@@ -20,17 +20,19 @@ import (
 
 // fakeSlurm is one cluster's queue: jobs pend until the test says.
 type fakeSlurm struct {
-	mu        sync.Mutex
-	jobs      map[uint32]*slurm.Job
-	comments  map[uint32]string
-	next      uint32
-	held      map[uint32]bool
-	submitted []slurm.Submission
-	failNext  bool // the next Submit fails after submitting (a crash between sbatch and the record)
+	mu          sync.Mutex
+	jobs        map[uint32]*slurm.Job
+	comments    map[uint32]string
+	next        uint32
+	held        map[uint32]bool
+	submitted   []slurm.Submission
+	failNext    bool // the next Submit fails after submitting (a crash between sbatch and the record)
+	startOnHold map[uint32]bool
 }
 
 func newFake(first uint32) *fakeSlurm {
-	return &fakeSlurm{jobs: map[uint32]*slurm.Job{}, comments: map[uint32]string{}, held: map[uint32]bool{}, next: first}
+	return &fakeSlurm{jobs: map[uint32]*slurm.Job{}, comments: map[uint32]string{}, held: map[uint32]bool{}, next: first,
+		startOnHold: map[uint32]bool{}}
 }
 
 func (f *fakeSlurm) add(gres string) uint32 {
@@ -96,12 +98,17 @@ func (f *fakeSlurm) Cancel(_ context.Context, id uint32) error {
 	return nil
 }
 
+// Hold, as Slurm 22.05 does, also "holds" a job it has just started;
+// startOnHold starts the job in that instant.
 func (f *fakeSlurm) Hold(_ context.Context, id uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	j, ok := f.jobs[id]
-	if !ok || j.State != "PENDING" {
-		return fmt.Errorf("job %d not pending", id)
+	if !ok || j.State == "COMPLETED" || j.State == "CANCELLED" {
+		return fmt.Errorf("job %d has ended", id)
+	}
+	if f.startOnHold[id] {
+		j.State = "RUNNING"
 	}
 	f.held[id] = true
 	return nil
@@ -372,5 +379,22 @@ func TestDeclaredGBAndUntype(t *testing.T) {
 		if got := untype(in); got != want {
 			t.Errorf("untype(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestStartedAsHeld: a job Slurm starts in the instant it is held stays
+// here, released, and no copy is asked for.
+func TestStartedAsHeld(t *testing.T) {
+	url := startNATS(t)
+	sa := newFake(100)
+	id := sa.add("gres:gpu:1")
+	sa.startOnHold[id] = true
+	nca, mca := conn(t, url, "a")
+	ma, _ := New(testConfig("a"), zerolog.Nop(), sa, fakeLocal{snap: snap(map[string]int{"v100": 4})}, nca, mca, nil)
+	r := &Route{ID: "a.100", From: "a", FromJob: id, To: "b", State: OutHolding, At: time.Now()}
+	ma.out[id] = r
+	ma.advance(context.Background(), r)
+	if r.State != OutStayed || sa.held[id] || r.Req != nil {
+		t.Fatalf("state %s, held %v, request %v", r.State, sa.held[id], r.Req != nil)
 	}
 }
