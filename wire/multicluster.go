@@ -49,6 +49,10 @@ type MCView struct {
 	// Routed and Received count the jobs this cluster sent away and took.
 	Routed   int `json:"routed"`
 	Received int `json:"received"`
+	// Moved counts running jobs moved away, RefusedSlow the moves a slow
+	// link made not pay.
+	Moved       int `json:"moved"`
+	RefusedSlow int `json:"refused_slow"`
 }
 
 // MCType is one GPU type of a cluster.
@@ -76,6 +80,9 @@ type MCRouteRequest struct {
 	Hints Hints    `json:"hints,omitempty"`
 	// Why is the sender's reason, kept for explain on the receiver.
 	Why string `json:"why,omitempty"`
+	// Resume is the checkpoint a moved job resumes from, where the
+	// transfer put it (the copy's ROTA_MC_RESUME); "" none.
+	Resume string `json:"resume,omitempty"`
 }
 
 // MCRouteReply is the receiver's answer: the job id of its copy, or
@@ -119,6 +126,10 @@ type MCRoute struct {
 	Why      string `json:"why"`
 	At       string `json:"at"`
 	Incoming bool   `json:"incoming,omitempty"`
+	// A move of a running job: the predicted and measured transfer.
+	Move       bool    `json:"move,omitempty"`
+	PredictedS float64 `json:"predicted_s,omitempty"`
+	ActualS    float64 `json:"actual_s,omitempty"`
 }
 
 // MCEstimate is one cluster x partition x type of `rota estimate`.

@@ -49,6 +49,13 @@ func loadMC(v *conf.Values, c *Config) error {
 	v.Float("mc_price", &m.Price, 0, 1e9)
 	v.Float("mc_data_gb", &m.DataGB, 0, 1e9)
 	v.Duration("mc_hold", &c.MCHold, 0, 10*time.Minute)
+	v.Bool("mc_moves", &m.Moves)
+	v.Duration("mc_move_cost", &m.MoveCost, 0, 24*time.Hour)
+	v.Float("mc_move_margin_fraction", &m.MarginFraction, 0, 10)
+	v.Duration("mc_min_stay", &m.MinStay, 0, 30*24*time.Hour)
+	v.Float("mc_checkpoint_gb", &m.CheckpointGB, 0, 1e9)
+	v.String("mc_transfer_dir", &m.TransferDir)
+	v.Duration("mc_checkpoint_wait", &m.CheckpointWait, time.Second, 24*time.Hour)
 	if m.Name == "" && (len(m.Links) > 0 || c.MCLeafListen != "" || len(c.MCLeafRemotes) > 0) {
 		return fmt.Errorf("mc_link and mc_leaf_* need cluster_name")
 	}
@@ -111,4 +118,14 @@ func (c *Controller) mcEstimate(req *wire.EstimateRequest, rep *wire.EstimateRep
 		j.Hints.Types = []string{req.GPUType}
 	}
 	rep.Clusters = m.Estimate(j)
+}
+
+// StepsLeft is the round loop's measure of a running job's remaining
+// steps.
+func (l mcLocal) StepsLeft(id uint32) (float64, bool) {
+	in, ok := l.loop.ChainInfo(id)
+	if !ok || in.StepsLeft <= 0 {
+		return 0, false
+	}
+	return in.StepsLeft, true
 }

@@ -51,12 +51,33 @@ type Config struct {
 	DataGB float64
 	// Speed is the relative speed per GPU type (speed.*).
 	Speed map[string]float64
+	// Moves of running jobs that declared a checkpoint signal (mc_moves):
+	// only when xcluster's planned rule says the gain beats checkpoint +
+	// restart (MoveCost), the transfer of checkpoint and data, Margin and
+	// MarginFraction of the time left here, and not before the job has
+	// run MinStay where it is.
+	Moves          bool
+	MoveCost       time.Duration
+	MarginFraction float64
+	MinStay        time.Duration
+	// CheckpointGB is a job's checkpoint when its script declares none
+	// (#ROTA --checkpoint-gb=N).
+	CheckpointGB float64
+	// TransferDir, when set, receives a moved job's checkpoint file (the
+	// script's #ROTA --checkpoint-file=PATH), copied at the link's
+	// bandwidth: the dev stand-in for the copy between sites, timed
+	// against the prediction.
+	TransferDir string
+	// CheckpointWait bounds how long a job signalled to checkpoint may
+	// take to end.
+	CheckpointWait time.Duration
 }
 
 // DefaultConfig is the manager's defaults (off until Name is set).
 func DefaultConfig() Config {
 	return Config{Tick: 2 * time.Second, ViewMaxAge: 20 * time.Second, Margin: time.Minute, MinPending: 5 * time.Second,
-		AskTimeout: 5 * time.Second, RouteTimeout: 30 * time.Second, Price: 1}
+		AskTimeout: 5 * time.Second, RouteTimeout: 30 * time.Second, Price: 1,
+		MoveCost: 2 * time.Minute, MarginFraction: 0.1, MinStay: 2 * time.Hour, CheckpointWait: 5 * time.Minute}
 }
 
 // Slurm is what the manager asks of this cluster's Slurm.
@@ -69,6 +90,8 @@ type Slurm interface {
 	Hold(ctx context.Context, id uint32) error
 	Unhold(ctx context.Context, id uint32) error
 	FindByComment(ctx context.Context, comment string) (uint32, bool, error)
+	// Signal asks a job's batch step to checkpoint (its declared signal).
+	Signal(ctx context.Context, id uint32, sig string) error
 }
 
 // Local is what the manager reads of this controller.
@@ -76,20 +99,25 @@ type Local interface {
 	Snapshot() *cluster.Snapshot
 	// Decision is the job's placement decision (its hints), nil unknown.
 	Decision(id uint32) *wire.Decision
+	// StepsLeft is a running job's remaining steps as the round loop
+	// measures them; false unknown.
+	StepsLeft(id uint32) (float64, bool)
 }
 
 // Route states.
 const (
-	OutHolding   = "holding"   // deciding to send: the job is being held here
-	OutAsked     = "asked"     // the other cluster was asked to submit a copy
-	OutAborting  = "aborting"  // no answer in time: asking it never to
-	OutSubmitted = "submitted" // the copy is there; the job here is to be cancelled
-	OutRouted    = "routed"    // done: runs there only
-	OutStayed    = "stayed"    // done: runs here (not sent)
-	InSubmitting = "submitting"
-	InSubmitted  = "submitted"
-	InAborted    = "aborted"
-	InFailed     = "failed"
+	OutHolding       = "holding"       // deciding to send: the job is being held here
+	OutAsked         = "asked"         // the other cluster was asked to submit a copy
+	OutAborting      = "aborting"      // no answer in time: asking it never to
+	OutSubmitted     = "submitted"     // the copy is there; the job here is to be cancelled
+	OutRouted        = "routed"        // done: runs there only
+	OutCheckpointing = "checkpointing" // a move: the running job was asked to checkpoint and end
+	OutTransferring  = "transferring"  // a move: its checkpoint is being copied over
+	OutStayed        = "stayed"        // done: runs here (not sent)
+	InSubmitting     = "submitting"
+	InSubmitted      = "submitted"
+	InAborted        = "aborted"
+	InFailed         = "failed"
 )
 
 // Route is one job sent away (Out) or taken in (In).
@@ -107,6 +135,17 @@ type Route struct {
 	GPUs     int                  `json:"gpus,omitempty"`
 	Name     string               `json:"name,omitempty"`
 	Incoming bool                 `json:"incoming,omitempty"`
+	// A move of a running job: its checkpoint signal and file, when it
+	// was signalled, the bytes to copy, the predicted and measured
+	// transfer seconds, where the copy landed.
+	Move       bool      `json:"move,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	CkptFile   string    `json:"ckpt_file,omitempty"`
+	SignalAt   time.Time `json:"signal_at,omitzero"`
+	Bytes      float64   `json:"bytes,omitempty"`
+	PredictedS float64   `json:"predicted_s,omitempty"`
+	ActualS    float64   `json:"actual_s,omitempty"`
+	Landed     string    `json:"landed,omitempty"`
 }
 
 func (r *Route) final() bool {
@@ -153,6 +192,9 @@ type Manager struct {
 	out   map[uint32]*Route
 	in    map[string]*Route
 	sent  []sent
+	// refused: running jobs whose move the transfer made not pay (why),
+	// each counted once.
+	refused map[uint32]string
 	// view is the last one published.
 	view *wire.MCView
 }
@@ -169,7 +211,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 		store = memStore{}
 	}
 	return &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
-		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}}, nil
+		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{}}, nil
 }
 
 // Run restores the state, subscribes and ticks until ctx ends.
@@ -256,6 +298,9 @@ func (m *Manager) tick(ctx context.Context) {
 	if !m.cfg.RouteOff {
 		m.route(ctx, jobs, v)
 	}
+	if m.cfg.Moves {
+		m.moves(ctx, jobs, v)
+	}
 	m.prune()
 }
 
@@ -280,6 +325,9 @@ func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
 		}
 		if r.State == OutRouted {
 			v.Routed++
+			if r.Move {
+				v.Moved++
+			}
 		}
 	}
 	for _, r := range m.in {
@@ -287,6 +335,7 @@ func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
 			v.Received++
 		}
 	}
+	v.RefusedSlow = len(m.refused)
 	m.mu.Unlock()
 	for i := range jobs {
 		j := &jobs[i]
@@ -481,6 +530,10 @@ func (m *Manager) advance(ctx context.Context, r *Route) {
 			m.ask(ctx, r, false)
 		case OutAborting:
 			m.ask(ctx, r, true)
+		case OutCheckpointing:
+			m.checkpointed(ctx, r)
+		case OutTransferring:
+			m.transfer(ctx, r)
 		case OutSubmitted:
 			if err := m.sl.Cancel(ctx, r.FromJob); err != nil {
 				if spec, known, e := m.sl.ShowJob(ctx, r.FromJob); e != nil || (known && !spec.Ended()) {
@@ -690,6 +743,9 @@ func (m *Manager) take(ctx context.Context, req *wire.MCRouteRequest) wire.MCRou
 	}
 	args := append(append([]string{}, req.Args...), "--comment="+comment)
 	env := []string{"ROTA_MC_FROM=" + fmt.Sprintf("%s:%d", req.From, req.FromJob)}
+	if req.Resume != "" {
+		env = append(env, "ROTA_MC_RESUME="+req.Resume)
+	}
 	id, err := m.sl.Submit(ctx, slurm.Submission{User: req.User, Script: req.Script, Args: args, Env: env})
 	if err != nil && strings.Contains(err.Error(), "rota") {
 		// sbatch on this host without spank_rota.so: without the hints.
@@ -777,7 +833,7 @@ func (m *Manager) Status() *wire.MCStatus {
 
 func wireRoute(r *Route) wire.MCRoute {
 	return wire.MCRoute{ID: r.ID, From: r.From, FromJob: r.FromJob, To: r.To, ToJob: r.ToJob, State: r.State, Why: r.Why,
-		At: r.At.UTC().Format(time.RFC3339), Incoming: r.Incoming}
+		At: r.At.UTC().Format(time.RFC3339), Incoming: r.Incoming, Move: r.Move, PredictedS: r.PredictedS, ActualS: r.ActualS}
 }
 
 // Explain is the route of a job of this cluster (sent away or taken in).
@@ -793,6 +849,9 @@ func (m *Manager) Explain(id uint32) *wire.MCRoute {
 			w := wireRoute(r)
 			return &w
 		}
+	}
+	if why := m.refused[id]; why != "" {
+		return &wire.MCRoute{ID: fmt.Sprintf("%s.%d", m.cfg.Name, id), From: m.cfg.Name, FromJob: id, State: "refused_slow", Why: why, Move: true}
 	}
 	return nil
 }

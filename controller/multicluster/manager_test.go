@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,8 @@ type fakeSlurm struct {
 	submitted   []slurm.Submission
 	failNext    bool // the next Submit fails after submitting (a crash between sbatch and the record)
 	startOnHold map[uint32]bool
+	signals     []string
+	scripts     map[uint32]string
 }
 
 func newFake(first uint32) *fakeSlurm {
@@ -66,7 +69,12 @@ func (f *fakeSlurm) ShowJob(_ context.Context, id uint32) (slurm.JobSpec, bool, 
 		TresPerNode: j.TresPerNode, NumNodes: 1, NumTasks: 1, StdOut: fmt.Sprintf("/tmp/slurm-%d.out", id)}, true, nil
 }
 
-func (f *fakeSlurm) BatchScript(context.Context, uint32) ([]byte, error) {
+func (f *fakeSlurm) BatchScript(_ context.Context, id uint32) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.scripts[id]; ok {
+		return []byte(s), nil
+	}
 	return []byte("#!/bin/sh\n#ROTA --data-gb=2\nsleep 1\n"), nil
 }
 
@@ -147,6 +155,25 @@ func (f *fakeSlurm) count(state string) int {
 type fakeLocal struct {
 	snap *cluster.Snapshot
 	hint map[uint32]wire.Hints
+	left map[uint32]float64
+}
+
+func (l fakeLocal) StepsLeft(id uint32) (float64, bool) {
+	v, ok := l.left[id]
+	return v, ok
+}
+
+// Signal: the job checkpoints and ends, as a job that declared the signal.
+func (f *fakeSlurm) Signal(_ context.Context, id uint32, sig string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok || j.State != "RUNNING" {
+		return fmt.Errorf("job %d not running", id)
+	}
+	j.State = "COMPLETED"
+	f.signals = append(f.signals, sig)
+	return nil
 }
 
 func (l fakeLocal) Snapshot() *cluster.Snapshot { return l.snap }
@@ -396,5 +423,63 @@ func TestStartedAsHeld(t *testing.T) {
 	ma.advance(context.Background(), r)
 	if r.State != OutStayed || sa.held[id] || r.Req != nil {
 		t.Fatalf("state %s, held %v, request %v", r.State, sa.held[id], r.Req != nil)
+	}
+}
+
+// TestMoves: of two running checkpointable jobs on a loaded a with b idle,
+// the one with a small checkpoint moves (checkpointed, copied at the
+// link's speed, resubmitted on b with ROTA_MC_RESUME), the one whose
+// checkpoint takes too long over the link stays, counted as refused.
+func TestMoves(t *testing.T) {
+	url := startNATS(t)
+	sa, sb := newFake(100), newFake(500)
+	dir := t.TempDir()
+	ckpt := dir + "/small.ckpt"
+	if err := os.WriteFile(ckpt, make([]byte, 200_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := wire.Hints{Steps: 6000, Throughput: map[string]float64{"v100": 10, "p100": 9, "k80": 3}, CheckpointSignal: "USR1"}
+	la := fakeLocal{snap: snap(map[string]int{"v100": 4, "p100": 4}), hint: map[uint32]wire.Hints{}, left: map[uint32]float64{}}
+	small, big := sa.add("gres:gpu:1"), sa.add("gres:gpu:1")
+	for _, id := range []uint32{small, big} {
+		sa.jobs[id].State, sa.jobs[id].RunSeconds = "RUNNING", 600
+		la.hint[id], la.left[id] = h, 3000
+	}
+	sa.scripts = map[uint32]string{small: "#ROTA --checkpoint-gb=0.0002 --checkpoint-file=" + ckpt + "\n", big: "#ROTA --checkpoint-gb=50\n"}
+	// a is loaded: 14 more GPUs asked (typed p100, which b has not).
+	for i := 0; i < 14; i++ {
+		sa.add("gres:gpu:p100:1")
+	}
+	nca, mca := conn(t, url, "a")
+	ncb, mcb := conn(t, url, "b")
+	ca := testConfig("a")
+	ca.RouteOff, ca.Moves, ca.MoveCost, ca.MinStay, ca.TransferDir = true, true, 10*time.Second, time.Minute, dir+"/landed"
+	ca.Links = []xcluster.Link{{A: "a", B: "b", Bandwidth: 1e6, Latency: 0.02}} // 1 MB/s: 50 GB is 14 h
+	ma, _ := New(ca, zerolog.Nop(), sa, la, nca, mca, nil)
+	cb := testConfig("b")
+	cb.RouteOff = true
+	mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 8, "v100": 8})}, ncb, mcb, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mb.Run(ctx)
+	go ma.Run(ctx)
+	waitFor(t, "the small job moved", func() bool { r := ma.Explain(small); return r != nil && r.State == OutRouted })
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	r := ma.Explain(small)
+	if !r.Move || r.ActualS < 0.15 || r.PredictedS < 0.2 || r.ToJob == 0 {
+		t.Errorf("small job's move: %+v (200 kB at 1 MB/s is 0.2 s)", r)
+	}
+	if got := ma.Explain(big); got == nil || got.State != "refused_slow" || !strings.Contains(got.Why, "does not pay") {
+		t.Errorf("big job: %+v", got)
+	}
+	if len(sb.submitted) != 1 || !strings.Contains(strings.Join(sb.submitted[0].Env, " "), "ROTA_MC_RESUME="+dir+"/landed/a.") {
+		t.Errorf("b's submissions: %+v", sb.submitted)
+	}
+	if len(sa.signals) != 1 || sa.signals[0] != "USR1" {
+		t.Errorf("signals %v", sa.signals)
+	}
+	if _, err := os.Stat(dir + "/landed/a." + fmt.Sprint(small) + ".ckpt"); err != nil {
+		t.Error(err)
 	}
 }

@@ -42,7 +42,7 @@ func startMCPair(t *testing.T) mcPair {
 		}
 		return newDevCluster(filepath.Join(home, name), nodePrefix+name, slurmPort, natsPort,
 			"ROTA_DEV_TYPES="+types, fmt.Sprintf("ROTA_DEV_NODES_PER_TYPE=%d", perType), "ROTA_DEV_ACCOUNTING=off", "ROTA_DEV_WEB=off",
-			"ROTA_DEV_CLUSTER="+nodePrefix+name, "ROTA_DEV_CONTROLLER_EXTRA="+extra)
+			"ROTA_DEV_CLUSTER="+nodePrefix+name, "ROTA_DEV_CONTROLLER_EXTRA="+extra, fmt.Sprintf("ROTA_NATS_URL=nats://127.0.0.1:%d", natsPort))
 	}
 	p := mcPair{
 		a: mk("a", "v100 p100", 1, ports, ports+4, fmt.Sprintf("mc_leaf_listen = 127.0.0.1:%d", leaf)),
