@@ -404,6 +404,13 @@ func (m *Manager) jobOf(j *slurm.Job, d *wire.Decision, script []byte) Job {
 	if d != nil {
 		out.Hints = d.Asked.Hints
 	}
+	// A type the user named in the request itself (--gres=gpu:p100:1)
+	// binds like --rota-types: a cluster without it cannot run the job.
+	if r, ok := j.GPURequest(); ok && len(out.Hints.Types) == 0 && (d == nil || d.Asked.GPU.Type != "" || len(d.Asked.GPU.Types) > 0) {
+		if ts := r.Types(); len(ts) > 0 {
+			out.Hints.Types = ts
+		}
+	}
 	if gb, ok := xcluster.DeclaredGB(script, "data-gb"); ok {
 		out.DataBytes = gb * 1e9
 	}

@@ -18,11 +18,19 @@ func printRoute(w io.Writer, r *wire.MCRoute) {
 		fmt.Fprintf(w, "cluster\tcame from cluster %s (its job %d) as job %d, route %s (%s): %s\n", r.From, r.FromJob, r.ToJob, r.ID, r.State, r.Why)
 		return
 	}
+	if r.State == "refused_slow" {
+		fmt.Fprintf(w, "cluster\tnot moved (refused: slow link): %s\n", r.Why)
+		return
+	}
 	to := fmt.Sprintf("cluster %s", r.To)
 	if r.ToJob != 0 {
 		to += fmt.Sprintf(" as job %d", r.ToJob)
 	}
-	fmt.Fprintf(w, "cluster\tsent to %s, route %s (%s): %s\n", to, r.ID, r.State, r.Why)
+	what := "sent to"
+	if r.Move {
+		what = "running job moved to"
+	}
+	fmt.Fprintf(w, "cluster\t%s %s, route %s (%s): %s\n", what, to, r.ID, r.State, r.Why)
 }
 
 // printMC is the other clusters as this one sees them, and the routes.
