@@ -284,6 +284,10 @@ func leafOptions(cfg Config, sopts *server.Options) error {
 			return fmt.Errorf("mc_leaf_listen %q: %w", cfg.LeafListen, err)
 		}
 		sopts.LeafNode.Host, sopts.LeafNode.Port = host, port
+		// Not advertised: the other site keeps dialling the address it
+		// was given (a relay, a NAT, a proxy), rather than this
+		// listener's own address, which it may not reach.
+		sopts.LeafNode.NoAdvertise = true
 		sopts.Users = append(sopts.Users, &server.User{Username: LinkUser, Password: secret, Permissions: LinkPermissions(),
 			AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeLeafnode: {}}})
 	}
