@@ -375,6 +375,13 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	if len(fits) == 0 {
 		res.Reason = "no single GPU type can hold the job as asked; left as asked"
 		switch {
+		case restricted && r.ElsewhereHoldS > 0 && noneHere(allowed, cv):
+			// Multi-cluster (docs/multicluster.md): another cluster may
+			// have the types; hold the job for the controller to send it
+			// there. Unsent, it starts as asked when the hold ends.
+			res.HoldS = r.ElsewhereHoldS
+			res.Reason = "none of the GPU types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) +
+				") is on this cluster; held up to " + strconv.FormatUint(uint64(res.HoldS), 10) + " s for another cluster that has them, then left as asked"
 		case restricted:
 			res.Reason = "none of the GPU types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) + ") can hold the job as asked; left as asked"
 		case explain:
@@ -417,6 +424,16 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	}
 	res.TimeLimitMin = walltime(s, req, best.t, part, num)
 	return withRoom(withNumbers(res, num), req, roomKey, limitWhy)
+}
+
+// noneHere says that no type of allowed is on the cluster at all.
+func noneHere(allowed []string, cv *wire.ClusterView) bool {
+	for _, t := range allowed {
+		if _, ok := cv.Types[t]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // AllowedTypes are the GPU types a job lets Rota choose from: those of

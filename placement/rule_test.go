@@ -217,3 +217,35 @@ func TestPlaceSaysWhatTheUserAllows(t *testing.T) {
 		}
 	}
 }
+
+// With a multi-cluster manager (ElsewhereHoldS), a job whose allowed
+// types are on no node here is held for it; one whose types are here but
+// busy or too small is not.
+func TestPlaceHoldsForAnotherCluster(t *testing.T) {
+	t.Parallel()
+	one := wire.GPUAsk{PerNode: 1}
+	for _, tc := range []struct {
+		name  string
+		req   wire.PlaceRequest
+		holdS uint32
+		hold  uint32
+		want  string
+	}{
+		{"type only elsewhere", wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"p100"}}}, 60, 60,
+			"is on this cluster; held up to 60 s for another cluster"},
+		{"no manager", wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"p100"}}}, 0, 0, "left as asked"},
+		{"type here but too small", wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 8}, Hints: wire.Hints{Types: []string{"v100"}}}, 60, 0,
+			"can hold the job as asked; left as asked"},
+		{"type here", wire.PlaceRequest{GPU: one, Hints: wire.Hints{Types: []string{"k80"}}}, 60, 0, "chosen among"},
+	} {
+		s := state()
+		s.Rule.ElsewhereHoldS = tc.holdS
+		res := Place(s, nil, &tc.req)
+		if res.HoldS != tc.hold || !strings.Contains(res.Reason, tc.want) {
+			t.Errorf("%s: hold %d, reason %q; want hold %d and %q", tc.name, res.HoldS, res.Reason, tc.hold, tc.want)
+		}
+		if d := Decide(s, nil, &tc.req); d.HoldS != res.HoldS {
+			t.Errorf("%s: Decide holds %d, Place %d", tc.name, d.HoldS, res.HoldS)
+		}
+	}
+}

@@ -25,7 +25,10 @@ type ExplainReply struct {
 	// Service is the inference service the job is a replica of
 	// (docs/serve.md): every replica, where it runs, its rollovers.
 	Service *ServiceStatus `json:"service,omitempty"`
-	Error   string         `json:"error,omitempty"`
+	// MultiCluster is where the job went, or came from, between
+	// clusters (docs/multicluster.md).
+	MultiCluster *MCRoute `json:"multicluster,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 // FaultStatus is what Rota did to protect one job from node failures.
@@ -164,6 +167,9 @@ type StatusReply struct {
 	// when controllers share a NATS cluster and elect one; empty when the
 	// controller runs its own embedded server.
 	Leader string `json:"leader,omitempty"`
+	// MultiCluster is the other clusters as this one sees them, and the
+	// jobs sent between them (docs/multicluster.md); nil when alone.
+	MultiCluster *MCStatus `json:"multicluster,omitempty"`
 	// Ingest counts the agents' reports the controller took in.
 	Ingest *IngestStatus `json:"ingest,omitempty"`
 	// Jobs is the measured throughput of running jobs, by job id, when

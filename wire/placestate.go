@@ -118,6 +118,11 @@ type PlaceRule struct {
 	// many seconds after submission unless the controller releases it
 	// first, having excluded its siblings' nodes (docs/serve.md); 0 never.
 	ServeHoldS uint32 `json:"serve_hold_s,omitempty"`
+	// ElsewhereHoldS holds a job whose allowed GPU types (--rota-types,
+	// a constraint of alternatives) are on no node of this cluster this
+	// many seconds, for the multi-cluster manager to send it to a cluster
+	// that has them (docs/multicluster.md); 0 never.
+	ElsewhereHoldS uint32 `json:"elsewhere_hold_s,omitempty"`
 }
 
 // KindRules says which jobs are interactive and which are services by

@@ -124,6 +124,9 @@ type EstimateRequest struct {
 	User       string `json:"user,omitempty"`
 	Name       string `json:"name,omitempty"`
 	ScriptHash string `json:"script_hash,omitempty"`
+	// DataGB is the data the job reads, which running it on another
+	// cluster must copy there (--job-data-gb, #ROTA --data-gb=N).
+	DataGB float64 `json:"data_gb,omitempty"`
 }
 
 // EstimateReply is the answer: one row per partition and GPU type, and
@@ -135,6 +138,9 @@ type EstimateReply struct {
 	GPUs  int           `json:"gpus,omitempty"` // GPUs the job asks for in total
 	Cores int           `json:"cores,omitempty"`
 	Rows  []EstimateRow `json:"rows"`
+	// Clusters is the job on every cluster joined to this one, per
+	// cluster x partition x type (docs/multicluster.md); nil when alone.
+	Clusters []MCEstimate `json:"clusters,omitempty"`
 	// Fastest is the plan that finishes first (queue wait + run time),
 	// Cheapest the one that costs least; nil with the reason in Notes
 	// when no row can be ranked.

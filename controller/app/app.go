@@ -27,6 +27,7 @@ import (
 	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/metrics"
+	"github.com/rota-hpc/rota/controller/multicluster"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/policy/workload"
@@ -75,10 +76,11 @@ type Controller struct {
 	book     *site.Book
 	waits    *live.Waits
 	table    *workload.Table
-	tableErr string                           // why there is no table
-	chains   atomic.Pointer[chains.Manager]   // while leading, with rounds
-	faulttol atomic.Pointer[faulttol.Manager] // while leading, with rounds
-	services atomic.Pointer[serve.Manager]    // while leading, with rounds
+	tableErr string                               // why there is no table
+	chains   atomic.Pointer[chains.Manager]       // while leading, with rounds
+	faulttol atomic.Pointer[faulttol.Manager]     // while leading, with rounds
+	services atomic.Pointer[serve.Manager]        // while leading, with rounds
+	mc       atomic.Pointer[multicluster.Manager] // while leading, with rounds and a cluster name
 	// inst are the metrics observed as they happen (instruments.go).
 	inst *metrics.Instruments
 

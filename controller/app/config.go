@@ -9,6 +9,7 @@ import (
 	"github.com/rota-hpc/rota/controller/chains"
 	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/leader"
+	"github.com/rota-hpc/rota/controller/multicluster"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/placer"
 	"github.com/rota-hpc/rota/controller/rounds"
@@ -79,6 +80,16 @@ type Config struct {
 	// jobs to the submit-time placement alone.
 	Rounds    rounds.Config
 	RoundsOff bool
+	// MC is several clusters under one Rota (docs/multicluster.md): this
+	// cluster's name, the links, the routing rule; off without a name.
+	MC multicluster.Config
+	// The link between sites (bus.Config's Leaf* fields).
+	MCLeafListen     string
+	MCLeafRemotes    []string
+	MCLinkSecretFile string
+	// MCHold holds a job whose allowed types are on no node here for the
+	// manager to send elsewhere (placer.Config.ElsewhereHoldS).
+	MCHold time.Duration
 	// Chains runs jobs past MaxTime as chains of segments (docs/chains.md).
 	Chains chains.Config
 	// FaultTol asks checkpointable jobs for periodic checkpoints and
@@ -124,6 +135,8 @@ func DefaultConfig() Config {
 		Chains:        chains.DefaultConfig(),
 		FaultTol:      faulttol.DefaultConfig(),
 		Serve:         serve.DefaultConfig(),
+		MC:            multicluster.DefaultConfig(),
+		MCHold:        time.Minute,
 		HistoryWindow: 7 * 24 * time.Hour,
 		Web:           WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
 	}
@@ -256,6 +269,9 @@ func LoadConfig(path string) (Config, error) {
 		c.Placement.InteractiveReserve[t] = n
 	}
 	c.Rounds.InteractiveReserve = c.Placement.InteractiveReserve
+	if err := loadMC(v, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
 	v.String("queuewait_model", &c.QueueWaitModel)
 	var window string
 	v.String("history_window", &window)
@@ -342,6 +358,14 @@ func (c Config) durableDecisions() bool { return c.NATSURL != "" && !c.AsyncDeci
 
 // bus is where the controller's NATS is and how it is secured.
 func (c Config) bus() bus.Config {
-	return bus.Config{NATSURL: c.NATSURL, Listen: c.Listen, StateDir: c.StateDir, CredsDir: c.CredsDir,
-		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey}
+	b := bus.Config{NATSURL: c.NATSURL, Listen: c.Listen, StateDir: c.StateDir, CredsDir: c.CredsDir,
+		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+		LeafListen: c.MCLeafListen, LeafRemotes: c.MCLeafRemotes, LinkSecretFile: c.MCLinkSecretFile}
+	if c.MC.Name != "" {
+		b.MCInbox = wire.SubjectMCReplyPrefix(c.MC.Name)
+		if c.MCLeafListen != "" || len(c.MCLeafRemotes) > 0 {
+			b.JSDomain = c.MC.Name
+		}
+	}
+	return b
 }

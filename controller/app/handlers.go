@@ -234,11 +234,15 @@ func (c *Controller) onExplain(m *nats.Msg) {
 // explainReply is what `rota explain` and the web view show of a job:
 // its decision, the last round's plan for it, its chain.
 func (c *Controller) explainReply(ctx context.Context, jobID uint32) wire.ExplainReply {
+	var route *wire.MCRoute
+	if m := c.mc.Load(); m != nil {
+		route = m.Explain(jobID)
+	}
 	d, err := c.explain(ctx, jobID)
 	if err != nil {
-		return wire.ExplainReply{V: wire.Version, Error: err.Error()}
+		return wire.ExplainReply{V: wire.Version, Error: err.Error(), MultiCluster: route}
 	}
-	rep := wire.ExplainReply{V: wire.Version, Decision: d}
+	rep := wire.ExplainReply{V: wire.Version, Decision: d, MultiCluster: route}
 	if l := c.rounds.Load(); l != nil {
 		if a, types, ok := l.Explain(jobID); ok {
 			rj := roundJob(a, types)
@@ -320,6 +324,9 @@ func (c *Controller) onStatus(m *nats.Msg) {
 	}
 	if sm := c.services.Load(); sm != nil && req.Jobs {
 		rep.Services = sm.Status()
+	}
+	if mm := c.mc.Load(); mm != nil {
+		rep.MultiCluster = mm.Status()
 	}
 	c.respond(m, rep)
 }

@@ -57,6 +57,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	c.startChains(ctx, sched, loop, st)
 	c.startFaultTol(ctx, sched, loop, st)
 	c.startServe(ctx, sched, loop, st)
+	c.startMC(ctx, sched, loop, st)
 	if cli, ok := c.slurm.(interface {
 		rounds.LimitReader
 		Release(context.Context) (int, int, error)

@@ -111,6 +111,7 @@ func (c *Controller) estimateReply(ctx context.Context, req *wire.EstimateReques
 	}
 	rep := forecast.Estimate(kb, req, src)
 	rep.Notes = append(notes, rep.Notes...)
+	c.mcEstimate(req, rep)
 	if st := c.waits.Status(); !c.waits.Loaded() {
 		rep.Notes = append(rep.Notes, "queue wait unknown: "+st)
 	}

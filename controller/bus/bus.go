@@ -9,14 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/wire"
 	"github.com/rs/zerolog"
 )
 
@@ -34,12 +39,32 @@ type Config struct {
 	// TLSCA verifies an external server; TLSCert and TLSKey serve TLS on
 	// the embedded one.
 	TLSCA, TLSCert, TLSKey string
+	// The link between sites (docs/multicluster.md), a NATS leaf node
+	// connection: LeafListen (host:port) takes other sites' leaf
+	// connections, LeafRemotes (nats-leaf://host:port) are the sites this
+	// one connects to. Both sides authenticate the link as user LinkUser
+	// with the password in LinkSecretFile, and the accepting side lets it
+	// publish and subscribe the cross-cluster subjects only.
+	LeafListen     string
+	LeafRemotes    []string
+	LinkSecretFile string
+	// JSDomain is the embedded server's JetStream domain (the cluster's
+	// name when joined to others), so the sites' JetStreams stay apart.
+	JSDomain string
+	// MCInbox, when set, opens the MC connection, whose requests take
+	// their replies under this prefix (one the link carries).
+	MCInbox string
 }
+
+// LinkUser is the name the link between sites authenticates as.
+const LinkUser = "rota-link"
 
 // Bus is the controller's NATS once open.
 type Bus struct {
 	// NC serves requests and publishes; Ingest takes the agents' reports.
 	NC, Ingest *nats.Conn
+	// MC makes the cross-cluster requests (Config.MCInbox); nil unless set.
+	MC *nats.Conn
 	// Auth is how clients authenticate, in words for the log.
 	Auth   string
 	server *server.Server // nil when external
@@ -135,6 +160,11 @@ func Open(cfg Config, log zerolog.Logger) (_ *Bus, err error) {
 		if b.Ingest, err = nats.Connect(cfg.NATSURL, append(opts, nats.Name("rota-controller-ingest"))...); err != nil {
 			return nil, fmt.Errorf("connecting to NATS at %s for agent reports: %w", cfg.NATSURL, err)
 		}
+		if cfg.MCInbox != "" {
+			if b.MC, err = nats.Connect(cfg.NATSURL, append(opts, nats.Name("rota-controller-mc"), nats.CustomInboxPrefix(cfg.MCInbox))...); err != nil {
+				return nil, fmt.Errorf("connecting to NATS at %s for the link between sites: %w", cfg.NATSURL, err)
+			}
+		}
 		if b.Auth == "" {
 			b.Auth = "external server's"
 		}
@@ -174,6 +204,9 @@ func Open(cfg Config, log zerolog.Logger) (_ *Bus, err error) {
 		NoLog:      true,
 		Nkeys:      users,
 	}
+	if err := leafOptions(cfg, sopts); err != nil {
+		return nil, err
+	}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		if cfg.TLSCert == "" || cfg.TLSKey == "" {
 			return nil, errors.New("tls_cert and tls_key go together: set both or neither")
@@ -204,7 +237,85 @@ func Open(cfg Config, log zerolog.Logger) (_ *Bus, err error) {
 	if b.Ingest, err = nats.Connect("", append(opts, nats.InProcessServer(ns), nats.Name("rota-controller-ingest"))...); err != nil {
 		return nil, fmt.Errorf("connecting to the embedded NATS server for agent reports: %w", err)
 	}
+	if cfg.MCInbox != "" {
+		if b.MC, err = nats.Connect("", append(opts, nats.InProcessServer(ns), nats.Name("rota-controller-mc"), nats.CustomInboxPrefix(cfg.MCInbox))...); err != nil {
+			return nil, fmt.Errorf("connecting to the embedded NATS server for the link between sites: %w", err)
+		}
+	}
 	return b, nil
+}
+
+// leafOptions sets the embedded server's side of the link between sites:
+// a leaf node listener where the link signs in as LinkUser, a user of the
+// server's own (so its rights apply: nats-server ignores the permissions
+// of a leafnode-only user) that may only make leaf connections and only
+// publish and subscribe wire.SubjectMCAll, so another site can neither
+// read this one's decisions nor reach its JetStream, plugins or agents;
+// and leaf connections to other sites with the same secret, which deny
+// this site's own subjects on their side too. A leaf node, not a gateway:
+// each site stays a server of its own that works alone while the link is
+// down, and a leaf connection takes per-subject rights, a gateway none.
+func leafOptions(cfg Config, sopts *server.Options) error {
+	if cfg.JSDomain != "" {
+		sopts.JetStreamDomain = cfg.JSDomain
+	}
+	if cfg.LeafListen == "" && len(cfg.LeafRemotes) == 0 {
+		return nil
+	}
+	if cfg.LinkSecretFile == "" {
+		return errors.New("mc_leaf_listen and mc_leaf_remote need mc_link_secret_file (the password both sites share)")
+	}
+	raw, err := os.ReadFile(cfg.LinkSecretFile)
+	if err != nil {
+		return fmt.Errorf("mc_link_secret_file: %w", err)
+	}
+	secret := strings.TrimSpace(string(raw))
+	if len(secret) < 16 {
+		return fmt.Errorf("mc_link_secret_file %s: want a secret of 16 characters or more", cfg.LinkSecretFile)
+	}
+	if cfg.LeafListen != "" {
+		if len(sopts.Nkeys) == 0 {
+			// Without users of its own the server is open to every local
+			// client; one password user would close it to them all.
+			return errors.New("mc_leaf_listen needs creds_dir: the link is a user of the embedded server's beside the nkey identities")
+		}
+		host, port, err := splitHostPort(cfg.LeafListen)
+		if err != nil {
+			return fmt.Errorf("mc_leaf_listen %q: %w", cfg.LeafListen, err)
+		}
+		sopts.LeafNode.Host, sopts.LeafNode.Port = host, port
+		// Not advertised: the other site keeps dialling the address it
+		// was given (a relay, a NAT, a proxy), rather than this
+		// listener's own address, which it may not reach.
+		sopts.LeafNode.NoAdvertise = true
+		sopts.Users = append(sopts.Users, &server.User{Username: LinkUser, Password: secret, Permissions: LinkPermissions(),
+			AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeLeafnode: {}}})
+	}
+	for _, r := range cfg.LeafRemotes {
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("mc_leaf_remote %q: want nats-leaf://host:port", r)
+		}
+		u.User = url.UserPassword(LinkUser, secret)
+		sopts.LeafNode.Remotes = append(sopts.LeafNode.Remotes, &server.RemoteLeafOpts{URLs: []*url.URL{u},
+			DenyImports: linkDeny, DenyExports: linkDeny})
+	}
+	sopts.LeafNode.ReconnectInterval = time.Second
+	return nil
+}
+
+// linkDeny is what a site never lets through its own leaf connection,
+// whatever the other side allows: everything of Rota's but the
+// cross-cluster subjects, JetStream, and plain inboxes.
+var linkDeny = []string{"rota.v1.place", "rota.v1.place.>", "rota.v1.agent.>", "rota.v1.explain", "rota.v1.status",
+	"rota.v1.estimate", "rota.v1.admin.>", "$JS.>", "$KV.>", "_INBOX.>"}
+
+// LinkPermissions are the link's rights on the accepting side.
+func LinkPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{wire.SubjectMCAll}},
+		Subscribe: &server.SubjectPermission{Allow: []string{wire.SubjectMCAll}},
+	}
 }
 
 // Close drains the connections (what the controller published goes out)
@@ -212,6 +323,9 @@ func Open(cfg Config, log zerolog.Logger) (_ *Bus, err error) {
 func (b *Bus) Close() {
 	if b.Ingest != nil {
 		b.Ingest.Close()
+	}
+	if b.MC != nil {
+		b.MC.Close()
 	}
 	if b.NC != nil {
 		if err := b.NC.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

@@ -94,6 +94,12 @@ func SuccessorArgs(spec *slurm.JobSpec, s Successor, spankOptions bool) (args, e
 // SpankArgs are Rota's sbatch options for hints, so the successor's
 // placement and the node agent know what the first segment's did.
 func SpankArgs(h wire.Hints) []string {
+	return append(HintArgs(h), "--rota-chain=on")
+}
+
+// HintArgs are Rota's sbatch options for a job's steps, throughput and
+// checkpoint signal (a copy of the job elsewhere gets them too).
+func HintArgs(h wire.Hints) []string {
 	var a []string
 	if h.Steps > 0 {
 		a = append(a, "--rota-steps="+strconv.FormatUint(h.Steps, 10))
@@ -112,7 +118,7 @@ func SpankArgs(h wire.Hints) []string {
 		}
 		a = append(a, "--rota-throughput="+strings.Join(ts, ","))
 	}
-	return append(a, "--rota-chain=on")
+	return a
 }
 
 // gresArg turns a TRES string as Slurm prints it ("gres:gpu:1",

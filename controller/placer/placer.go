@@ -46,6 +46,9 @@ type Config struct {
 	// ServeHoldS holds a named service's replica for the controller to
 	// spread it (serve_hold; 0 when nothing would release it).
 	ServeHoldS uint32
+	// ElsewhereHoldS holds a job whose allowed types are on no node here
+	// for the multi-cluster manager (wire.PlaceRule.ElsewhereHoldS).
+	ElsewhereHoldS uint32
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -60,7 +63,7 @@ func DefaultConfig() Config {
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
 	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds,
-		InteractiveReserve: maps.Clone(c.InteractiveReserve), ServeHoldS: c.ServeHoldS}
+		InteractiveReserve: maps.Clone(c.InteractiveReserve), ServeHoldS: c.ServeHoldS, ElsewhereHoldS: c.ElsewhereHoldS}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs

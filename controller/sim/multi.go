@@ -10,6 +10,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/workload"
+	"github.com/rota-hpc/rota/controller/xcluster"
 )
 
 // MoveMode says when a job may run on a cluster other than the one it was
@@ -41,11 +42,7 @@ type Cluster struct {
 }
 
 // Link joins two clusters; a pair without one never exchanges jobs.
-type Link struct {
-	A, B      string
-	Bandwidth float64 // bytes/s
-	Latency   float64 // seconds per transfer
-}
+type Link = xcluster.Link
 
 // MultiJob is a job with where it is submitted and what a move must copy.
 type MultiJob struct {
@@ -212,11 +209,10 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 		mc.e = newEngine(types, caps, &b, b.Seed+int64(c)*7919, pol)
 		cls[c] = mc
 	}
-	// link[a][b]: bandwidth and latency; bandwidth 0 = no link.
-	bw := make([][]float64, nc)
-	lat := make([][]float64, nc)
-	for c := range bw {
-		bw[c], lat[c] = make([]float64, nc), make([]float64, nc)
+	// link[a][b]: the link between two clusters (bandwidth 0: none).
+	link := make([][]xcluster.Link, nc)
+	for c := range link {
+		link[c] = make([]xcluster.Link, nc)
 	}
 	for _, lk := range cfg.Links {
 		a, okA := idx[lk.A]
@@ -224,39 +220,27 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 		if !okA || !okB || a == z || lk.Bandwidth <= 0 {
 			return rep, fmt.Errorf("bad link %s-%s", lk.A, lk.B)
 		}
-		bw[a][z], bw[z][a], lat[a][z], lat[z][a] = lk.Bandwidth, lk.Bandwidth, lk.Latency, lk.Latency
+		link[a][z], link[z][a] = lk, lk
 	}
 	xfer := func(from, to int, bytes float64) float64 {
-		switch {
-		case from == to:
+		if from == to {
 			return 0
-		case bw[from][to] == 0:
-			return math.Inf(1)
 		}
-		return lat[from][to] + bytes/bw[from][to]
+		return link[from][to].Transfer(bytes)
 	}
-	// rate estimates a job's steps/s on cluster c when jobs asking for
-	// others GPUs share it: its best type while the cluster has room,
-	// else an equal share of every GPU it can use (as max-min fair
-	// policies tend to give); 0 where it cannot run.
-	rate := func(c int, j *MultiJob, others float64) float64 {
-		mc := cls[c]
-		best, sum := 0.0, 0.0
-		for i, k := range mc.global {
-			if r := j.Rates[k]; r > 0 && mc.e.capacity[i] >= j.Scale {
-				best = math.Max(best, r)
-				sum += r * float64(mc.e.capacity[i])
-			}
-		}
-		return math.Min(best, sum/(others+float64(j.Scale)))
-	}
+	// finish is the estimate the controller's multi-cluster manager reads
+	// too (xcluster.Rate): job m's remaining time on cluster c when jobs
+	// asking for others GPUs share it.
 	finish := func(c int, m *mjob, others float64) float64 {
-		r := rate(c, m.j, others)
-		if r == 0 {
-			return math.Inf(1)
+		mc := cls[c]
+		types := make([]xcluster.TypeRate, len(mc.global))
+		for i, k := range mc.global {
+			types[i] = xcluster.TypeRate{Rate: m.j.Rates[k], GPUs: mc.e.capacity[i]}
 		}
-		return m.l.remaining / r
+		return xcluster.Finish(m.l.remaining, xcluster.Rate(types, m.j.Scale, others))
 	}
+	rule := xcluster.Rule{Planned: cfg.Moves == MovesPlanned, MoveCost: b.MigrationCost,
+		Margin: cfg.Margin, MarginFraction: cfg.MarginFraction}
 	// land puts a job on its cluster with the rates of that cluster's types.
 	land := func(m *mjob, now float64) {
 		mc := cls[m.at]
@@ -292,7 +276,7 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 		cls[to].demand += float64(m.j.Scale)
 		inFlight = append(inFlight, flight{m: m, from: m.at, left: now, lands: lands})
 		m.at = to
-		m.stay = math.Max(cfg.MinStay, cost)
+		m.stay = xcluster.MinStay(cfg.MinStay, cost)
 	}
 
 	next, done, need := 0, 0, b.MeasureHi-b.MeasureLo
@@ -328,18 +312,14 @@ func RunMulti(ctx context.Context, cfg MultiConfig, newPolicy func() (policy.Pol
 		here := finish(h, m, cls[h].demand-float64(m.j.Scale))
 		to, score := -1, 0.0
 		for o := range cls {
-			if o == h || bw[h][o] == 0 {
+			if o == h || link[h][o].Bandwidth == 0 {
 				continue
 			}
 			bytes := m.j.DataBytes * boolf(!m.dataAt[o])
 			if m.l.ran {
 				bytes += m.j.CheckpointBytes
 			}
-			s := here - finish(o, m, cls[o].demand) - xfer(h, o, bytes)
-			if cfg.Moves == MovesPlanned {
-				s -= b.MigrationCost + cfg.Margin + cfg.MarginFraction*here
-			}
-			if s > score {
+			if s := rule.MoveScore(here, finish(o, m, cls[o].demand), xfer(h, o, bytes)); s > score {
 				to, score = o, s
 			}
 		}

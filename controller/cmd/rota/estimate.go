@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
+	"github.com/rota-hpc/rota/controller/xcluster"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -25,6 +26,7 @@ type estimateFlags struct {
 	steps                                   *uint64
 	model, tput, gpuMem, mem, part, typ, tl *string
 	name                                    *string
+	dataGB                                  *float64
 	asJSON                                  *bool
 }
 
@@ -56,6 +58,7 @@ override the script); the controller answers (docs/estimate.md).`,
 	f.tl = fs.String("time", "", "time limit the job asks for, as sbatch --time")
 	f.cpus = fs.Uint("cpus-per-task", 0, "CPUs per task")
 	f.name = fs.String("name", "", "job name (default: the script's -J, else its file name); with the user, finds earlier runs")
+	f.dataGB = fs.Float64("job-data-gb", 0, "GB of data the job reads (what running it on another cluster copies; a script may say #ROTA --data-gb=N)")
 	f.asJSON = fs.Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var script string
@@ -91,6 +94,10 @@ func runEstimate(ctx context.Context, f *estimateFlags, script string, stdout io
 	if optOut {
 		fmt.Fprintf(os.Stderr, "note: %s opts out of Rota (--rota=off); estimating it anyway\n", script)
 	}
+	req.DataGB = *f.dataGB
+	if gb, ok := xcluster.DeclaredGB(body, "data-gb"); ok && req.DataGB == 0 {
+		req.DataGB = gb
+	}
 	if u, err := user.Current(); err == nil {
 		req.User = u.Username
 	}
@@ -112,5 +119,8 @@ func runEstimate(ctx context.Context, f *estimateFlags, script string, stdout io
 	if rep.Error != "" {
 		return fmt.Errorf("%s", rep.Error)
 	}
-	return report.Build(&req, &rep).WriteText(stdout)
+	if err := report.Build(&req, &rep).WriteText(stdout); err != nil {
+		return err
+	}
+	return printMCEstimate(stdout, rep.Clusters)
 }

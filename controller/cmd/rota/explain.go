@@ -49,13 +49,19 @@ func runExplain(ctx context.Context, nc *natsConn, asJSON bool, job string, stdo
 	if err := ask(ctx, nc, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: uint32(id)}, &rep); err != nil {
 		return err
 	}
-	if rep.Error != "" {
+	if rep.Error != "" && rep.MultiCluster == nil {
 		return errors.New(rep.Error)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
+	}
+	if rep.MultiCluster != nil {
+		printRoute(stdout, rep.MultiCluster)
+	}
+	if rep.Decision == nil {
+		return nil
 	}
 	printDecision(stdout, rep.Decision)
 	printLimits(stdout, rep.Decision.Limits)

@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/sim"
+	"github.com/rota-hpc/rota/controller/xcluster"
 )
 
 // simCfg is what runSim has read for a multi-cluster run.
@@ -69,48 +69,14 @@ func parseClusters(s string) ([]string, []sim.Cluster, error) {
 	return types, out, nil
 }
 
-// parseLink reads "a-b:1GB/s" or "a-b:10Gb/s:20ms".
+// parseLink reads "a-b:1GB/s" or "a-b:10Gb/s:20ms" (xcluster.ParseLink,
+// which controller.conf's mc_link shares).
 func parseLink(s string) (sim.Link, error) {
-	bad := fmt.Errorf("bad --link %q (want a-b:bandwidth[:latency], e.g. a-b:1GB/s:20ms)", s)
-	parts := strings.Split(s, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return sim.Link{}, bad
-	}
-	a, b, ok := strings.Cut(parts[0], "-")
-	if !ok || !clusterName.MatchString(a) || !clusterName.MatchString(b) {
-		return sim.Link{}, bad
-	}
-	bw, err := parseBandwidth(parts[1])
+	l, err := xcluster.ParseLink(s)
 	if err != nil {
-		return sim.Link{}, bad
-	}
-	l := sim.Link{A: a, B: b, Bandwidth: bw}
-	if len(parts) == 3 {
-		d, err := time.ParseDuration(parts[2])
-		if err != nil || d < 0 {
-			return sim.Link{}, bad
-		}
-		l.Latency = d.Seconds()
+		return sim.Link{}, fmt.Errorf("bad --link %q (want a-b:bandwidth[:latency], e.g. a-b:1GB/s:20ms)", s)
 	}
 	return l, nil
-}
-
-// parseBandwidth reads "1GB/s" (bytes) or "10Gb/s" (bits) into bytes/s;
-// prefixes k, M, G, T are decimal.
-func parseBandwidth(s string) (float64, error) {
-	m := regexp.MustCompile(`^([0-9.]+)\s*([kKMGT]?)([Bb])/s$`).FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("bad bandwidth %q", s)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad bandwidth %q", s)
-	}
-	v *= map[string]float64{"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m[2]]
-	if m[3] == "b" {
-		v /= 8
-	}
-	return v, nil
 }
 
 // parseRange reads "lo:hi" with 0 < lo <= hi.

@@ -124,6 +124,11 @@ func runStatus(ctx context.Context, nc *natsConn, asJSON, jobs, siteOnly bool, s
 			}
 		}
 	}
+	if rep.MultiCluster != nil {
+		if err := printMC(stdout, rep.MultiCluster); err != nil {
+			return err
+		}
+	}
 	if jobs && len(rep.Chains) > 0 {
 		fmt.Fprintf(stdout, "\nchains (jobs run past MaxTime as segments; id = first segment's job id):\n")
 		if err := printChains(stdout, rep.Chains); err != nil {

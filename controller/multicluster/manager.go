@@ -1,0 +1,974 @@
+package multicluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/state"
+	"github.com/rota-hpc/rota/controller/xcluster"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// Config is the manager's part of controller.conf (mc_* keys).
+type Config struct {
+	// Name is this cluster's name among the others (cluster_name); ""
+	// turns the manager off.
+	Name string
+	// Links are the admin's transfer paths between clusters (mc_link, as
+	// `rota sim --link` takes them).
+	Links []xcluster.Link
+	// Tick is how often the manager publishes its view and routes.
+	Tick time.Duration
+	// ViewMaxAge: a peer whose latest view is older is not routed to
+	// (the link or its controller is down).
+	ViewMaxAge time.Duration
+	// RouteOff keeps every job where it was submitted (views only).
+	RouteOff bool
+	// Margin is what a route must gain beyond the transfer.
+	Margin time.Duration
+	// MinPending: a job is considered after it has been pending this long
+	// (Slurm may start it here meanwhile).
+	MinPending time.Duration
+	// AskTimeout bounds one request to a peer; RouteTimeout is how long a
+	// route waits for an answer before it is aborted.
+	AskTimeout, RouteTimeout time.Duration
+	// Price per GPU-hour here (mc_price); DataGB a job's data when its
+	// script declares none (#ROTA --data-gb=N).
+	Price  float64
+	DataGB float64
+	// Speed is the relative speed per GPU type (speed.*).
+	Speed map[string]float64
+	// Moves of running jobs that declared a checkpoint signal (mc_moves):
+	// only when xcluster's planned rule says the gain beats checkpoint +
+	// restart (MoveCost), the transfer of checkpoint and data, Margin and
+	// MarginFraction of the time left here, and not before the job has
+	// run MinStay where it is.
+	Moves          bool
+	MoveCost       time.Duration
+	MarginFraction float64
+	MinStay        time.Duration
+	// CheckpointGB is a job's checkpoint when its script declares none
+	// (#ROTA --checkpoint-gb=N).
+	CheckpointGB float64
+	// TransferDir, when set, receives a moved job's checkpoint file (the
+	// script's #ROTA --checkpoint-file=PATH), copied at the link's
+	// bandwidth: the dev stand-in for the copy between sites, timed
+	// against the prediction.
+	TransferDir string
+	// CheckpointWait bounds how long a job signalled to checkpoint may
+	// take to end.
+	CheckpointWait time.Duration
+}
+
+// DefaultConfig is the manager's defaults (off until Name is set).
+func DefaultConfig() Config {
+	return Config{Tick: 2 * time.Second, ViewMaxAge: 20 * time.Second, Margin: time.Minute, MinPending: 5 * time.Second,
+		AskTimeout: 5 * time.Second, RouteTimeout: 30 * time.Second, Price: 1,
+		MoveCost: 2 * time.Minute, MarginFraction: 0.1, MinStay: 2 * time.Hour, CheckpointWait: 5 * time.Minute}
+}
+
+// Slurm is what the manager asks of this cluster's Slurm.
+type Slurm interface {
+	Jobs(ctx context.Context) ([]slurm.Job, error)
+	ShowJob(ctx context.Context, id uint32) (slurm.JobSpec, bool, error)
+	BatchScript(ctx context.Context, id uint32) ([]byte, error)
+	Submit(ctx context.Context, s slurm.Submission) (uint32, error)
+	Cancel(ctx context.Context, id uint32) error
+	Hold(ctx context.Context, id uint32) error
+	Unhold(ctx context.Context, id uint32) error
+	FindByComment(ctx context.Context, comment string) (uint32, bool, error)
+	// Signal asks a job's batch step to checkpoint (its declared signal).
+	Signal(ctx context.Context, id uint32, sig string) error
+}
+
+// Local is what the manager reads of this controller.
+type Local interface {
+	Snapshot() *cluster.Snapshot
+	// Decision is the job's placement decision (its hints), nil unknown.
+	Decision(id uint32) *wire.Decision
+	// StepsLeft is a running job's remaining steps as the round loop
+	// measures them; false unknown.
+	StepsLeft(id uint32) (float64, bool)
+}
+
+// Route states.
+const (
+	OutHolding       = "holding"       // deciding to send: the job is being held here
+	OutAsked         = "asked"         // the other cluster was asked to submit a copy
+	OutAborting      = "aborting"      // no answer in time: asking it never to
+	OutSubmitted     = "submitted"     // the copy is there; the job here is to be cancelled
+	OutRouted        = "routed"        // done: runs there only
+	OutCheckpointing = "checkpointing" // a move: the running job was asked to checkpoint and end
+	OutTransferring  = "transferring"  // a move: its checkpoint is being copied over
+	OutStayed        = "stayed"        // done: runs here (not sent)
+	InSubmitting     = "submitting"
+	InSubmitted      = "submitted"
+	InAborted        = "aborted"
+	InFailed         = "failed"
+)
+
+// Route is one job sent away (Out) or taken in (In).
+type Route struct {
+	ID       string               `json:"id"`
+	From     string               `json:"from"`
+	FromJob  uint32               `json:"from_job"`
+	To       string               `json:"to"`
+	ToJob    uint32               `json:"to_job,omitempty"`
+	State    string               `json:"state"`
+	Why      string               `json:"why"`
+	At       time.Time            `json:"at"`
+	AskedAt  time.Time            `json:"asked_at,omitzero"`
+	Req      *wire.MCRouteRequest `json:"req,omitempty"`
+	GPUs     int                  `json:"gpus,omitempty"`
+	Name     string               `json:"name,omitempty"`
+	Incoming bool                 `json:"incoming,omitempty"`
+	// A move of a running job: its checkpoint signal and file, when it
+	// was signalled, the bytes to copy, the predicted and measured
+	// transfer seconds, where the copy landed.
+	Move       bool      `json:"move,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	CkptFile   string    `json:"ckpt_file,omitempty"`
+	SignalAt   time.Time `json:"signal_at,omitzero"`
+	Bytes      float64   `json:"bytes,omitempty"`
+	PredictedS float64   `json:"predicted_s,omitempty"`
+	ActualS    float64   `json:"actual_s,omitempty"`
+	Landed     string    `json:"landed,omitempty"`
+}
+
+func (r *Route) final() bool {
+	return r.State == OutRouted || r.State == OutStayed || r.Incoming
+}
+
+// saved is the manager's durable state.
+type saved struct {
+	Out map[uint32]*Route `json:"out"`
+	In  map[string]*Route `json:"in"`
+}
+
+type peer struct {
+	view wire.MCView
+	at   time.Time // its own time stamp
+	got  time.Time // when it arrived here
+}
+
+type sent struct {
+	to   string
+	at   time.Time
+	gpus float64
+}
+
+// StateKey is the manager's key in the controller's state bucket.
+const StateKey = "multicluster"
+
+// CommentPrefix marks a copy's comment in Slurm: "rota-mc-route=<id>".
+const CommentPrefix = "rota-mc-route="
+
+// Manager runs one cluster's side while its controller leads.
+type Manager struct {
+	cfg   Config
+	log   zerolog.Logger
+	sl    Slurm
+	local Local
+	nc    *nats.Conn // subscriptions and views
+	mc    *nats.Conn // requests over the link (replies under the mc prefix)
+	store state.Store
+	now   func() time.Time
+
+	mu    sync.Mutex
+	peers map[string]*peer
+	out   map[uint32]*Route
+	in    map[string]*Route
+	sent  []sent
+	// refused: running jobs whose move the transfer made not pay (why),
+	// each counted once.
+	refused map[uint32]string
+	// view is the last one published.
+	view *wire.MCView
+}
+
+// New makes a manager; store nil keeps its state in memory only.
+func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Conn, store state.Store) (*Manager, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("multicluster: no cluster_name")
+	}
+	if nc == nil || mc == nil {
+		return nil, errors.New("multicluster: no NATS connection")
+	}
+	if store == nil {
+		store = memStore{}
+	}
+	return &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
+		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{}}, nil
+}
+
+// Run restores the state, subscribes and ticks until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	var s saved
+	if found, err := state.GetJSON(ctx, m.store, StateKey, &s); err != nil {
+		m.log.Error().Err(err).Msg("cannot read the multi-cluster state; routes in flight are not resumed")
+	} else if found {
+		m.mu.Lock()
+		if s.Out != nil {
+			m.out = s.Out
+		}
+		if s.In != nil {
+			m.in = s.In
+		}
+		m.mu.Unlock()
+		m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Msg("multi-cluster routes restored")
+	}
+	subs := []*nats.Subscription{}
+	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute} {
+		sub, err := m.nc.Subscribe(subj, h)
+		if err != nil {
+			m.log.Error().Err(err).Str("subject", subj).Msg("cannot subscribe; multi-cluster manager off")
+			return
+		}
+		subs = append(subs, sub)
+	}
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	m.log.Info().Str("cluster", m.cfg.Name).Int("links", len(m.cfg.Links)).Bool("route", !m.cfg.RouteOff).Msg("multi-cluster manager started")
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		m.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) save(ctx context.Context) error {
+	m.mu.Lock()
+	b, err := json.Marshal(saved{Out: m.out, In: m.in})
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := m.store.Put(ctx, StateKey, b); err != nil {
+		m.log.Error().Err(err).Msg("cannot save the multi-cluster state")
+		return err
+	}
+	return nil
+}
+
+// tick publishes the view, moves routes in flight on, and starts new ones.
+func (m *Manager) tick(ctx context.Context) {
+	jobs, err := m.sl.Jobs(ctx)
+	if err != nil {
+		m.log.Warn().Err(err).Msg("cannot read the queue; no view published this tick")
+		return
+	}
+	v := m.buildView(jobs)
+	if b, err := json.Marshal(v); err == nil {
+		_ = m.nc.Publish(wire.SubjectMCView(m.cfg.Name), b)
+	}
+	m.mu.Lock()
+	m.view = v
+	var open []*Route
+	for _, r := range m.out {
+		if !r.final() {
+			open = append(open, r)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(open, func(i, j int) bool { return open[i].ID < open[j].ID })
+	for _, r := range open {
+		m.advance(ctx, r)
+	}
+	if !m.cfg.RouteOff {
+		m.route(ctx, jobs, v)
+	}
+	if m.cfg.Moves {
+		m.moves(ctx, jobs, v)
+	}
+	m.prune()
+}
+
+// buildView is this cluster as the others should see it.
+func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
+	v := &wire.MCView{V: wire.Version, Cluster: m.cfg.Name, At: m.now().UTC().Format(time.RFC3339Nano),
+		Types: map[string]wire.MCType{}, Partitions: map[string]uint32{}, Speed: m.cfg.Speed, Price: m.cfg.Price}
+	if s := m.local.Snapshot(); s != nil {
+		for t, tc := range s.Types {
+			v.Types[t] = wire.MCType{GPUs: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode}
+		}
+		for n, p := range s.Partitions {
+			v.Partitions[n] = p.MaxTimeMin
+		}
+		v.DefaultPartition = s.DefaultPartition
+	}
+	m.mu.Lock()
+	leaving := map[uint32]bool{}
+	for id, r := range m.out {
+		if r.State != OutStayed {
+			leaving[id] = true
+		}
+		if r.State == OutRouted {
+			v.Routed++
+			if r.Move {
+				v.Moved++
+			}
+		}
+	}
+	for _, r := range m.in {
+		if r.State == InSubmitted {
+			v.Received++
+		}
+	}
+	v.RefusedSlow = len(m.refused)
+	m.mu.Unlock()
+	for i := range jobs {
+		j := &jobs[i]
+		g := j.GPUs()
+		if g == 0 || leaving[j.ID] {
+			continue
+		}
+		switch {
+		case j.Running():
+			v.Running++
+		case j.Pending():
+			v.Pending++
+		default:
+			continue
+		}
+		v.DemandGPUs += float64(g)
+	}
+	return v
+}
+
+func (m *Manager) onView(msg *nats.Msg) {
+	var v wire.MCView
+	if err := json.Unmarshal(msg.Data, &v); err != nil || v.Cluster == "" || v.Cluster == m.cfg.Name {
+		return
+	}
+	at, err := time.Parse(time.RFC3339Nano, v.At)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.peers[v.Cluster]; p != nil && at.Before(p.at) {
+		return
+	}
+	m.peers[v.Cluster] = &peer{view: v, at: at, got: m.now()}
+}
+
+// freshPeers are the peers whose views are recent enough to route to,
+// with the GPUs sent to each since its view.
+func (m *Manager) freshPeers() ([]*wire.MCView, map[string]float64, map[string]float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	var vs []*wire.MCView
+	extra, ages := map[string]float64{}, map[string]float64{}
+	for _, n := range sortedKeys(m.peers) {
+		p := m.peers[n]
+		ages[n] = now.Sub(p.got).Seconds()
+		if now.Sub(p.got) > m.cfg.ViewMaxAge {
+			continue
+		}
+		v := p.view
+		vs = append(vs, &v)
+		for _, s := range m.sent {
+			if s.to == n && s.at.After(p.at) {
+				extra[n] += s.gpus
+			}
+		}
+	}
+	return vs, extra, ages
+}
+
+// jobOf is what the estimate reads of a queued job.
+func (m *Manager) jobOf(j *slurm.Job, d *wire.Decision, script []byte) Job {
+	out := Job{GPUs: j.GPUs(), LimitS: float64(j.TimeLimitMin) * 60, DataBytes: m.cfg.DataGB * 1e9}
+	if d != nil {
+		out.Hints = d.Asked.Hints
+	}
+	// A type the user named in the request itself (--gres=gpu:p100:1)
+	// binds like --rota-types: a cluster without it cannot run the job.
+	if r, ok := j.GPURequest(); ok && len(out.Hints.Types) == 0 && (d == nil || d.Asked.GPU.Type != "" || len(d.Asked.GPU.Types) > 0) {
+		if ts := r.Types(); len(ts) > 0 {
+			out.Hints.Types = ts
+		}
+	}
+	if gb, ok := xcluster.DeclaredGB(script, "data-gb"); ok {
+		out.DataBytes = gb * 1e9
+	}
+	return out
+}
+
+// routable says whether a pending job may be sent away, and why not.
+func (m *Manager) routable(j *slurm.Job, d *wire.Decision) bool {
+	if !j.Pending() || j.GPUs() == 0 || m.now().Sub(j.Submit) < m.cfg.MinPending {
+		return false
+	}
+	switch j.Reason {
+	case "JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied":
+		return false
+	}
+	if d != nil && d.Given.Kind != "" && d.Given.Kind != wire.KindBatch {
+		return false // sessions and services stay where their user is
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.out[j.ID]; ok {
+		return false
+	}
+	for _, r := range m.in {
+		if r.ToJob == j.ID {
+			return false // came from another cluster: it stays
+		}
+	}
+	return true
+}
+
+// route sends the pending jobs that gain most elsewhere, largest gain
+// first, each checked again against the loads the ones before it left.
+func (m *Manager) route(ctx context.Context, jobs []slurm.Job, home *wire.MCView) {
+	peers, extra, _ := m.freshPeers()
+	if len(peers) == 0 {
+		return
+	}
+	type cand struct {
+		j    *slurm.Job
+		job  Job
+		gain float64
+	}
+	var cands []cand
+	hereDemand := home.DemandGPUs
+	best := func(c *cand) (*wire.MCView, float64, float64, float64) {
+		w := work(c.job, home, m.cfg.Speed)
+		here := finish(c.job, home, w, hereDemand-float64(c.job.GPUs), m.cfg.Speed)
+		var to *wire.MCView
+		gain, there, xfer := math.Inf(-1), 0.0, 0.0
+		for _, p := range peers {
+			l := linkOf(m.cfg.Links, home.Cluster, p.Cluster)
+			th := finish(c.job, p, w, p.DemandGPUs+extra[p.Cluster], m.cfg.Speed)
+			x := l.Transfer(c.job.DataBytes)
+			if g := xcluster.PlaceGain(here, th, x); g > gain {
+				to, gain, there, xfer = p, g, th, x
+			}
+		}
+		_ = here
+		return to, gain, there, xfer
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		d := m.local.Decision(j.ID)
+		if !m.routable(j, d) {
+			continue
+		}
+		c := cand{j: j, job: m.jobOf(j, d, nil)}
+		if _, g, _, _ := best(&c); g > m.cfg.Margin.Seconds() {
+			c.gain = g
+			cands = append(cands, c)
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].gain > cands[b].gain })
+	for i := range cands {
+		c := &cands[i]
+		// The script may declare the data to copy: read it now.
+		if script, err := m.sl.BatchScript(ctx, c.j.ID); err == nil {
+			c.job = m.jobOf(c.j, m.local.Decision(c.j.ID), script)
+		}
+		to, g, there, xfer := best(c)
+		if to == nil || g <= m.cfg.Margin.Seconds() {
+			continue
+		}
+		w := work(c.job, home, m.cfg.Speed)
+		here := finish(c.job, home, w, hereDemand-float64(c.job.GPUs), m.cfg.Speed)
+		why := fmt.Sprintf("estimated finish here %s, on %s %s + transfer %s (%.3g GB over %s): gains %s (margin %s)",
+			dur(here), to.Cluster, dur(there), dur(xfer), c.job.DataBytes/1e9, linkWords(linkOf(m.cfg.Links, home.Cluster, to.Cluster)),
+			dur(g), m.cfg.Margin)
+		if math.IsInf(here, 1) {
+			why = fmt.Sprintf("cannot run here (no GPU type it allows has %d GPUs); on %s %s + transfer %s", c.job.GPUs, to.Cluster, dur(there), dur(xfer))
+		}
+		r := &Route{ID: fmt.Sprintf("%s.%d", m.cfg.Name, c.j.ID), From: m.cfg.Name, FromJob: c.j.ID, To: to.Cluster,
+			State: OutHolding, Why: why, At: m.now(), GPUs: c.job.GPUs, Name: c.j.Name}
+		m.mu.Lock()
+		m.out[c.j.ID] = r
+		m.sent = append(m.sent, sent{to: to.Cluster, at: m.now(), gpus: float64(c.job.GPUs)})
+		m.mu.Unlock()
+		hereDemand -= float64(c.job.GPUs)
+		extra[to.Cluster] += float64(c.job.GPUs)
+		m.log.Info().Uint32("job", c.j.ID).Str("to", to.Cluster).Str("why", why).Msg("sending a pending job to another cluster")
+		if m.save(ctx) != nil {
+			// Not recorded: neither hold nor send.
+			m.mu.Lock()
+			delete(m.out, c.j.ID)
+			m.mu.Unlock()
+			continue
+		}
+		m.advance(ctx, r)
+	}
+}
+
+// advance moves one route on as far as it can this tick. Every step is
+// saved before the next, and each is safe to repeat after a restart: a
+// hold of a held job, a request the other side has answered (it answers
+// the same ID with the same job), a cancel of a cancelled job.
+func (m *Manager) advance(ctx context.Context, r *Route) {
+	for i := 0; i < 4 && !r.final(); i++ {
+		before := r.State
+		switch r.State {
+		case OutHolding:
+			m.hold(ctx, r)
+		case OutAsked:
+			m.ask(ctx, r, false)
+		case OutAborting:
+			m.ask(ctx, r, true)
+		case OutCheckpointing:
+			m.checkpointed(ctx, r)
+		case OutTransferring:
+			m.transfer(ctx, r)
+		case OutSubmitted:
+			if err := m.sl.Cancel(ctx, r.FromJob); err != nil {
+				if spec, known, e := m.sl.ShowJob(ctx, r.FromJob); e != nil || (known && !spec.Ended()) {
+					m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot withdraw the job sent away; trying again")
+					return
+				}
+			}
+			m.set(r, OutRouted, "")
+		}
+		if m.save(ctx) != nil || r.State == before {
+			return
+		}
+	}
+}
+
+func (m *Manager) set(r *Route, st, why string) {
+	m.mu.Lock()
+	r.State = st
+	if why != "" {
+		r.Why = why
+	}
+	m.mu.Unlock()
+}
+
+// hold keeps the job here from starting, then builds the copy's request.
+func (m *Manager) hold(ctx context.Context, r *Route) {
+	if err := m.sl.Hold(ctx, r.FromJob); err != nil {
+		spec, known, e := m.sl.ShowJob(ctx, r.FromJob)
+		if e == nil && (!known || spec.State != "PENDING") {
+			m.set(r, OutStayed, r.Why+"; but it started (or ended) here before it could be held: it stays")
+			m.log.Info().Uint32("job", r.FromJob).Msg("job started before it could be sent; it stays")
+			return
+		}
+		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot hold the job to send it; trying again")
+		return
+	}
+	spec, known, err := m.sl.ShowJob(ctx, r.FromJob)
+	if err != nil || !known {
+		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job to send it")
+		if err == nil {
+			m.set(r, OutStayed, r.Why+"; but Slurm no longer knows it")
+		}
+		return
+	}
+	if spec.State != "PENDING" {
+		// Slurm takes a hold on a job it has just started (22.05 sets its
+		// priority to 0 and says nothing): only a job still pending after
+		// the hold cannot start here any more.
+		if err := m.sl.Unhold(ctx, r.FromJob); err != nil {
+			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot release the hold of a job that started here")
+		}
+		m.set(r, OutStayed, r.Why+"; but it started here as it was being held: it stays")
+		m.log.Info().Uint32("job", r.FromJob).Str("state", spec.State).Msg("job started as it was being held; it stays")
+		return
+	}
+	script, err := m.sl.BatchScript(ctx, r.FromJob)
+	if err != nil {
+		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job's script to send it")
+		return
+	}
+	d := m.local.Decision(r.FromJob)
+	var h wire.Hints
+	if d != nil {
+		h = d.Asked.Hints
+	}
+	m.mu.Lock()
+	part := ""
+	if p := m.peers[r.To]; p != nil {
+		part = p.view.DefaultPartition
+	}
+	m.mu.Unlock()
+	args := CopyArgs(&spec, r.Name, d, part, h)
+	r.Req = &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
+		Name: r.Name, Script: script, Args: args, Hints: h, Why: r.Why}
+	m.mu.Lock()
+	r.State, r.AskedAt = OutAsked, m.now()
+	m.mu.Unlock()
+}
+
+// ask sends the route's request (or its abort) and acts on the answer.
+func (m *Manager) ask(ctx context.Context, r *Route, abort bool) {
+	req := *r.Req
+	if abort {
+		req = wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, Abort: true}
+	}
+	b, _ := json.Marshal(req)
+	msg, err := m.mc.Request(wire.SubjectMCRoute(r.To), b, m.cfg.AskTimeout)
+	var rep wire.MCRouteReply
+	if err == nil {
+		err = json.Unmarshal(msg.Data, &rep)
+	}
+	if err != nil {
+		if !abort && m.now().Sub(r.AskedAt) > m.cfg.RouteTimeout {
+			m.log.Warn().Err(err).Str("route", r.ID).Msg("no answer from the other cluster in time; aborting the route (the job stays held until it answers)")
+			m.set(r, OutAborting, "")
+		}
+		return
+	}
+	switch {
+	case rep.JobID != 0:
+		m.mu.Lock()
+		r.ToJob = rep.JobID
+		m.mu.Unlock()
+		m.set(r, OutSubmitted, "")
+		m.log.Info().Str("route", r.ID).Str("to", r.To).Uint32("job_there", rep.JobID).Msg("copy submitted on the other cluster; withdrawing the job here")
+	case rep.Aborted || rep.Error != "":
+		if err := m.sl.Unhold(ctx, r.FromJob); err != nil {
+			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot release the job that stays; trying again")
+			return
+		}
+		why := r.Why + "; not sent: "
+		if rep.Error != "" {
+			why += r.To + " refused: " + rep.Error
+		} else {
+			why += "no answer from " + r.To + " in time, route aborted"
+		}
+		m.set(r, OutStayed, why)
+		m.log.Info().Str("route", r.ID).Str("why", why).Msg("job stays here")
+	}
+}
+
+// onRoute is another cluster asking this one to submit a copy of a job.
+func (m *Manager) onRoute(msg *nats.Msg) {
+	var req wire.MCRouteRequest
+	rep := wire.MCRouteReply{V: wire.Version}
+	if err := json.Unmarshal(msg.Data, &req); err != nil || req.ID == "" {
+		rep.Error = "bad request"
+		m.reply(msg, rep)
+		return
+	}
+	rep.ID = req.ID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.reply(msg, m.take(ctx, &req))
+}
+
+func (m *Manager) reply(msg *nats.Msg, rep wire.MCRouteReply) {
+	b, _ := json.Marshal(rep)
+	if err := msg.Respond(b); err != nil {
+		m.log.Warn().Err(err).Msg("cannot answer a route request")
+	}
+}
+
+var takeMu sync.Mutex
+
+// take submits the copy once per route ID, whatever the retries: the
+// record is saved before sbatch, and after a crash between the two the
+// copy is found again by its comment.
+func (m *Manager) take(ctx context.Context, req *wire.MCRouteRequest) wire.MCRouteReply {
+	takeMu.Lock()
+	defer takeMu.Unlock()
+	rep := wire.MCRouteReply{V: wire.Version, ID: req.ID}
+	comment := CommentPrefix + req.ID
+	m.mu.Lock()
+	r := m.in[req.ID]
+	m.mu.Unlock()
+	if r != nil {
+		switch r.State {
+		case InSubmitted:
+			rep.JobID = r.ToJob
+			return rep
+		case InAborted:
+			rep.Aborted = true
+			return rep
+		case InFailed:
+			if req.Abort {
+				rep.Aborted = true
+			} else {
+				rep.Error = r.Why
+			}
+			return rep
+		case InSubmitting:
+			id, found, err := m.sl.FindByComment(ctx, comment)
+			if err != nil {
+				rep.Error = "cannot tell whether the copy was submitted: " + err.Error()
+				return rep
+			}
+			if found {
+				m.setIn(r, InSubmitted, id, "")
+				_ = m.save(ctx)
+				rep.JobID = id
+				return rep
+			}
+		}
+	}
+	if req.Abort {
+		r = &Route{ID: req.ID, From: req.From, FromJob: req.FromJob, To: m.cfg.Name, State: InAborted, At: m.now(), Incoming: true,
+			Why: "aborted by " + req.From + " before a copy was submitted"}
+		m.mu.Lock()
+		m.in[req.ID] = r
+		m.mu.Unlock()
+		if err := m.save(ctx); err != nil {
+			rep.Error = "cannot record the abort: " + err.Error()
+			return rep
+		}
+		rep.Aborted = true
+		return rep
+	}
+	r = &Route{ID: req.ID, From: req.From, FromJob: req.FromJob, To: m.cfg.Name, State: InSubmitting, At: m.now(), Incoming: true,
+		Why: req.Why}
+	m.mu.Lock()
+	m.in[req.ID] = r
+	m.mu.Unlock()
+	if err := m.save(ctx); err != nil {
+		rep.Error = "cannot record the route: " + err.Error()
+		return rep
+	}
+	args := append(append([]string{}, req.Args...), "--comment="+comment)
+	env := []string{"ROTA_MC_FROM=" + fmt.Sprintf("%s:%d", req.From, req.FromJob)}
+	if req.Resume != "" {
+		env = append(env, "ROTA_MC_RESUME="+req.Resume)
+	}
+	id, err := m.sl.Submit(ctx, slurm.Submission{User: req.User, Script: req.Script, Args: args, Env: env})
+	if err != nil && strings.Contains(err.Error(), "rota") {
+		// sbatch on this host without spank_rota.so: without the hints.
+		id, err = m.sl.Submit(ctx, slurm.Submission{User: req.User, Script: req.Script, Args: withoutRota(args), Env: env})
+	}
+	if err != nil {
+		m.setIn(r, InFailed, 0, "sbatch failed: "+err.Error())
+		_ = m.save(ctx)
+		rep.Error = r.Why
+		m.log.Warn().Err(err).Str("route", req.ID).Msg("cannot submit the copy of a job from another cluster")
+		return rep
+	}
+	m.setIn(r, InSubmitted, id, "")
+	if err := m.save(ctx); err != nil {
+		m.log.Error().Err(err).Str("route", req.ID).Uint32("job", id).Msg("copy submitted but not recorded; a retry finds it by its comment")
+	}
+	m.log.Info().Str("route", req.ID).Str("from", req.From).Uint32("job", id).Str("user", req.User).Msg("took a job from another cluster")
+	rep.JobID = id
+	return rep
+}
+
+func (m *Manager) setIn(r *Route, st string, id uint32, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r.State = st
+	if id != 0 {
+		r.ToJob = id
+	}
+	if why != "" {
+		r.Why = why
+	}
+}
+
+// prune forgets ended routes after a week and sends older than a minute.
+func (m *Manager) prune() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for id, r := range m.out {
+		if r.final() && now.Sub(r.At) > 7*24*time.Hour {
+			delete(m.out, id)
+		}
+	}
+	for id, r := range m.in {
+		if now.Sub(r.At) > 7*24*time.Hour {
+			delete(m.in, id)
+		}
+	}
+	keep := m.sent[:0]
+	for _, s := range m.sent {
+		if now.Sub(s.at) < time.Minute {
+			keep = append(keep, s)
+		}
+	}
+	m.sent = keep
+}
+
+// Status is the manager's part of `rota status`.
+func (m *Manager) Status() *wire.MCStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := &wire.MCStatus{Cluster: m.cfg.Name}
+	now := m.now()
+	for _, n := range sortedKeys(m.peers) {
+		p := m.peers[n]
+		l := linkOf(m.cfg.Links, m.cfg.Name, n)
+		st.Peers = append(st.Peers, wire.MCPeer{View: p.view, AgeSeconds: now.Sub(p.got).Seconds(), Bandwidth: l.Bandwidth, LatencySeconds: l.Latency})
+	}
+	var rs []*Route
+	for _, r := range m.out {
+		rs = append(rs, r)
+	}
+	for _, r := range m.in {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].At.After(rs[j].At) })
+	for i, r := range rs {
+		if i >= wire.MaxStatusJobs {
+			break
+		}
+		st.Routes = append(st.Routes, wireRoute(r))
+	}
+	return st
+}
+
+func wireRoute(r *Route) wire.MCRoute {
+	return wire.MCRoute{ID: r.ID, From: r.From, FromJob: r.FromJob, To: r.To, ToJob: r.ToJob, State: r.State, Why: r.Why,
+		At: r.At.UTC().Format(time.RFC3339), Incoming: r.Incoming, Move: r.Move, PredictedS: r.PredictedS, ActualS: r.ActualS}
+}
+
+// Explain is the route of a job of this cluster (sent away or taken in).
+func (m *Manager) Explain(id uint32) *wire.MCRoute {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.out[id]; r != nil {
+		w := wireRoute(r)
+		return &w
+	}
+	for _, r := range m.in {
+		if r.ToJob == id {
+			w := wireRoute(r)
+			return &w
+		}
+	}
+	if why := m.refused[id]; why != "" {
+		return &wire.MCRoute{ID: fmt.Sprintf("%s.%d", m.cfg.Name, id), From: m.cfg.Name, FromJob: id, State: "refused_slow", Why: why, Move: true}
+	}
+	return nil
+}
+
+// Estimate is `rota estimate`'s rows for every cluster: this one first.
+func (m *Manager) Estimate(j Job) []wire.MCEstimate {
+	m.mu.Lock()
+	home := m.view
+	m.mu.Unlock()
+	if home == nil {
+		return nil
+	}
+	peers, extra, ages := m.freshPeers()
+	// Stale peers too, marked by their age: the user sees what is known.
+	m.mu.Lock()
+	for _, n := range sortedKeys(m.peers) {
+		if ages[n] > m.cfg.ViewMaxAge.Seconds() {
+			v := m.peers[n].view
+			peers = append(peers, &v)
+		}
+	}
+	m.mu.Unlock()
+	if j.DataBytes == 0 {
+		j.DataBytes = m.cfg.DataGB * 1e9
+	}
+	return Rows(j, home, peers, ages, m.cfg.Links, extra, m.cfg.Speed)
+}
+
+// CopyArgs are the sbatch options of a copy of the job on another
+// cluster: the chain successor's copy of its spec (chains.SuccessorArgs),
+// in the other cluster's default partition, without the GPU type or
+// constraint Rota gave it here (the other cluster's Rota places it), and
+// with its Rota hints.
+func CopyArgs(spec *slurm.JobSpec, name string, d *wire.Decision, partition string, h wire.Hints) []string {
+	s := *spec
+	features := s.Features
+	if d != nil {
+		features = d.Asked.Features
+		if d.Asked.GPU.Type == "" && len(d.Asked.GPU.Types) == 0 {
+			s.TresPerJob, s.TresPerNode, s.TresPerSocket, s.TresPerTask = untype(s.TresPerJob), untype(s.TresPerNode), untype(s.TresPerSocket), untype(s.TresPerTask)
+		}
+	}
+	if partition == "" {
+		partition = s.Partition
+	}
+	args, _ := chains.SuccessorArgs(&s, chains.Successor{Name: name, Partition: partition, LimitMin: s.TimeLimitMin, Features: features}, false)
+	args = append(args, chains.HintArgs(h)...)
+	if len(h.Types) > 0 {
+		args = append(args, "--rota-types="+strings.Join(h.Types, ","))
+	}
+	return args
+}
+
+// untype drops the GPU type from TRES strings ("gres:gpu:v100:1" ->
+// "gres:gpu:1").
+func untype(tres string) string {
+	if tres == "" {
+		return ""
+	}
+	var out []string
+	for _, item := range strings.Split(tres, ",") {
+		p := strings.Split(item, ":")
+		// gres:gpu:TYPE:N or gres/gpu:TYPE:N or gpu:TYPE:N
+		switch {
+		case len(p) == 4 && p[1] == "gpu":
+			item = p[0] + ":" + p[1] + ":" + p[3]
+		case len(p) == 3 && (p[0] == "gpu" || p[0] == "gres/gpu"):
+			item = p[0] + ":" + p[2]
+		}
+		out = append(out, item)
+	}
+	return strings.Join(out, ",")
+}
+
+func withoutRota(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--rota-") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func dur(s float64) string {
+	if math.IsInf(s, 1) {
+		return "never"
+	}
+	return (time.Duration(s) * time.Second).Round(time.Second).String()
+}
+
+func linkWords(l xcluster.Link) string {
+	if l.Bandwidth <= 0 {
+		return "no link"
+	}
+	return fmt.Sprintf("%.3g MB/s", l.Bandwidth/1e6)
+}
+
+// memStore keeps the state in memory (no JetStream).
+type memStore map[string][]byte
+
+func (s memStore) Get(_ context.Context, key string) ([]byte, error) {
+	b, ok := s[key]
+	if !ok {
+		return nil, state.ErrNotFound
+	}
+	return b, nil
+}
+
+func (s memStore) Put(_ context.Context, key string, data []byte) error {
+	s[key] = append([]byte(nil), data...)
+	return nil
+}

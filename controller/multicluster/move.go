@@ -1,0 +1,281 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/controller/xcluster"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// moves sends running checkpointable jobs to another cluster when the
+// planned rule (xcluster.Rule.MoveScore, the simulator's) says the gain
+// beats the move's whole cost: checkpoint, the transfer of checkpoint and
+// data at the link's speed, restart, and a margin; and only after the
+// job has run MinStay here. A move the transfer alone makes not pay is
+// counted as refused (slow link).
+func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView) {
+	peers, extra, _ := m.freshPeers()
+	if len(peers) == 0 {
+		return
+	}
+	rule := xcluster.Rule{Planned: true, MoveCost: m.cfg.MoveCost.Seconds(), Margin: m.cfg.Margin.Seconds(), MarginFraction: m.cfg.MarginFraction}
+	type cand struct {
+		j      *slurm.Job
+		job    Job
+		left   float64
+		to     *wire.MCView
+		score  float64
+		xfer   float64
+		there  float64
+		script []byte
+	}
+	var cands []cand
+	hereDemand := home.DemandGPUs
+	for i := range jobs {
+		j := &jobs[i]
+		d := m.local.Decision(j.ID)
+		if !j.Running() || d == nil || d.Asked.Hints.CheckpointSignal == "" || j.RunSeconds < m.cfg.MinStay.Seconds() {
+			continue
+		}
+		if d.Given.Kind != "" && d.Given.Kind != wire.KindBatch {
+			continue
+		}
+		m.mu.Lock()
+		_, known := m.out[j.ID]
+		_, refused := m.refused[j.ID]
+		m.mu.Unlock()
+		if known || refused {
+			continue
+		}
+		left, ok := m.local.StepsLeft(j.ID)
+		if !ok || left <= 0 {
+			continue
+		}
+		script, err := m.sl.BatchScript(ctx, j.ID)
+		if err != nil {
+			continue
+		}
+		job := m.jobOf(j, d, script)
+		ck := m.cfg.CheckpointGB
+		if gb, ok := xcluster.DeclaredGB(script, "checkpoint-gb"); ok {
+			ck = gb
+		}
+		bytes := ck*1e9 + job.DataBytes
+		c := cand{j: j, job: job, left: left, script: script, score: math.Inf(-1)}
+		here := finish(job, home, left, hereDemand-float64(job.GPUs), m.cfg.Speed)
+		for _, p := range peers {
+			th := finish(job, p, left, p.DemandGPUs+extra[p.Cluster], m.cfg.Speed)
+			x := linkOf(m.cfg.Links, home.Cluster, p.Cluster).Transfer(bytes)
+			if s := rule.MoveScore(here, th, x); s > c.score {
+				c.to, c.score, c.xfer, c.there = p, s, x, th
+			}
+		}
+		if c.to == nil {
+			continue
+		}
+		if c.score <= 0 {
+			// Would it pay but for the copy? Then the link is too slow.
+			if rule.MoveScore(here, c.there, 0) > 0 {
+				why := fmt.Sprintf("move to %s refused: it would finish in %s there against %s here, but copying %.3g GB takes %s over the link (%s), so the move does not pay",
+					c.to.Cluster, dur(c.there), dur(here), bytes/1e9, dur(c.xfer), linkWords(linkOf(m.cfg.Links, home.Cluster, c.to.Cluster)))
+				m.mu.Lock()
+				m.refused[j.ID] = why
+				m.mu.Unlock()
+				m.log.Info().Uint32("job", j.ID).Str("why", why).Msg("move refused: slow link")
+			}
+			continue
+		}
+		c.job.DataBytes = bytes
+		cands = append(cands, c)
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
+	for _, c := range cands {
+		// Again against the loads the moves before it left.
+		th := finish(c.job, c.to, c.left, c.to.DemandGPUs+extra[c.to.Cluster], m.cfg.Speed)
+		here := finish(c.job, home, c.left, hereDemand-float64(c.job.GPUs), m.cfg.Speed)
+		score := rule.MoveScore(here, th, c.xfer)
+		if score <= 0 {
+			continue
+		}
+		d := m.local.Decision(c.j.ID)
+		why := fmt.Sprintf("running job moved: %.0f steps left finish in %s here, %s on %s; the move costs checkpoint+restart %s + transfer %s (%.3g GB over %s) + margin %s + %.0f%% of the time here: gains %s",
+			c.left, dur(here), dur(th), c.to.Cluster, m.cfg.MoveCost, dur(c.xfer), c.job.DataBytes/1e9,
+			linkWords(linkOf(m.cfg.Links, home.Cluster, c.to.Cluster)), m.cfg.Margin, 100*m.cfg.MarginFraction, dur(score))
+		r := &Route{ID: fmt.Sprintf("%s.%d", m.cfg.Name, c.j.ID), From: m.cfg.Name, FromJob: c.j.ID, To: c.to.Cluster,
+			State: OutCheckpointing, Why: why, At: m.now(), GPUs: c.job.GPUs, Name: c.j.Name, Move: true,
+			Signal: d.Asked.Hints.CheckpointSignal, Bytes: c.job.DataBytes, PredictedS: c.xfer}
+		if f, ok := declaredString(c.script, "checkpoint-file"); ok {
+			r.CkptFile = f
+		}
+		m.mu.Lock()
+		m.out[c.j.ID] = r
+		m.sent = append(m.sent, sent{to: c.to.Cluster, at: m.now(), gpus: float64(c.job.GPUs)})
+		m.mu.Unlock()
+		hereDemand -= float64(c.job.GPUs)
+		extra[c.to.Cluster] += float64(c.job.GPUs)
+		m.log.Info().Uint32("job", c.j.ID).Str("to", c.to.Cluster).Str("why", why).Msg("moving a running job to another cluster")
+		if m.save(ctx) != nil {
+			m.mu.Lock()
+			delete(m.out, c.j.ID)
+			m.mu.Unlock()
+			continue
+		}
+		m.advance(ctx, r)
+	}
+}
+
+// checkpointed asks the job to checkpoint (once) and waits for it to end:
+// ended after its checkpoint, it goes on to the transfer; a job that does
+// not end in CheckpointWait, or ends otherwise, stays.
+func (m *Manager) checkpointed(ctx context.Context, r *Route) {
+	if r.SignalAt.IsZero() {
+		if err := m.sl.Signal(ctx, r.FromJob, r.Signal); err != nil {
+			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot signal the job to checkpoint; it stays")
+			m.set(r, OutStayed, r.Why+"; not moved: the checkpoint signal failed: "+err.Error())
+			return
+		}
+		m.mu.Lock()
+		r.SignalAt = m.now()
+		m.mu.Unlock()
+		_ = m.save(ctx)
+	}
+	spec, known, err := m.sl.ShowJob(ctx, r.FromJob)
+	if err != nil {
+		return
+	}
+	switch {
+	case known && !spec.Ended():
+		if m.now().Sub(r.SignalAt) > m.cfg.CheckpointWait {
+			m.set(r, OutStayed, r.Why+"; not moved: it did not end within "+m.cfg.CheckpointWait.String()+" of its checkpoint signal")
+		}
+		return
+	case known && spec.State != "COMPLETED":
+		m.set(r, OutStayed, r.Why+"; not moved: it ended "+strings.ToLower(spec.State)+" after its checkpoint signal")
+		return
+	}
+	m.set(r, OutTransferring, "")
+}
+
+// transfer copies the checkpoint file to TransferDir at the link's
+// bandwidth (when both are set), times it against the prediction, and
+// builds the copy's request, which resumes from it (ROTA_MC_RESUME).
+func (m *Manager) transfer(ctx context.Context, r *Route) {
+	landed := ""
+	if r.CkptFile != "" && m.cfg.TransferDir != "" {
+		l := linkOf(m.cfg.Links, r.From, r.To)
+		dst := filepath.Join(m.cfg.TransferDir, r.ID+".ckpt")
+		t0 := m.now()
+		n, err := throttledCopy(ctx, r.CkptFile, dst, l.Bandwidth)
+		if err != nil {
+			m.log.Warn().Err(err).Str("route", r.ID).Msg("cannot copy the checkpoint; trying again")
+			return
+		}
+		actual := m.now().Sub(t0).Seconds() + l.Latency
+		m.mu.Lock()
+		r.ActualS, r.PredictedS = actual, l.Transfer(float64(n))
+		r.Why += fmt.Sprintf("; checkpoint %d bytes copied in %.2fs, predicted %.2fs", n, actual, r.PredictedS)
+		m.mu.Unlock()
+		landed = dst
+		m.log.Info().Str("route", r.ID).Int64("bytes", n).Float64("predicted_s", r.PredictedS).Float64("actual_s", actual).Msg("checkpoint transferred")
+	}
+	spec, _, err := m.sl.ShowJob(ctx, r.FromJob)
+	if err != nil {
+		return
+	}
+	script, err := m.sl.BatchScript(ctx, r.FromJob)
+	if err != nil {
+		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the moved job's script; trying again")
+		return
+	}
+	d := m.local.Decision(r.FromJob)
+	var h wire.Hints
+	if d != nil {
+		h = d.Asked.Hints
+	}
+	m.mu.Lock()
+	part := ""
+	if p := m.peers[r.To]; p != nil {
+		part = p.view.DefaultPartition
+	}
+	m.mu.Unlock()
+	args := CopyArgs(&spec, r.Name, d, part, h)
+	m.mu.Lock()
+	r.Landed = landed
+	r.Req = &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
+		Name: r.Name, Script: script, Args: args, Hints: h, Why: r.Why, Resume: landed}
+	r.State, r.AskedAt = OutAsked, m.now()
+	m.mu.Unlock()
+}
+
+// throttledCopy copies src to dst at most bw bytes/s (0: unthrottled).
+func throttledCopy(ctx context.Context, src, dst string, bw float64) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return 0, err
+	}
+	out, err := os.OpenFile(dst+".part", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	var n int64
+	for {
+		k, rerr := in.Read(buf)
+		if k > 0 {
+			if _, err := out.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+			if bw > 0 {
+				if ahead := time.Duration(float64(n)/bw*float64(time.Second)) - time.Since(start); ahead > 0 {
+					select {
+					case <-ctx.Done():
+						return n, ctx.Err()
+					case <-time.After(ahead):
+					}
+				}
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+	if err := out.Close(); err != nil {
+		return n, err
+	}
+	return n, os.Rename(dst+".part", dst)
+}
+
+// declaredString reads "#ROTA --<key>=VALUE" from a batch script.
+func declaredString(script []byte, key string) (string, bool) {
+	for _, line := range strings.Split(string(script), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "#ROTA")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "--"+key+"="); ok && v != "" {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}

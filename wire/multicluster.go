@@ -1,0 +1,153 @@
+package wire
+
+// Several clusters under one Rota (docs/multicluster.md). Each site's
+// controller publishes what it knows on SubjectMCView(its name) and takes
+// copies of other clusters' jobs on SubjectMCRoute(its name). These are the
+// only subjects the link between sites carries (its NATS leaf node
+// connection may publish and subscribe SubjectMCAll and nothing else), so
+// request replies go to SubjectMCReplyPrefix(the asker), not to _INBOX.
+const (
+	// SubjectMCAll matches every cross-cluster subject: the link's rights.
+	SubjectMCAll = "rota.v1.mc.>"
+	// SubjectMCViewAll matches every cluster's view.
+	SubjectMCViewAll = "rota.v1.mc.view.*"
+)
+
+// SubjectMCView is where cluster publishes its MCView.
+func SubjectMCView(cluster string) string { return "rota.v1.mc.view." + cluster }
+
+// SubjectMCRoute is request/reply, another cluster -> cluster: submit a copy
+// of a job here (or abort a route). Body MCRouteRequest, reply MCRouteReply.
+func SubjectMCRoute(cluster string) string { return "rota.v1.mc.route." + cluster }
+
+// SubjectMCReplyPrefix is the inbox prefix of cluster's requests over the
+// link.
+func SubjectMCReplyPrefix(cluster string) string { return "rota.v1.mc.reply." + cluster }
+
+// MCView is one cluster as its controller sees it, published every few
+// seconds. Times are RFC 3339.
+type MCView struct {
+	V       int    `json:"v"`
+	Cluster string `json:"cluster"`
+	At      string `json:"at"`
+	// Types are the GPU types, by name.
+	Types map[string]MCType `json:"types"`
+	// DefaultPartition is where a copy of a job goes; Partitions their
+	// MaxTime in minutes (0 unlimited).
+	DefaultPartition string            `json:"default_partition"`
+	Partitions       map[string]uint32 `json:"partitions"`
+	// DemandGPUs is the GPUs asked by GPU jobs running or pending here
+	// (the load the estimate shares a cluster's GPUs by); Running and
+	// Pending count those jobs.
+	DemandGPUs float64 `json:"demand_gpus"`
+	Running    int     `json:"running"`
+	Pending    int     `json:"pending"`
+	// Speed is the relative speed per GPU type (controller.conf speed.*).
+	Speed map[string]float64 `json:"speed,omitempty"`
+	// Price per GPU-hour (mc_price; 1 when unset).
+	Price float64 `json:"price"`
+	// Routed and Received count the jobs this cluster sent away and took.
+	Routed   int `json:"routed"`
+	Received int `json:"received"`
+	// Moved counts running jobs moved away, RefusedSlow the moves a slow
+	// link made not pay.
+	Moved       int `json:"moved"`
+	RefusedSlow int `json:"refused_slow"`
+}
+
+// MCType is one GPU type of a cluster.
+type MCType struct {
+	GPUs       int `json:"gpus"`
+	Used       int `json:"used"`
+	MaxPerNode int `json:"max_per_node"`
+}
+
+// MCRouteRequest asks a cluster to submit a copy of a job as its user, or
+// (Abort) never to. ID names the route ("<from>.<job id>"): the receiver
+// answers a repeated ID with the job it already submitted, so a retry
+// never makes a second copy.
+type MCRouteRequest struct {
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	From    string `json:"from"`
+	FromJob uint32 `json:"from_job"`
+	Abort   bool   `json:"abort,omitempty"`
+	User    string `json:"user,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Script  []byte `json:"script,omitempty"`
+	// Args are the sbatch options of the copy (partition, time, GPUs...).
+	Args  []string `json:"args,omitempty"`
+	Hints Hints    `json:"hints,omitempty"`
+	// Why is the sender's reason, kept for explain on the receiver.
+	Why string `json:"why,omitempty"`
+	// Resume is the checkpoint a moved job resumes from, where the
+	// transfer put it (the copy's ROTA_MC_RESUME); "" none.
+	Resume string `json:"resume,omitempty"`
+}
+
+// MCRouteReply is the receiver's answer: the job id of its copy, or
+// Aborted (it will never submit this route), or an error (it did not
+// submit and will not unless asked again).
+type MCRouteReply struct {
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	JobID   uint32 `json:"job_id,omitempty"`
+	Aborted bool   `json:"aborted,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// MCStatus is the multi-cluster part of `rota status` and explain.
+type MCStatus struct {
+	Cluster string `json:"cluster"`
+	// Peers are the other clusters' latest views and their age.
+	Peers []MCPeer `json:"peers"`
+	// Routes are the jobs sent away or taken in, newest first.
+	Routes []MCRoute `json:"routes,omitempty"`
+}
+
+// MCPeer is another cluster's view as this one holds it.
+type MCPeer struct {
+	View       MCView  `json:"view"`
+	AgeSeconds float64 `json:"age_s"`
+	// Bandwidth (bytes/s) and LatencySeconds of the link to it (admin
+	// config, mc_link); Bandwidth 0 means no link.
+	Bandwidth      float64 `json:"bandwidth"`
+	LatencySeconds float64 `json:"latency_s"`
+}
+
+// MCRoute is one job routed between clusters.
+type MCRoute struct {
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	FromJob  uint32 `json:"from_job"`
+	To       string `json:"to"`
+	ToJob    uint32 `json:"to_job,omitempty"`
+	State    string `json:"state"`
+	Why      string `json:"why"`
+	At       string `json:"at"`
+	Incoming bool   `json:"incoming,omitempty"`
+	// A move of a running job: the predicted and measured transfer.
+	Move       bool    `json:"move,omitempty"`
+	PredictedS float64 `json:"predicted_s,omitempty"`
+	ActualS    float64 `json:"actual_s,omitempty"`
+}
+
+// MCEstimate is one cluster x partition x type of `rota estimate`.
+type MCEstimate struct {
+	Cluster   string `json:"cluster"`
+	Partition string `json:"partition"`
+	Type      string `json:"type"`
+	Fits      bool   `json:"fits"`
+	Why       string `json:"why,omitempty"`
+	// RunSeconds alone on the type; WaitSeconds the delay the load there
+	// adds (the shared-cluster finish minus the run alone); CostGPUHours x
+	// the cluster's price.
+	RunSeconds  float64 `json:"run_s"`
+	WaitSeconds float64 `json:"wait_s"`
+	Cost        float64 `json:"cost"`
+	// TransferSeconds: getting the job's data there (0 here; -1 no link).
+	TransferSeconds float64 `json:"transfer_s"`
+	DataGB          float64 `json:"data_gb"`
+	Remote          bool    `json:"remote"`
+	AgeSeconds      float64 `json:"age_s"`
+}
