@@ -299,10 +299,24 @@ func (l *Local) Feed(data []byte) error {
 		return err
 	}
 	l.state.Store(&heldState{s: &s, got: l.now()})
-	// What the shelf holds was decided in the last state: the next job
-	// is placed in Go, in this one, and the shelf restocked from it.
+	// What the shelf holds was decided in the last state: it is emptied,
+	// and the sender stocks it for the same requests in this one at once
+	// (a job that comes before is placed in Go, in this one). During a
+	// burst a state comes every second or two (absorbGap): without this,
+	// each would send the next job to Go.
 	l.mu.Lock()
+	var keys []shape
+	if l.stock != nil {
+		keys = l.stock.keys
+	}
 	l.emptyShelfLocked()
+	if keys != nil {
+		l.stock = &stock{keys: keys, at: -1}
+		select {
+		case l.stockNow <- struct{}{}:
+		default:
+		}
+	}
 	if l.PassThrough != nil {
 		l.PassThrough(0)
 	}
