@@ -48,6 +48,9 @@ static struct {
 /* A lock-free hint for the common case of an empty shelf. */
 static int shelf_open;
 
+/* Why batch jobs the shelf did not serve went to Go (rota_shelf_misses). */
+static uint64_t miss_empty, miss_expired, miss_unmatched, miss_full;
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -255,6 +258,7 @@ uint32_t rota_shelf_reset(void)
 	pthread_mutex_lock(&shelf_mu);
 	empty_locked();
 	dropped = shelf.n_used;
+	miss_empty = miss_expired = miss_unmatched = miss_full = 0;
 	for (uint32_t i = 0; i < shelf.n_used; i++) {
 		free(shelf.used[i].name);
 		free(shelf.used[i].script);
@@ -302,22 +306,47 @@ static int32_t next_locked(const rota_job_t *job)
 	return -1;
 }
 
+void rota_shelf_misses(uint64_t out[4])
+{
+	pthread_mutex_lock(&shelf_mu);
+	out[0] = __atomic_load_n(&miss_empty, __ATOMIC_RELAXED);
+	out[1] = miss_expired;
+	out[2] = miss_unmatched;
+	out[3] = miss_full;
+	pthread_mutex_unlock(&shelf_mu);
+}
+
 int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg)
 {
 	rota_used_t *u;
 	int32_t node;
 	int hit = 0;
 
-	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE))
-		return 0;
 	/* An allocation without a script (salloc, srun) is interactive:
 	 * never one of the batch jobs the shelf holds decisions for. */
-	if (!job->script || job->script_len > ROTA_SHELF_MAX_SCRIPT)
+	if (!job->script || job->script_len > ROTA_SHELF_MAX_SCRIPT || job->modify)
 		return 0;
+	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&miss_empty, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	pthread_mutex_lock(&shelf_mu);
-	if (!shelf.gen || shelf.n_used >= ROTA_SHELF_USED_MAX || mono_ns() >= shelf.until_ns ||
-	    (node = next_locked(job)) < 0)
+	if (!shelf.gen) {
+		miss_empty++;
 		goto out;
+	}
+	if (shelf.n_used >= ROTA_SHELF_USED_MAX) {
+		miss_full++;
+		goto out;
+	}
+	if (mono_ns() >= shelf.until_ns) {
+		miss_expired++;
+		goto out;
+	}
+	if ((node = next_locked(job)) < 0) {
+		miss_unmatched++;
+		goto out;
+	}
 	u = &shelf.used[shelf.n_used];
 	memset(u, 0, sizeof(*u));
 	if ((job->name && !(u->name = strdup(job->name))) ||

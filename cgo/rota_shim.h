@@ -105,8 +105,14 @@ uint64_t rota_shelf_stock(const rota_job_t *keys, uint32_t n_keys, const rota_sh
 int rota_shelf_renew(uint64_t gen, int64_t valid_ns);
 uint32_t rota_shelf_take(rota_used_t *dst, uint32_t cap);
 int rota_shelf_clear(void);
-/* Empties the shelf whatever was taken; the count of records dropped. */
+/* Empties the shelf whatever was taken, and zeroes rota_shelf_misses;
+ * the count of records dropped. */
 uint32_t rota_shelf_reset(void);
+/* Batch submissions the shelf did not serve since the last reset, by why:
+ * it held no stock, its stock had expired, no decision for the job's
+ * request where the shelf stands (no key like it, or not decided that
+ * far), its records were full. */
+void rota_shelf_misses(uint64_t out[4]);
 
 /* Called from slurmctld's thread: if job matches a key and the node the
  * shelf stands at has a child of that key, apply() gets
