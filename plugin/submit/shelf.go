@@ -100,14 +100,17 @@ type Used struct {
 // jobs ahead; two: 5; four: 2), deciding only the nodes it lacks;
 // shelfIdleTicks polls with none used end it, and the next job is placed
 // in Go again. validFor bounds how long a stock serves if the sender stops
-// polling (it is renewed at every poll). shelfIdleTicks is half a second:
+// polling (it is renewed at every poll). shelfIdleTicks is two seconds:
 // a script that runs a command between its submissions (sbatch then
 // scontrol show job: 60-70 ms a loop on Slurm 26.05 here) keeps its
-// stock; a poll costs a goroutine wake.
+// stock, and so does a loop of sbatch on a loaded slurmctld (2 to 25
+// submissions a second in bench-submit on the shared 2-core VM, with
+// pauses: with half a second, one job in 20 found the shelf emptied); a
+// poll costs a goroutine wake, 100 of them after the last job.
 const (
 	shelfKeys      = 4
 	shelfNodes     = 64
-	shelfIdleTicks = 25
+	shelfIdleTicks = 100
 	stockValidFor  = 5 * sendLinger
 )
 
