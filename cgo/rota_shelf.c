@@ -4,14 +4,18 @@
  *
  * Entering Go from a thread it has not seen (each slurmctld RPC runs on a
  * new one) costs about 50 us before any of Rota's code runs. In a loop of
- * sbatch, most submissions ask the same as the one before; for those, Go
- * (plugin/submit/shelf.go) decides the next few placements ahead, in the
- * same state and with the same rule, and stocks them here. A submission
- * whose decision-relevant fields are byte-for-byte those of the stock's
- * key takes the next one; the shelf records who took it, and Go takes
- * those records within a poll (20 ms), counts the placements and sends
- * the decisions to the controller. Nothing here parses a request or
- * decides anything: anything not identical goes to Go.
+ * sbatch, most submissions ask the same as the one before, and in a queue
+ * fed by many users most ask one of a few requests seen lately; for
+ * those, Go (plugin/submit/shelf.go) decides the next few placements
+ * ahead, in the same state and with the same rule, for every order in
+ * which those requests may come (a tree: rota_shim.h), and stocks them
+ * here. A submission whose decision-relevant fields are byte-for-byte
+ * those of one of the stock's keys takes the decision for that key below
+ * the node the shelf stands at; the shelf records who took it, and Go
+ * takes those records within a poll (20 ms), counts the placements and
+ * sends the decisions to the controller. Nothing here parses a request
+ * or decides anything: anything not identical, or not decided ahead,
+ * goes to Go.
  *
  * Compiled into job_submit_rota.so through plugin/shelf (which tests it
  * from Go); job_submit_rota.c calls rota_shelf_serve.
@@ -29,9 +33,13 @@ static pthread_mutex_t shelf_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	uint64_t gen;            /* 0: empty */
 	uint64_t last_gen;       /* gens are never reused */
-	rota_job_t key;          /* its strings are the shelf's copies */
-	rota_change_t *changes;  /* n, taken in order */
-	uint32_t n, next;
+	rota_job_t keys[ROTA_SHELF_KEYS]; /* n_keys; their strings are the shelf's copies */
+	uint32_t n_keys;
+	rota_change_t *changes;  /* n nodes' decisions */
+	/* kids[0]: the root's children by key; kids[i + 1]: node i's; -1 none */
+	int32_t (*kids)[ROTA_SHELF_KEYS];
+	uint32_t n;
+	int32_t at;              /* the node the shelf stands at, -1 the root */
 	uint64_t until_ns;       /* CLOCK_MONOTONIC */
 	rota_used_t used[ROTA_SHELF_USED_MAX];
 	uint32_t n_used;
@@ -39,6 +47,9 @@ static struct {
 
 /* A lock-free hint for the common case of an empty shelf. */
 static int shelf_open;
+
+/* Why batch jobs the shelf did not serve went to Go (rota_shelf_misses). */
+static uint64_t miss_empty, miss_expired, miss_unmatched, miss_full;
 
 static uint64_t mono_ns(void)
 {
@@ -98,8 +109,13 @@ static void empty_locked(void)
 		rota_change_free(&shelf.changes[i]);
 	free(shelf.changes);
 	shelf.changes = NULL;
-	shelf.n = shelf.next = 0;
-	free_key(&shelf.key);
+	free(shelf.kids);
+	shelf.kids = NULL;
+	shelf.n = 0;
+	shelf.at = -1;
+	for (uint32_t k = 0; k < shelf.n_keys; k++)
+		free_key(&shelf.keys[k]);
+	shelf.n_keys = 0;
 	shelf.gen = 0;
 	__atomic_store_n(&shelf_open, 0, __ATOMIC_RELEASE);
 }
@@ -153,22 +169,38 @@ static int copy_change(rota_change_t *dst, const rota_change_t *c)
 	return 0;
 }
 
-uint64_t rota_shelf_stock(const rota_job_t *key, const rota_change_t *changes, uint32_t n, int64_t valid_ns)
+uint64_t rota_shelf_stock(const rota_job_t *keys, uint32_t n_keys, const rota_shelf_node_t *nodes, uint32_t n,
+			  int64_t valid_ns)
 {
 	uint64_t gen = 0;
 
-	if (n == 0 || valid_ns <= 0)
+	if (n == 0 || n > ROTA_SHELF_NODES || n_keys == 0 || n_keys > ROTA_SHELF_KEYS || valid_ns <= 0)
 		return 0;
 	pthread_mutex_lock(&shelf_mu);
 	if (shelf.n_used > 0) /* Go has not counted those yet */
 		goto out;
 	empty_locked();
-	shelf.changes = calloc(n, sizeof(*changes));
-	if (!shelf.changes || copy_key(&shelf.key, key) < 0)
+	shelf.changes = calloc(n, sizeof(*shelf.changes));
+	shelf.kids = malloc((n + 1) * sizeof(*shelf.kids));
+	if (!shelf.changes || !shelf.kids)
 		goto fail;
+	memset(shelf.kids, 0xff, (n + 1) * sizeof(*shelf.kids)); /* every entry -1 */
+	for (uint32_t k = 0; k < n_keys; k++) {
+		shelf.n_keys = k + 1; /* freed by empty_locked if the copy fails */
+		if (copy_key(&shelf.keys[k], &keys[k]) < 0)
+			goto fail;
+	}
 	for (uint32_t i = 0; i < n; i++) {
-		shelf.n = i + 1; /* freed by empty_locked if the copy fails */
-		if (copy_change(&shelf.changes[i], &changes[i]) < 0)
+		int32_t *slot;
+
+		if (nodes[i].parent < -1 || nodes[i].parent >= (int32_t) i || nodes[i].key >= n_keys)
+			goto fail; /* not a tree in order: refused */
+		slot = &shelf.kids[nodes[i].parent + 1][nodes[i].key];
+		if (*slot != -1)
+			goto fail; /* two decisions for one place */
+		*slot = (int32_t) i;
+		shelf.n = i + 1;
+		if (copy_change(&shelf.changes[i], &nodes[i].change) < 0)
 			goto fail;
 	}
 	shelf.gen = gen = ++shelf.last_gen;
@@ -176,7 +208,7 @@ uint64_t rota_shelf_stock(const rota_job_t *key, const rota_change_t *changes, u
 	__atomic_store_n(&shelf_open, 1, __ATOMIC_RELEASE);
 	goto out;
 fail:
-	empty_locked(); /* out of memory: jobs go to Go */
+	empty_locked(); /* out of memory, or not a tree: jobs go to Go */
 out:
 	pthread_mutex_unlock(&shelf_mu);
 	return gen;
@@ -226,6 +258,7 @@ uint32_t rota_shelf_reset(void)
 	pthread_mutex_lock(&shelf_mu);
 	empty_locked();
 	dropped = shelf.n_used;
+	miss_empty = miss_expired = miss_unmatched = miss_full = 0;
 	for (uint32_t i = 0; i < shelf.n_used; i++) {
 		free(shelf.used[i].name);
 		free(shelf.used[i].script);
@@ -235,24 +268,22 @@ uint32_t rota_shelf_reset(void)
 	return dropped;
 }
 
-static int spank_same(const rota_job_t *job)
+static int spank_same(const rota_job_t *job, const rota_job_t *k)
 {
 	uint32_t j = 0;
 
 	for (uint32_t i = 0; job->spank_env && i < job->spank_env_size; i++) {
 		if (!job->spank_env[i])
 			continue;
-		if (j >= shelf.key.spank_env_size || strcmp(job->spank_env[i], shelf.key.spank_env[j]) != 0)
+		if (j >= k->spank_env_size || strcmp(job->spank_env[i], k->spank_env[j]) != 0)
 			return 0;
 		j++;
 	}
-	return j == shelf.key.spank_env_size;
+	return j == k->spank_env_size;
 }
 
-static int matches_locked(const rota_job_t *job)
+static int matches(const rota_job_t *job, const rota_job_t *k)
 {
-	const rota_job_t *k = &shelf.key;
-
 	return !job->modify && job->job_id == k->job_id && job->uid == k->uid && job->time_limit == k->time_limit &&
 	       job->min_nodes == k->min_nodes && job->num_tasks == k->num_tasks &&
 	       job->max_nodes == k->max_nodes && job->ntasks_per_node == k->ntasks_per_node &&
@@ -261,24 +292,61 @@ static int matches_locked(const rota_job_t *job)
 	       same(job->tres_per_socket, k->tres_per_socket) && same(job->tres_per_task, k->tres_per_task) &&
 	       same(job->partition, k->partition) && same(job->account, k->account) &&
 	       same(job->qos, k->qos) &&
-	       same(job->features, k->features) && spank_same(job);
+	       same(job->features, k->features) && spank_same(job, k);
+}
+
+/* next_locked is the node a job takes from where the shelf stands, -1
+ * none: the child of the first key it matches (Go's keys are distinct
+ * requests, so it matches one at most). */
+static int32_t next_locked(const rota_job_t *job)
+{
+	for (uint32_t k = 0; k < shelf.n_keys; k++)
+		if (matches(job, &shelf.keys[k]))
+			return shelf.kids[shelf.at + 1][k];
+	return -1;
+}
+
+void rota_shelf_misses(uint64_t out[4])
+{
+	pthread_mutex_lock(&shelf_mu);
+	out[0] = __atomic_load_n(&miss_empty, __ATOMIC_RELAXED);
+	out[1] = miss_expired;
+	out[2] = miss_unmatched;
+	out[3] = miss_full;
+	pthread_mutex_unlock(&shelf_mu);
 }
 
 int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg)
 {
 	rota_used_t *u;
+	int32_t node;
 	int hit = 0;
 
-	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE))
-		return 0;
 	/* An allocation without a script (salloc, srun) is interactive:
 	 * never one of the batch jobs the shelf holds decisions for. */
-	if (!job->script || job->script_len > ROTA_SHELF_MAX_SCRIPT)
+	if (!job->script || job->script_len > ROTA_SHELF_MAX_SCRIPT || job->modify)
 		return 0;
+	if (!__atomic_load_n(&shelf_open, __ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&miss_empty, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	pthread_mutex_lock(&shelf_mu);
-	if (!shelf.gen || shelf.next >= shelf.n || shelf.n_used >= ROTA_SHELF_USED_MAX ||
-	    mono_ns() >= shelf.until_ns || !matches_locked(job))
+	if (!shelf.gen) {
+		miss_empty++;
 		goto out;
+	}
+	if (shelf.n_used >= ROTA_SHELF_USED_MAX) {
+		miss_full++;
+		goto out;
+	}
+	if (mono_ns() >= shelf.until_ns) {
+		miss_expired++;
+		goto out;
+	}
+	if ((node = next_locked(job)) < 0) {
+		miss_unmatched++;
+		goto out;
+	}
 	u = &shelf.used[shelf.n_used];
 	memset(u, 0, sizeof(*u));
 	if ((job->name && !(u->name = strdup(job->name))) ||
@@ -292,11 +360,11 @@ int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *c
 		u->script_len = job->script_len;
 	}
 	u->gen = shelf.gen;
-	u->index = shelf.next;
+	u->index = (uint32_t) node;
 	u->uid = job->uid;
 	u->at_ns = real_ns();
-	apply(&shelf.changes[shelf.next], arg);
-	shelf.next++;
+	apply(&shelf.changes[node], arg);
+	shelf.at = node;
 	shelf.n_used++;
 	hit = 1;
 out:

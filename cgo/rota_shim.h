@@ -55,18 +55,31 @@ typedef struct {
 
 /*
  * The shelf (cgo/rota_shelf.c; plugin/submit/shelf.go says why): decisions
- * Go made in advance for submissions identical to one it placed. A job
- * matches the stock's key when every field that Go's decision reads is
- * equal byte for byte: uid, the four TRES strings, account, qos, partition,
+ * Go made in advance for submissions identical to ones it placed. A job
+ * matches one of the shelf's keys (up to ROTA_SHELF_KEYS, each a request
+ * Go placed recently) when every field that Go's decision reads is equal
+ * byte for byte: uid, the four TRES strings, account, qos, partition,
  * constraint, job_id, time_limit, min_nodes, num_tasks, max_nodes,
- * ntasks_per_node, sockets_per_node and the SPANK env entries in order, NULL
- * counting as "" (uid, account and qos: the site's typed GPU limits differ
- * by user, account and QOS). name and script may differ;
- * the shelf keeps them for the job's record. job_modify never matches.
+ * ntasks_per_node, sockets_per_node and the SPANK env entries in order,
+ * NULL counting as "" (uid, account and qos: the site's typed GPU limits
+ * differ by user, account and QOS). name and script may differ; the shelf
+ * keeps them for the job's record. job_modify never matches.
+ *
+ * The decisions form a tree: each node is the decision for a job of its
+ * key after the jobs of the path above it were placed from the shelf, in
+ * that order (every placement changes what the next one sees). The shelf
+ * stands at a node (at first the root, above every node) and a job of key
+ * k takes that node's child of key k, if Go decided one, and stands there.
  */
 typedef struct {
+	int32_t parent;       /* an earlier node's index, -1 for the root */
+	uint32_t key;         /* the index of its key */
+	rota_change_t change;
+} rota_shelf_node_t;
+
+typedef struct {
 	uint64_t gen;         /* the stock the decision came from */
-	uint32_t index;       /* its place in that stock */
+	uint32_t index;       /* the node taken in that stock */
 	uint32_t uid;
 	int64_t at_ns;        /* CLOCK_REALTIME when taken */
 	char *name;           /* malloc()ed copies, NULL for none: */
@@ -80,16 +93,29 @@ typedef struct {
 /* Records of taken decisions the shelf holds until Go takes them; a full
  * shelf sends jobs to Go. */
 #define ROTA_SHELF_USED_MAX 512
+/* At most this many keys, and nodes, in one stock. */
+#define ROTA_SHELF_KEYS 8
+#define ROTA_SHELF_NODES 1024
 
-/* Called from Go: the shelf copies what it keeps. */
-uint64_t rota_shelf_stock(const rota_job_t *key, const rota_change_t *changes, uint32_t n, int64_t valid_ns);
+/* Called from Go: the shelf copies what it keeps. Stock refuses (0) a
+ * tree whose parents do not come before their children, whose keys are
+ * out of range, or that gives a node two children of one key. */
+uint64_t rota_shelf_stock(const rota_job_t *keys, uint32_t n_keys, const rota_shelf_node_t *nodes, uint32_t n,
+			  int64_t valid_ns);
 int rota_shelf_renew(uint64_t gen, int64_t valid_ns);
 uint32_t rota_shelf_take(rota_used_t *dst, uint32_t cap);
 int rota_shelf_clear(void);
-/* Empties the shelf whatever was taken; the count of records dropped. */
+/* Empties the shelf whatever was taken, and zeroes rota_shelf_misses;
+ * the count of records dropped. */
 uint32_t rota_shelf_reset(void);
+/* Batch submissions the shelf did not serve since the last reset, by why:
+ * it held no stock, its stock had expired, no decision for the job's
+ * request where the shelf stands (no key like it, or not decided that
+ * far), its records were full. */
+void rota_shelf_misses(uint64_t out[4]);
 
-/* Called from slurmctld's thread: if job matches the stock, apply() gets
+/* Called from slurmctld's thread: if job matches a key and the node the
+ * shelf stands at has a child of that key, apply() gets
  * the next decision (valid only during the call, which runs under the
  * shelf's lock) and 1 is returned; else 0 and nothing happened. */
 int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *change, void *arg), void *arg);

@@ -21,6 +21,8 @@ type counts struct {
 	calls, callNs, callMaxNs            uint64
 	skipped, fromShelf, passedWhileAway uint64
 	stateBytes, stateDecodeNs           int64
+	// Batch jobs the shelf did not serve: empty, expired, unmatched, full.
+	shelfMiss [4]uint64
 }
 
 // stateBytes and stateDecodeNs: the last placement state the controller
@@ -30,11 +32,14 @@ var stateBytes, stateDecodeNs atomic.Int64
 func readCounts() counts {
 	var c [6]C.uint64_t
 	C.rota_shim_counts(&c[0])
+	var m [4]C.uint64_t
+	C.rota_shelf_misses(&m[0])
 	return counts{
 		goJobs: calls.Load(), goNs: totalNs.Load(), goMaxNs: maxNs.Load(),
 		calls: uint64(c[0]), callNs: uint64(c[1]), callMaxNs: uint64(c[2]),
 		skipped: uint64(c[3]), fromShelf: uint64(c[4]), passedWhileAway: uint64(c[5]),
 		stateBytes: stateBytes.Load(), stateDecodeNs: stateDecodeNs.Load(),
+		shelfMiss: [4]uint64{uint64(m[0]), uint64(m[1]), uint64(m[2]), uint64(m[3])},
 	}
 }
 
@@ -46,9 +51,11 @@ func (c counts) line() string {
 		}
 		return ns / n / 1000
 	}
-	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d state_bytes=%d state_decode_us=%d\n",
+	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d"+
+		" shelf_empty=%d shelf_expired=%d shelf_unmatched=%d shelf_full=%d state_bytes=%d state_decode_us=%d\n",
 		os.Getpid(), c.goJobs, mean(c.goNs, c.goJobs), c.goMaxNs/1000, c.calls, mean(int64(c.callNs), int64(c.calls)), c.callMaxNs/1000,
-		c.fromShelf, c.passedWhileAway, c.skipped, c.stateBytes, c.stateDecodeNs/1000)
+		c.fromShelf, c.passedWhileAway, c.skipped, c.shelfMiss[0], c.shelfMiss[1], c.shelfMiss[2], c.shelfMiss[3],
+		c.stateBytes, c.stateDecodeNs/1000)
 }
 
 // writeStats keeps path up to date with the counters, once a second when

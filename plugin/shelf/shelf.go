@@ -47,23 +47,29 @@ type Shelf struct{}
 var _ submit.Shelf = Shelf{}
 
 // Stock implements submit.Shelf.
-func (Shelf) Stock(key *submit.Job, changes []submit.Change, validFor time.Duration) (uint64, bool) {
-	if len(changes) == 0 {
+func (Shelf) Stock(keys []submit.Job, nodes []submit.Node, validFor time.Duration) (uint64, bool) {
+	if len(nodes) == 0 || len(keys) == 0 || len(keys) > submit.MaxShelfKeys || len(nodes) > submit.MaxShelfNodes {
 		return 0, false
 	}
 	var a arena
 	defer a.free()
-	k := a.job(key)
-	cs := (*C.rota_change_t)(C.calloc(C.size_t(len(changes)), C.size_t(unsafe.Sizeof(C.rota_change_t{}))))
-	if cs == nil {
-		return 0, false
+	ks := (*C.rota_job_t)(a.calloc(len(keys), unsafe.Sizeof(C.rota_job_t{})))
+	ns := (*C.rota_shelf_node_t)(a.calloc(len(nodes), unsafe.Sizeof(C.rota_shelf_node_t{})))
+	if ks == nil || ns == nil {
+		return 0, false // out of memory: jobs go to Go
 	}
-	a.ptrs = append(a.ptrs, unsafe.Pointer(cs))
-	dsts := unsafe.Slice(cs, len(changes))
-	for i := range changes {
-		a.change(&dsts[i], &changes[i])
+	for i := range keys {
+		if !a.fill(&unsafe.Slice(ks, len(keys))[i], &keys[i]) {
+			return 0, false
+		}
 	}
-	gen := uint64(C.rota_shelf_stock(k, cs, C.uint32_t(len(changes)), C.int64_t(validFor)))
+	dsts := unsafe.Slice(ns, len(nodes))
+	for i := range nodes {
+		dsts[i].parent = C.int32_t(nodes[i].Parent)
+		dsts[i].key = C.uint32_t(nodes[i].Key)
+		a.change(&dsts[i].change, &nodes[i].Change)
+	}
+	gen := uint64(C.rota_shelf_stock(ks, C.uint32_t(len(keys)), ns, C.uint32_t(len(nodes)), C.int64_t(validFor)))
 	return gen, gen != 0
 }
 
@@ -175,11 +181,26 @@ func (a *arena) bytes(b []byte) unsafe.Pointer {
 	return p
 }
 
+func (a *arena) calloc(n int, size uintptr) unsafe.Pointer {
+	p := C.calloc(C.size_t(n), C.size_t(size))
+	if p != nil {
+		a.ptrs = append(a.ptrs, p)
+	}
+	return p
+}
+
 // job is j as the shim fills rota_job_t for a submission; "" goes as
 // NULL, which the shelf counts as "" anyway.
 func (a *arena) job(j *submit.Job) *C.rota_job_t {
-	k := (*C.rota_job_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rota_job_t{}))))
-	a.ptrs = append(a.ptrs, unsafe.Pointer(k))
+	k := (*C.rota_job_t)(a.calloc(1, unsafe.Sizeof(C.rota_job_t{})))
+	if k == nil || !a.fill(k, j) {
+		panic("shelf: out of memory") // tests only (Serve)
+	}
+	return k
+}
+
+// fill writes j into k; false when out of memory.
+func (a *arena) fill(k *C.rota_job_t, j *submit.Job) bool {
 	if j.Modify {
 		k.modify = 1
 	}
@@ -202,15 +223,17 @@ func (a *arena) job(j *submit.Job) *C.rota_job_t {
 		}
 	}
 	if n := len(j.SpankEnv); n > 0 {
-		env := (**C.char)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-		a.ptrs = append(a.ptrs, unsafe.Pointer(env))
+		env := (**C.char)(a.calloc(n, unsafe.Sizeof((*C.char)(nil))))
+		if env == nil {
+			return false
+		}
 		for i, e := range j.SpankEnv {
 			unsafe.Slice(env, n)[i] = a.str(e)
 		}
 		k.spank_env = env
 		k.spank_env_size = C.uint32_t(n)
 	}
-	return k
+	return true
 }
 
 func (a *arena) change(dst *C.rota_change_t, ch *submit.Change) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -26,18 +27,19 @@ func keyJob() *submit.Job {
 		SpankEnv: []string{spank + "rota_steps=6000", "SPANK_OTHER=1", spank + "rota_throughput=k80:2"}}
 }
 
-func changes(n int) []submit.Change {
-	var cs []submit.Change
+// chain is n decisions for jobs of one key, one after the other.
+func chain(n int) []submit.Node {
+	var ns []submit.Node
 	for i := range n {
 		g, t := fmt.Sprintf("gres/gpu:v100:%d", i+1), uint32(60+i)
-		cs = append(cs, submit.Change{TresPerNode: &g, TimeLimit: &t, AdminComment: fmt.Sprintf("rota: #%d", i)})
+		ns = append(ns, submit.Node{Parent: i - 1, Change: submit.Change{TresPerNode: &g, TimeLimit: &t, AdminComment: fmt.Sprintf("rota: #%d", i)}})
 	}
-	return cs
+	return ns
 }
 
 func stock(t *testing.T, key *submit.Job, n int, valid time.Duration) uint64 {
 	t.Helper()
-	gen, ok := Shelf{}.Stock(key, changes(n), valid)
+	gen, ok := Shelf{}.Stock([]submit.Job{*key}, chain(n), valid)
 	if !ok || gen == 0 {
 		t.Fatalf("stock refused (gen %d)", gen)
 	}
@@ -115,7 +117,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 			t.Fatalf("job %d: served %v %+v", i, ok, ch)
 		}
 		if i == 0 {
-			if _, ok := (Shelf{}).Stock(keyJob(), changes(2), time.Hour); ok {
+			if _, ok := (Shelf{}).Stock([]submit.Job{*keyJob()}, chain(2), time.Hour); ok {
 				t.Fatal("stocked over a decision not yet taken")
 			}
 			if (Shelf{}).Clear() {
@@ -140,7 +142,7 @@ func TestShelfOrderRecordsAndRefusal(t *testing.T) {
 	if again := (Shelf{}).Take(nil); len(again) != 0 {
 		t.Fatalf("records taken twice: %+v", again)
 	}
-	gen2, ok := Shelf{}.Stock(keyJob(), changes(1), time.Hour)
+	gen2, ok := Shelf{}.Stock([]submit.Job{*keyJob()}, chain(1), time.Hour)
 	if !ok || gen2 == gen {
 		t.Fatalf("restock after Take: %d %v (old gen %d)", gen2, ok, gen)
 	}
@@ -218,6 +220,111 @@ func stateMsg(gen uint64, reserved map[string]int) []byte {
 // decision is recorded once, in order, with that job's own name, user and
 // script.
 func TestLocalWithShelfDecidesAsGo(t *testing.T) {
+	a := keyJob()
+	b := keyJob()
+	b.TresPerNode = "gres/gpu:2"
+	b.SpankEnv = nil
+	var seq []*submit.Job
+	for range 30 {
+		seq = append(seq, a)
+	}
+	seq = append(seq, b, b, b)
+	for range 30 {
+		seq = append(seq, a)
+	}
+	served := decidesAsGo(t, seq, map[int]map[string]int{45: {"v100": 2}}, stateMsg)
+	// Without this the test would pass with the shelf never used. (How
+	// many depends on how promptly the sender polls; the pattern logged
+	// shows which: S from the shelf, g in Go.)
+	if served < 10 {
+		t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
+	}
+}
+
+// variedState has two partitions and types of several sizes, busy in
+// part, with when each GPU is free (for list scheduling), so that each
+// placement changes what the next request of every shape sees.
+func variedState(gen uint64, reserved map[string]int) []byte {
+	s := wire.PlaceState{V: wire.Version, Controller: "c", Gen: gen, Policy: "las", Reserved: reserved,
+		Rule:  wire.PlaceRule{Speed: map[string]float64{"v100": 3, "p100": 2, "k80": 1}, WalltimeMargin: 1.5, WalltimeOverheadMin: 2},
+		Slots: map[string][]float64{"v100": slots(8, 8), "p100": slots(14, 2), "k80": slots(27, 5)},
+		Cluster: &wire.ClusterView{DefaultPartition: "gpu", Types: map[string]wire.TypeView{
+			"v100": {Nodes: 2, Total: 16, Used: 8, MaxPerNode: 8, Partitions: []string{"gpu"}},
+			"p100": {Nodes: 4, Total: 16, Used: 2, MaxPerNode: 4, Partitions: []string{"gpu", "debug"}},
+			"k80":  {Nodes: 4, Total: 32, Used: 5, MaxPerNode: 8, Partitions: []string{"gpu", "debug"}}},
+			Partitions: map[string]wire.PartitionView{"gpu": {MaxTimeMin: 2880}, "debug": {MaxTimeMin: 120}}}}
+	b, _ := json.Marshal(&s)
+	return b
+}
+
+// slots is free GPUs free now, then busy ones free 10 minutes apart.
+func slots(free, busy int) []float64 {
+	sl := make([]float64, free, free+busy)
+	for i := range busy {
+		sl = append(sl, float64(600*(i+1)))
+	}
+	return sl
+}
+
+// The shelf holds decisions for several requests at once, in every order
+// they may come: jobs of varied shapes (gpu:1, gpu:2, gpu:4, --gpus=8,
+// another partition, a user's own type, known work that is list-scheduled,
+// a time limit) in a random order with runs and strangers, across new
+// states, are placed exactly as Go alone places them, and recorded once
+// each, in order.
+func TestLocalWithShelfDecidesAsGoVaried(t *testing.T) {
+	shape := func(edit func(j *submit.Job)) *submit.Job {
+		j := keyJob()
+		j.SpankEnv = nil
+		edit(j)
+		return j
+	}
+	shapes := []*submit.Job{
+		shape(func(j *submit.Job) {}),
+		shape(func(j *submit.Job) { j.TresPerNode = "gres/gpu:2" }),
+		shape(func(j *submit.Job) { j.TresPerNode = "gres/gpu:4" }),
+		shape(func(j *submit.Job) { j.TresPerNode, j.TresPerJob = "", "gres/gpu:8" }),
+		shape(func(j *submit.Job) { j.Partition = "debug" }),
+		shape(func(j *submit.Job) { j.TresPerNode = "gres/gpu:k80:1" }),
+		shape(func(j *submit.Job) {
+			j.SpankEnv = []string{spank + "rota_steps=36000", spank + "rota_throughput=v100:10"}
+		}),
+		shape(func(j *submit.Job) { j.TimeLimit = 90 }),
+	}
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 17))
+			var seq []*submit.Job
+			for len(seq) < 160 {
+				// Mostly two to four shapes in turn, as a queue of a few
+				// users; now and then a run, or a stranger.
+				few := shapes[:2+int(seed)%3]
+				switch x := r.IntN(20); {
+				case x == 0:
+					seq = append(seq, shapes[r.IntN(len(shapes))])
+				case x == 1:
+					j := few[r.IntN(len(few))]
+					for range 1 + r.IntN(5) {
+						seq = append(seq, j)
+					}
+				default:
+					seq = append(seq, few[len(seq)%len(few)])
+				}
+			}
+			served := decidesAsGo(t, seq, map[int]map[string]int{70: {"v100": 2}, 120: {"k80": 9}}, variedState)
+			if served < len(seq)/3 {
+				t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
+			}
+		})
+	}
+}
+
+// decidesAsGo submits seq to Local with the shelf, as the shim does, and
+// to Local without one, feeding both a new state (from msg) before the
+// jobs of newState's indices; it fails unless every job was placed alike
+// and recorded once, in order. It returns how many the shelf served.
+func decidesAsGo(t *testing.T, seq []*submit.Job, newState map[int]map[string]int, msg func(uint64, map[string]int) []byte) int {
+	t.Helper()
 	Shelf{}.Reset()
 	defer Shelf{}.Reset()
 	var mu sync.Mutex
@@ -240,39 +347,28 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 	defer ref.Close()
 	h := &submit.Handler{Config: submit.DefaultConfig(), Placer: l}
 	hr := &submit.Handler{Config: submit.DefaultConfig(), Placer: ref}
-	feed := func(gen uint64, reserved map[string]int) {
+	gen := uint64(1)
+	feed := func(reserved map[string]int) {
 		for _, x := range []*submit.Local{l, ref} {
-			if err := x.Feed(stateMsg(gen, reserved)); err != nil {
+			if err := x.Feed(msg(gen, reserved)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	feed(1, nil)
-
-	a := keyJob()
-	b := keyJob()
-	b.TresPerNode = "gres/gpu:2"
-	b.SpankEnv = nil
-	var seq []*submit.Job
-	for range 30 {
-		seq = append(seq, a)
-	}
-	seq = append(seq, b, b, b)
-	for range 30 {
-		seq = append(seq, a)
-	}
+	feed(nil)
 	type placed struct {
 		id, name, hash string
 		uid            uint32
+		gen            uint64
 	}
 	var out []placed
-	served, gen := 0, uint64(1)
+	served := 0
 	pattern := ""
 	defer func() { t.Logf("placed: %s", pattern) }()
 	for i, tmpl := range seq {
-		if i == 45 { // a new state: nothing decided in the old one is served after it
+		if res, ok := newState[i]; ok { // nothing decided in the old state is served after it
 			gen++
-			feed(gen, map[string]int{"v100": 2})
+			feed(res)
 		}
 		j := *tmpl
 		j.Name = fmt.Sprintf("job-%d", i)
@@ -294,12 +390,17 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 		if o != submit.Rewritten && o != submit.Kept {
 			t.Fatalf("job %d, reference: %v %v", i, o, err)
 		}
-		if str(ch.TresPerNode) != str(want.TresPerNode) || num(ch.TimeLimit) != num(want.TimeLimit) ||
-			noID(ch.AdminComment) != noID(want.AdminComment) {
-			t.Fatalf("job %d (served from the shelf: %v): %s %d %q, Go without a shelf: %s %d %q", i, ok,
-				str(ch.TresPerNode), num(ch.TimeLimit), ch.AdminComment, str(want.TresPerNode), num(want.TimeLimit), want.AdminComment)
+		if str(ch.TresPerNode) != str(want.TresPerNode) || str(ch.TresPerJob) != str(want.TresPerJob) ||
+			str(ch.TresPerSocket) != str(want.TresPerSocket) || str(ch.TresPerTask) != str(want.TresPerTask) ||
+			str(ch.Features) != str(want.Features) || num(ch.TimeLimit) != num(want.TimeLimit) ||
+			noID(ch.AdminComment) != noID(want.AdminComment) || (ch.AdminComment == "") != (want.AdminComment == "") {
+			t.Fatalf("job %d (served from the shelf: %v): %s %s %d %q, Go without a shelf: %s %s %d %q", i, ok,
+				str(ch.TresPerNode), str(ch.TresPerJob), num(ch.TimeLimit), ch.AdminComment,
+				str(want.TresPerNode), str(want.TresPerJob), num(want.TimeLimit), want.AdminComment)
 		}
-		out = append(out, placed{wire.DecisionIDFromComment(ch.AdminComment), j.Name, j.ScriptHash, j.UID})
+		if ch.AdminComment != "" {
+			out = append(out, placed{wire.DecisionIDFromComment(ch.AdminComment), j.Name, j.ScriptHash, j.UID, gen})
+		}
 		time.Sleep(3 * time.Millisecond) // sbatch's pace is 5 to 10 ms
 	}
 	l.Flush()
@@ -314,17 +415,12 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 			d.Reserve == nil || d.Given.Reason == "" || d.Origin != l.Origin {
 			t.Fatalf("record %d: %+v, want job %+v", i, d, p)
 		}
-		if wantGen := uint64(1 + i/45); d.StateGen != wantGen {
-			t.Fatalf("record %d decided in state %d, want %d", i, d.StateGen, wantGen)
+		if d.StateGen != p.gen {
+			t.Fatalf("record %d decided in state %d, want %d", i, d.StateGen, p.gen)
 		}
 	}
-	// Without this the test would pass with the shelf never used. (How
-	// many depends on how promptly the sender polls; the pattern logged
-	// shows which: S from the shelf, g in Go.)
-	if served < 10 {
-		t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
-	}
 	t.Logf("%d of %d jobs served from the shelf", served, len(seq))
+	return served
 }
 
 func str(p *string) string {
@@ -355,17 +451,18 @@ type countingShelf struct {
 	stocks int
 }
 
-func (c *countingShelf) Stock(key *submit.Job, changes []submit.Change, validFor time.Duration) (uint64, bool) {
+func (c *countingShelf) Stock(keys []submit.Job, nodes []submit.Node, validFor time.Duration) (uint64, bool) {
 	c.mu.Lock()
 	c.stocks++
 	c.mu.Unlock()
-	return c.Shelf.Stock(key, changes, validFor)
+	return c.Shelf.Stock(keys, nodes, validFor)
 }
 
-// Submissions that keep changing (here two shapes in turn) are never
+// Submissions that keep changing (here every one new) are never
 // stocked for: no stock would be taken from before the next job empties
-// it, so it would only cost work. Once one repeats the last placed in Go,
-// the shelf is stocked and the next like it served.
+// it, so it would only cost work. Once one repeats one of the last few
+// placed in Go (here two shapes in turn), the shelf is stocked for them,
+// and the next jobs of either served.
 func TestShelfStocksOnlyForARepeat(t *testing.T) {
 	Shelf{}.Reset()
 	defer Shelf{}.Reset()
@@ -390,10 +487,8 @@ func TestShelfStocksOnlyForARepeat(t *testing.T) {
 		return false
 	}
 	for i := range 20 {
-		j := a
-		if i%2 == 1 {
-			j = b
-		}
+		j := keyJob()
+		j.TimeLimit = uint32(100 + i)
 		if submitJob(j) {
 			t.Fatalf("job %d served from the shelf", i)
 		}
@@ -401,18 +496,153 @@ func TestShelfStocksOnlyForARepeat(t *testing.T) {
 	}
 	cs.mu.Lock()
 	if cs.stocks != 0 {
-		t.Fatalf("%d stocks for 20 jobs of two shapes in turn, none of which could be served", cs.stocks)
+		t.Fatalf("%d stocks for 20 jobs each unlike the ones before, none of which could be served", cs.stocks)
 	}
 	cs.mu.Unlock()
-	// b was last; a second b stocks the shelf.
-	if submitJob(b) {
-		t.Fatal("served a repeat before any stock")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !submitJob(b) {
-		if time.Now().After(deadline) {
-			t.Fatal("a repeated submission was never served from the shelf")
+	// a, b, then a again: a repeat of one of the last few stocks the shelf.
+	for _, j := range []*submit.Job{a, b, a} {
+		if submitJob(j) {
+			t.Fatal("served before any stock")
 		}
-		time.Sleep(time.Millisecond)
 	}
+	for _, j := range []*submit.Job{b, a} {
+		deadline := time.Now().Add(5 * time.Second)
+		for !submitJob(j) {
+			if time.Now().After(deadline) {
+				t.Fatal("two shapes in turn were never served from the shelf")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// tree is nodes of the given parents and keys, each change naming its
+// index.
+func tree(parents, keys []int) []submit.Node {
+	ns := make([]submit.Node, len(parents))
+	for i := range parents {
+		ns[i] = submit.Node{Parent: parents[i], Key: keys[i], Change: submit.Change{AdminComment: fmt.Sprintf("rota: #%d", i)}}
+	}
+	return ns
+}
+
+// A stock over two keys serves each job the child, of its key, of the
+// node last taken, and records which; it refuses what is not a tree in
+// order.
+func TestShelfTree(t *testing.T) {
+	Shelf{}.Reset()
+	defer Shelf{}.Reset()
+	a := keyJob()
+	b := keyJob()
+	b.TresPerNode = "gres/gpu:2"
+	c := keyJob()
+	c.Partition = "debug"
+	// root -> a:0 (-> a:2, b:3), b:1 (-> a:4)
+	gen, ok := Shelf{}.Stock([]submit.Job{*a, *b}, tree([]int{-1, -1, 0, 0, 1}, []int{0, 1, 0, 1, 0}), time.Hour)
+	if !ok {
+		t.Fatal("refused a tree")
+	}
+	serve := func(j *submit.Job) string {
+		ch, ok := Shelf{}.Serve(j, []byte("x"))
+		if !ok {
+			return "-"
+		}
+		return ch.AdminComment
+	}
+	if got := serve(c); got != "-" {
+		t.Fatalf("a job of no key took %s", got)
+	}
+	for i, want := range []struct {
+		j    *submit.Job
+		want string
+	}{{b, "rota: #1"}, {b, "-"}, {a, "rota: #4"}, {a, "-"}, {b, "-"}} {
+		if got := serve(want.j); got != want.want {
+			t.Fatalf("job %d took %s, want %s", i, got, want.want)
+		}
+	}
+	used := Shelf{}.Take(nil)
+	if len(used) != 2 || used[0].Index != 1 || used[1].Index != 4 || used[0].Gen != gen {
+		t.Fatalf("records %+v", used)
+	}
+	for _, bad := range []struct {
+		name          string
+		parents, keys []int
+		nkeys         int
+	}{
+		{"a parent after its child", []int{1, -1}, []int{0, 0}, 1},
+		{"its own parent", []int{0}, []int{0}, 1},
+		{"a parent below the root", []int{-2}, []int{0}, 1},
+		{"two children of one key", []int{-1, -1}, []int{1, 1}, 2},
+		{"a key out of range", []int{-1}, []int{2}, 2},
+	} {
+		keys := []submit.Job{*a, *b}[:bad.nkeys]
+		if _, ok := (Shelf{}).Stock(keys, tree(bad.parents, bad.keys), time.Hour); ok {
+			t.Fatalf("stocked %s", bad.name)
+		}
+		if got := serve(a); got != "-" {
+			t.Fatalf("after a refused stock (%s), a job took %s", bad.name, got)
+		}
+	}
+	if _, ok := (Shelf{}).Stock(nil, tree([]int{-1}, []int{0}), time.Hour); ok {
+		t.Fatal("stocked with no keys")
+	}
+}
+
+// FuzzShelfTree: whatever nodes Go hands the shelf, it stocks exactly
+// the trees in order, and serves each job the node a plain model says.
+func FuzzShelfTree(f *testing.F) {
+	f.Add([]byte{0xff, 0, 0xff, 1, 0, 0, 0, 1, 1, 0}, []byte{1, 0, 1, 1, 0})
+	f.Add([]byte{0xff, 0, 0, 0, 1, 0, 2, 0}, []byte{0, 0, 0, 0})
+	f.Add([]byte{0xff, 2, 0xff, 2}, []byte{2, 2})
+	f.Fuzz(func(t *testing.T, raw []byte, jobs []byte) {
+		Shelf{}.Reset()
+		defer Shelf{}.Reset()
+		const nkeys = 3
+		keys := make([]submit.Job, nkeys)
+		for i := range keys {
+			keys[i] = *keyJob()
+			keys[i].TimeLimit = uint32(10 + i)
+		}
+		var parents, ks []int
+		for i := 0; i+1 < len(raw) && len(parents) < 64; i += 2 {
+			parents = append(parents, int(int8(raw[i])))
+			ks = append(ks, int(raw[i+1]%4)) // 3 is out of range
+		}
+		// The model: a tree in order, or refused.
+		kids := map[[2]int]int{}
+		valid := len(parents) > 0
+		for i := range parents {
+			p, k := parents[i], ks[i]
+			if p < -1 || p >= i || k >= nkeys {
+				valid = false
+				break
+			}
+			if _, dup := kids[[2]int{p, k}]; dup {
+				valid = false
+				break
+			}
+			kids[[2]int{p, k}] = i
+		}
+		_, ok := Shelf{}.Stock(keys, tree(parents, ks), time.Hour)
+		if ok != valid {
+			t.Fatalf("stock of %v %v: %v, model %v", parents, ks, ok, valid)
+		}
+		at := -1
+		for n, jb := range jobs {
+			k := int(jb % (nkeys + 1)) // nkeys: a job of no key
+			j := keyJob()
+			j.TimeLimit = uint32(10 + k)
+			ch, got := Shelf{}.Serve(j, []byte("x"))
+			want, has := kids[[2]int{at, k}]
+			if !valid {
+				has = false
+			}
+			if got != has || got && ch.AdminComment != fmt.Sprintf("rota: #%d", want) {
+				t.Fatalf("job %d of key %d at node %d: served %v %q, model %v %d", n, k, at, got, ch.AdminComment, has, want)
+			}
+			if got {
+				at = want
+			}
+		}
+	})
 }

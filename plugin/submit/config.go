@@ -46,8 +46,8 @@ type Config struct {
 	// pass through unchanged.
 	StateMaxAge time.Duration
 	// DecideAhead: in local placement, decide ahead for submissions
-	// identical to the last one placed, and let the C shim give them
-	// those decisions without entering Go (the shelf, shelf.go).
+	// identical to one of the last few placed, and let the C shim give
+	// them those decisions without entering Go (the shelf, shelf.go).
 	DecideAhead bool
 	// StatsFile, when set, is where the plugin writes its counters (jobs
 	// placed, time per call, from the shelf, passed while the controller

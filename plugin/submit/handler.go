@@ -69,7 +69,7 @@ const (
 // Placer places one GPU request: Local from the controller's pushed state
 // (placement = local), Conn by asking the controller (remote). job is the
 // submission req was made from, nil for a user's update: Local stocks its
-// shelf for submissions like it.
+// shelf for submissions like it and the few before it.
 type Placer interface {
 	Place(ctx context.Context, job *Job, req *wire.PlaceRequest) (*wire.PlaceReply, error)
 }

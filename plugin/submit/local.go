@@ -81,12 +81,13 @@ type Local struct {
 	stock      *stock
 	used       []Used
 	shelfTaken int // decisions taken from the shelf since the sender's last tick
-	// lastJob is the last submission placed here (if haveLast): the
-	// shelf is stocked only for one that repeats it, so submissions that
-	// keep changing cost no stocking (the work, and emptying the shelf at
-	// every job). A value, not a pointer: no allocation per job.
-	lastJob  Job
-	haveLast bool
+	// recent are the last distinct requests placed here (nRecent of
+	// them, the latest first): the shelf is stocked only once one repeats
+	// (or while it holds a stock), so submissions that keep changing cost
+	// no stocking (the work, and emptying the shelf at every job), and
+	// then for all of them. Values, not pointers: no allocation per job.
+	recent  [shelfKeys]shape
+	nRecent int
 	// stockNow asks the sender to stock the shelf now rather than at the
 	// end of its linger: sent by the job that starts a stock, one in a run.
 	stockNow chan struct{}
@@ -305,10 +306,24 @@ func (l *Local) Feed(data []byte) error {
 		l.OnState(len(data), time.Since(start))
 	}
 	l.state.Store(&heldState{s: &s, got: l.now()})
-	// What the shelf holds was decided in the last state: the next job
-	// is placed in Go, in this one, and the shelf restocked from it.
+	// What the shelf holds was decided in the last state: it is emptied,
+	// and the sender stocks it for the same requests in this one at once
+	// (a job that comes before is placed in Go, in this one). During a
+	// burst a state comes every second or two (absorbGap): without this,
+	// each would send the next job to Go.
 	l.mu.Lock()
+	var keys []shape
+	if l.stock != nil {
+		keys = l.stock.keys
+	}
 	l.emptyShelfLocked()
+	if keys != nil {
+		l.stock = &stock{keys: keys, at: -1}
+		select {
+		case l.stockNow <- struct{}{}:
+		default:
+		}
+	}
 	if l.PassThrough != nil {
 		l.PassThrough(0)
 	}
@@ -395,6 +410,7 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 	}
 	s := h.s
 	l.mu.Lock()
+	stocking := l.stock != nil
 	l.emptyShelfLocked() // its stock did not count on this decision
 	v := l.viewLocked(s)
 	extra := l.pending // a snapshot: see pending
@@ -408,14 +424,13 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 	// Only batch scripts are stocked for: the shim serves no allocation
 	// (salloc, srun) from the shelf, whose kind differs (KindOf).
 	if job != nil && l.shelf != nil && !job.Modify && job.ScriptHash != "" {
-		if l.haveLast && SameRequest(&l.lastJob, job) {
-			l.stock = &stock{key: *job, req: *req}
+		if l.noteRecentLocked(job, req) || stocking {
+			l.stock = &stock{keys: slices.Clone(l.recent[:l.nRecent]), at: -1}
 			select {
 			case l.stockNow <- struct{}{}:
 			default:
 			}
 		}
-		l.lastJob, l.haveLast = *job, true
 	}
 	l.mu.Unlock()
 

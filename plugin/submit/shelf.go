@@ -13,28 +13,36 @@ import (
 )
 
 // Shelf is where the C shim keeps decisions that Local made in advance
-// for submissions identical to one it has just placed: the same GPU
+// for submissions identical to ones it has just placed: the same GPU
 // request, partition, account, time limit, constraint and Rota options;
-// name, user and script may differ, as they do in a loop of sbatch. A
-// submission that matches takes the next decision from the shelf without
-// entering Go at all, which on a fresh slurmctld RPC thread costs about
-// 50 us before any of Rota's code runs (scripts/bench-cgo-entry); the
-// shelf records who took it, and Local's sender takes those records
-// (Take), counts the placements and sends their decisions, exactly as for
-// a job placed in Go. The shelf compares the fields' bytes; it never
-// parses a request (wire/gpureq is the one parser).
+// name and script may differ, as they do in a loop of sbatch. It holds
+// them for a few requests at once (its keys: those Local placed lately,
+// as a queue fed by many users alternates between a few shapes), as a
+// tree: a node is the decision for a job of its key after the jobs of the
+// nodes above it, in that order, since each placement changes what the
+// next one sees. The shelf stands at the node last taken (at first above
+// the tree), and a submission that matches a key takes that node's child
+// of that key without entering Go at all, which on a fresh slurmctld RPC
+// thread costs about 50 us before any of Rota's code runs
+// (scripts/bench-cgo-entry); the shelf records who took it, and Local's
+// sender takes those records (Take), counts the placements and sends
+// their decisions, exactly as for a job placed in Go. The shelf compares
+// the fields' bytes; it never parses a request (wire/gpureq is the one
+// parser).
 //
 // Implemented over the shim's C by plugin/shelf, whose tests drive Local
 // with it. Local calls it with its lock held, never from two goroutines
 // at once.
 type Shelf interface {
-	// Stock replaces what the shelf holds with changes, for jobs whose
-	// decision-relevant fields equal key's, to be taken in order within
-	// validFor. It does so only when every decision taken from the shelf
-	// so far has been handed over by Take: else it changes nothing and
-	// ok is false (Local has not counted those yet; it takes them and
-	// tries again). gen names this stock in the Used records it yields.
-	Stock(key *Job, changes []Change, validFor time.Duration) (gen uint64, ok bool)
+	// Stock replaces what the shelf holds with the tree nodes (parents
+	// before children), for jobs whose decision-relevant fields equal
+	// one of keys' (distinct requests: SameRequest), and stands above
+	// the tree; it serves within validFor. It does so only when every
+	// decision taken from the shelf so far has been handed over by Take:
+	// else it changes nothing and ok is false (Local has not counted
+	// those yet; it takes them and tries again). gen names this stock in
+	// the Used records it yields.
+	Stock(keys []Job, nodes []Node, validFor time.Duration) (gen uint64, ok bool)
 	// Take appends the records of decisions taken since the last Take
 	// to dst, in the order taken, and forgets them.
 	Take(dst []Used) []Used
@@ -44,6 +52,21 @@ type Shelf interface {
 	// Clear empties the shelf under the same condition as Stock.
 	Clear() bool
 }
+
+// Node is one decision of a stock's tree: for a job of Key (an index
+// into the stock's keys) once the one of Parent (an earlier node's index,
+// -1 for none: the first job) was placed.
+type Node struct {
+	Parent, Key int
+	Change      Change
+}
+
+// The shelf's bounds (ROTA_SHELF_KEYS and ROTA_SHELF_NODES in
+// cgo/rota_shim.h): Stock refuses more.
+const (
+	MaxShelfKeys  = 8
+	MaxShelfNodes = 1024
+)
 
 // SameRequest says whether b asks what a asks, field for field, as the
 // shelf compares them (cgo/rota_shelf.c; plugin/shelf tests that the two
@@ -62,7 +85,7 @@ func SameRequest(a, b *Job) bool {
 // Used is the record of one decision a job took from the shelf.
 type Used struct {
 	Gen   uint64 // Stock's gen
-	Index int    // its place in that stock's changes
+	Index int    // the node taken, an index into that stock's nodes
 	At    time.Time
 	// The job's own fields, which may differ from the stock's key.
 	UID        uint32
@@ -70,33 +93,50 @@ type Used struct {
 	ScriptHash string
 }
 
-// Stocking: how many decisions ahead, and for how long. A shelf lives
-// while the sender polls (every sendLinger): each poll takes what was
-// used and tops the shelf up to twice that (at least minStock), so a burst
-// at any pace finds one; shelfIdleTicks polls with none used end it, and
-// the next job is placed in Go again. validFor bounds how long a stock
-// serves if the sender stops polling (it is renewed at every poll).
-// shelfIdleTicks is half a second: a script that runs a command between
-// its submissions (sbatch then scontrol show job: 60-70 ms a loop on
-// Slurm 26.05 here) keeps its stock; a poll costs a goroutine wake.
+// Stocking: for how many requests, how many decisions ahead, and for how
+// long. A shelf lives while the sender polls (every sendLinger): each poll
+// takes what was used and grows the tree again below the node the shelf
+// stands at, to the depth that shelfNodes allow for its keys (one key: 64
+// jobs ahead; two: 5; four: 2), deciding only the nodes it lacks;
+// shelfIdleTicks polls with none used end it, and the next job is placed
+// in Go again. validFor bounds how long a stock serves if the sender stops
+// polling (it is renewed at every poll). shelfIdleTicks is two seconds:
+// a script that runs a command between its submissions (sbatch then
+// scontrol show job: 60-70 ms a loop on Slurm 26.05 here) keeps its
+// stock, and so does a loop of sbatch on a loaded slurmctld (2 to 25
+// submissions a second in bench-submit on the shared 2-core VM, with
+// pauses: with half a second, one job in 20 found the shelf emptied); a
+// poll costs a goroutine wake, 100 of them after the last job.
 const (
-	minStock       = 16
-	maxStock       = 64
-	shelfIdleTicks = 25
+	shelfKeys      = 4
+	shelfNodes     = 64
+	shelfIdleTicks = 100
 	stockValidFor  = 5 * sendLinger
 )
 
+// shape is one request the shelf holds decisions for: a job placed in Go
+// and its request.
+type shape struct {
+	job Job
+	req wire.PlaceRequest
+}
+
 // stock is what Local put on the shelf, and how to go on.
 type stock struct {
-	key  Job               // the job placed in Go that the stock repeats
-	req  wire.PlaceRequest // key's request
-	s    *wire.PlaceState  // the state the items were decided in
-	view *placement.View   // s, ours, and every item's reservation: where more items are decided
-	// items are the decisions on the shelf not taken yet, in order.
-	items []stocked
+	keys []shape
+	s    *wire.PlaceState // the state the nodes were decided in
+	// nodes are the tree as stocked (gen), parents first; at is the node
+	// the shelf stands at (-1: above the tree), the last one taken.
+	nodes []tnode
+	at    int
 	gen   uint64 // the shelf's name for the stock; 0 before it is stocked
-	taken int    // items taken from gen's stock
 	idle  int    // polls in a row that found none taken
+}
+
+// tnode is one node of the tree, explained.
+type tnode struct {
+	parent, key int
+	it          stocked
 }
 
 // stocked is one decision made in advance, explained.
@@ -107,11 +147,31 @@ type stocked struct {
 }
 
 // SetShelf gives Local the shim's shelf: from now on a job placed in Go
-// (PlaceJob) stocks it for jobs like it.
+// (PlaceJob) like one placed shortly before stocks it for jobs like the
+// last few.
 func (l *Local) SetShelf(s Shelf) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.shelf = s
+}
+
+// noteRecentLocked puts job first among the requests placed lately and
+// says whether it was one of them already.
+func (l *Local) noteRecentLocked(job *Job, req *wire.PlaceRequest) bool {
+	i := 0
+	for i < l.nRecent && !SameRequest(&l.recent[i].job, job) {
+		i++
+	}
+	seen := i < l.nRecent
+	if !seen {
+		if l.nRecent < len(l.recent) {
+			l.nRecent++
+		}
+		i = l.nRecent - 1
+	}
+	copy(l.recent[1:i+1], l.recent[:i])
+	l.recent[0] = shape{job: *job, req: *req}
+	return seen
 }
 
 // takeLocked counts the placements made from the shelf since the last
@@ -124,28 +184,27 @@ func (l *Local) takeLocked() int {
 	l.shelfTaken += len(l.used)
 	st := l.stock
 	for _, u := range l.used {
-		if u.Gen != st.gen || u.Index != st.taken || len(st.items) == 0 {
+		if u.Gen != st.gen || u.Index < 0 || u.Index >= len(st.nodes) || st.nodes[u.Index].parent != st.at {
 			// The shelf gave out a decision Local did not stock: a bug,
 			// and its job carries an id the controller will not learn.
-			l.sendError(fmt.Errorf("a job took decision %d of stock %d from the shelf, but Local expected %d of %d; its record is lost", u.Index, u.Gen, st.taken, st.gen))
+			l.sendError(fmt.Errorf("a job took node %d of stock %d from the shelf, but Local stands at %d of %d; its record is lost", u.Index, u.Gen, st.at, st.gen))
 			continue
 		}
-		it := &st.items[0]
-		st.items = st.items[1:]
-		st.taken++
+		n := &st.nodes[u.Index]
+		st.at = u.Index
 		l.seq++
-		if r := it.res.Reserve; r != nil && len(l.pending) < maxPending {
+		if r := n.it.res.Reserve; r != nil && len(l.pending) < maxPending {
 			l.pending = append(l.pending, pendingRes{seq: l.seq, res: *r})
 			if l.view != nil {
 				l.view.Add(*r)
 			}
 		}
-		req := st.req
+		req := st.keys[n.key].req
 		req.UID, req.Name, req.ScriptHash = u.UID, u.Name, u.ScriptHash
 		select {
-		case l.out <- outgoing{s: st.s, res: &it.res, req: req, reply: it.reply, at: u.At, seq: l.seq}:
+		case l.out <- outgoing{s: st.s, res: &n.it.res, req: req, reply: n.it.reply, at: u.At, seq: l.seq}:
 		default:
-			l.sendError(fmt.Errorf("decision %s (job placed from the shelf, record not queued: %w)", it.reply.DecisionID, ErrQueueFull))
+			l.sendError(fmt.Errorf("decision %s (job placed from the shelf, record not queued: %w)", n.it.reply.DecisionID, ErrQueueFull))
 		}
 	}
 	return len(l.used)
@@ -163,8 +222,8 @@ func (l *Local) emptyShelfLocked() {
 }
 
 // tick runs on the sender's goroutine at every poll: it takes the
-// decisions used from the shelf (queueing their records) and tops the
-// shelf up, or, after shelfIdleTicks polls with none used, empties it.
+// decisions used from the shelf (queueing their records) and grows the
+// tree again, or, after shelfIdleTicks polls with none used, empties it.
 // busy: the shelf still holds a stock, so the sender must keep polling
 // (nothing else would take what is used from it).
 func (l *Local) tick() (busy bool) {
@@ -189,73 +248,147 @@ func (l *Local) tick() (busy bool) {
 		l.emptyShelfLocked() // the next job goes to Go, which says why
 		return false
 	}
-	l.restockLocked(st, min(max(minStock, 2*n), maxStock))
+	l.restockLocked(st)
 	return true
 }
 
-// restockLocked puts want decisions ahead on the shelf (decided afresh
-// when a new state came) unless it holds them already, and renews the
-// stock's time either way.
-func (l *Local) restockLocked(st *stock, want int) {
+// treeDepth is how many jobs ahead a tree over k keys decides within
+// shelfNodes nodes (at least 1).
+func treeDepth(k int) int {
+	if k <= 1 {
+		return shelfNodes
+	}
+	d, total, level := 0, 0, 1
+	for {
+		level *= k
+		if total+level > shelfNodes {
+			return max(d, 1)
+		}
+		total += level
+		d++
+	}
+}
+
+// restockLocked grows the tree below the node the shelf stands at (decided
+// afresh when a new state came) unless nothing was taken from it since it
+// was stocked, and renews the stock's time either way.
+func (l *Local) restockLocked(st *stock) {
 	valid := min(stockValidFor, l.MaxAge-l.now().Sub(l.state.Load().got))
-	if st.gen != 0 && st.s == l.state.Load().s && len(st.items) >= want && l.shelf.Renew(st.gen, valid) {
-		return // enough on the shelf, decided in the latest state
+	if st.gen != 0 && st.s == l.state.Load().s && st.at == -1 && l.shelf.Renew(st.gen, valid) {
+		return // as full as it gets, decided in the latest state
 	}
 	for range 3 { // the shelf refuses while jobs take from it; rare
 		s := l.state.Load().s
-		items, v := st.items, st.view
-		if s != st.s || v == nil {
-			items, v = nil, l.viewLocked(s)
+		var old []tnode
+		if s == st.s {
+			old = st.nodes
 		}
-		v = v.Clone() // kept only if the shelf takes the stock
-		items = slices.Clip(items)
-		for len(items) < want {
-			it, err := l.decideAhead(st, s, v)
-			if err != nil {
-				break
-			}
-			items = append(items, it)
-		}
-		if len(items) == 0 {
-			// Jobs like it are placed in Go one by one, which fails
+		nodes, err := l.growLocked(st, s, old, st.at)
+		if err != nil || len(nodes) == 0 {
+			// Jobs like these are placed in Go one by one, which fails
 			// them open with the reason in the log.
 			l.emptyShelfLocked()
 			return
 		}
-		changes := make([]Change, len(items))
-		for i := range items {
-			changes[i] = items[i].change
+		keys := make([]Job, len(st.keys))
+		for i := range st.keys {
+			keys[i] = st.keys[i].job
 		}
-		if gen, ok := l.shelf.Stock(&st.key, changes, valid); ok {
-			st.s, st.view, st.items, st.gen, st.taken = s, v, items, gen, 0
+		ns := make([]Node, len(nodes))
+		for i := range nodes {
+			ns[i] = Node{Parent: nodes[i].parent, Key: nodes[i].key, Change: nodes[i].it.change}
+		}
+		if gen, ok := l.shelf.Stock(keys, ns, valid); ok {
+			st.s, st.nodes, st.at, st.gen = s, nodes, -1, gen
 			return
 		}
 		l.takeLocked()
 	}
 }
 
-// decideAhead decides, explains and renders the next decision for a job
-// like st's in v, and adds it to v.
-func (l *Local) decideAhead(st *stock, s *wire.PlaceState, v *placement.View) (stocked, error) {
+// growLocked is the tree of decisions ahead for st's keys in s, from
+// Local's view as it stands (every placement counted): to treeDepth below
+// its root, breadth first. The subtree of old (the tree stocked in s)
+// below node at, the one last taken, was decided in that same view, so
+// its decisions are kept and only the missing nodes decided.
+func (l *Local) growLocked(st *stock, s *wire.PlaceState, old []tnode, at int) ([]tnode, error) {
+	k := len(st.keys)
+	depth := treeDepth(k)
+	// oldKids[i+1][key]: old node i's child of key (index 0: the root's).
+	var oldKids [][]int
+	if old != nil {
+		oldKids = make([][]int, len(old)+1)
+		for i := range oldKids {
+			oldKids[i] = slices.Repeat([]int{-1}, k)
+		}
+		for i, n := range old {
+			oldKids[n.parent+1][n.key] = i
+		}
+	}
+	type open struct {
+		old, idx, depth int
+		view            *placement.View // with every decision above it and its own
+	}
+	queue := []open{{old: at, idx: -1, view: l.viewLocked(s).Clone()}}
+	if old == nil {
+		queue[0].old = -2 // nothing to keep
+	}
+	var nodes []tnode
+	for len(queue) > 0 {
+		q := queue[0]
+		queue = queue[1:]
+		for key := range k {
+			var it stocked
+			o := -2
+			if q.old >= -1 {
+				o = oldKids[q.old+1][key]
+			}
+			if o >= 0 {
+				it = old[o].it
+			} else {
+				var err error
+				if it, err = l.decideAhead(&st.keys[key], s, q.view); err != nil {
+					if errors.Is(err, errNamesDecideKinds) {
+						return nil, err
+					}
+					continue // jobs of this key go to Go here
+				}
+				o = -2
+			}
+			nodes = append(nodes, tnode{parent: q.idx, key: key, it: it})
+			if q.depth+1 < depth {
+				v := q.view.Clone()
+				if r := it.res.Reserve; r != nil {
+					v.Add(*r)
+				}
+				queue = append(queue, open{old: o, idx: len(nodes) - 1, depth: q.depth + 1, view: v})
+			}
+		}
+	}
+	return nodes, nil
+}
+
+var errNamesDecideKinds = errors.New("job names decide kinds: placed one by one")
+
+// decideAhead decides, explains and renders the decision for a job of sh
+// in v (which it leaves as it was).
+func (l *Local) decideAhead(sh *shape, s *wire.PlaceState, v *placement.View) (stocked, error) {
 	if k := &s.Rule.Kinds; len(k.Interactive.Names)+len(k.Serve.Names) > 0 {
 		// The shelf's key leaves out the job's name, which these rules read.
-		return stocked{}, errors.New("job names decide kinds: placed one by one")
+		return stocked{}, errNamesDecideKinds
 	}
-	res := v.Place(&st.req)
+	res := v.Place(&sh.req)
 	if res.Kind != "" {
 		return stocked{}, errors.New("not a batch job: placed one by one")
 	}
 	reply := wire.PlaceReply{V: wire.Version, DecisionID: nuid.Next(), GPUType: res.GPUType, TimeLimitMin: res.TimeLimitMin,
-		ByFeature: res.ByFeature, Policy: policyName(s), Reason: res.Reason, Kind: res.Kind}
-	ch, err := changeFor(&st.key, &st.req, &reply)
+		ByFeature: res.ByFeature, Policy: policyName(s), Reason: res.Reason, Kind: res.Kind, HoldS: res.HoldS}
+	ch, err := changeFor(&sh.job, &sh.req, &reply)
 	if err != nil {
 		return stocked{}, err
 	}
 	if ch.AdminComment == "" {
 		return stocked{}, errors.New("no annotation: not a submission")
-	}
-	if res.Reserve != nil {
-		v.Add(*res.Reserve)
 	}
 	return stocked{reply: reply, res: res, change: ch}, nil
 }

@@ -404,14 +404,31 @@ func wantContains(t *testing.T, got, want string) {
 // placed from the shelf, without entering Go (the plugin counts them in
 // its stats file).
 func TestIdenticalSubmissionsFromShelf(t *testing.T) {
-	reloadPlugin(t) // counts from here
-	const n = 40
+	servedFromShelf(t, 40, func(int) []string { return []string{"--gres=gpu:1"} })
+}
+
+// Submissions of a few shapes in turn, no two in a row alike (a queue fed
+// by many users), are placed from the shelf too (it holds decisions for
+// each, in every order), and recorded each with its own job's fields.
+func TestVariedSubmissionsFromShelf(t *testing.T) {
+	shapes := [][]string{{"--gres=gpu:1"}, {"--gres=gpu:2"}, {"--gpus=1"}}
+	servedFromShelf(t, 45, func(i int) []string { return shapes[i%len(shapes)] })
+}
+
+// servedFromShelf submits n jobs, the i-th with args(i): each must be
+// placed (typed) with a decision of its own, the controller must hold
+// each record with the job's own name and script hash, and at least half
+// must have been placed from the shelf.
+func servedFromShelf(t *testing.T, n int, args func(i int) []string) {
+	t.Helper()
+	reloadPlugin(t)            // counts from here
 	ids := map[uint32]string{} // job id -> decision id
 	names := map[uint32]string{}
 	decisions := map[string]bool{}
 	for i := range n {
 		name := fmt.Sprintf("shelf-%d", i)
-		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "-J", name, "--wrap", fmt.Sprintf("echo %d", i))
+		argv := append([]string{"--parsable", "-H", "-o", "/dev/null"}, args(i)...)
+		out, err := run("sbatch", append(argv, "-J", name, "--wrap", fmt.Sprintf("echo %d", i))...)
 		if err != nil {
 			t.Fatalf("sbatch: %v: %s", err, out)
 		}
@@ -422,7 +439,7 @@ func TestIdenticalSubmissionsFromShelf(t *testing.T) {
 		id := uint32(id64)
 		t.Cleanup(func() { run("scancel", strconv.FormatUint(id64, 10)) })
 		j := show(t, id)
-		if !typed.MatchString(j.TresPerNode) {
+		if !typed.MatchString(j.TresPerNode) && !typed.MatchString(j.TresPerJob) {
 			t.Fatalf("job %d (%s) not placed: %+v", id, name, j)
 		}
 		m := regexp.MustCompile(`\[d=(\w+)\]`).FindStringSubmatch(j.AdminComment)
