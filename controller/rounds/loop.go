@@ -848,6 +848,11 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped})
 	}
 	errs := l.updateMany(ctx, pend)
+	if ctx.Err() != nil && len(pend) > 0 {
+		// Stopping (or no longer leading): one line, not one per job.
+		l.log.Info().Int("updates", len(pend)).Msg("the round stopped while updating Slurm's jobs; the next round (here or on the new leader) sends what did not go")
+		return
+	}
 	for i, p := range pend {
 		l.applied(p, errs[i], now)
 	}

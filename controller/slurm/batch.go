@@ -96,9 +96,10 @@ var jobError = regexp.MustCompile(`^(.*) for job (\d+)\s*$`)
 // an error line that names none fails every change of the batch, so the
 // next round sends them again (updates are idempotent).
 func (c *CLI) sendBatch(ctx context.Context, lines []string, idx []int, changes []Change, errs []error) {
-	// A second more per hundred updates: slurmctld serves each in well
-	// under 10 ms, but it may be busy.
-	ctx, cancel := context.WithTimeout(ctx, c.timeout()+time.Duration(len(lines))*10*time.Millisecond)
+	// 50 ms more per update: slurmctld served each in about 3 ms with
+	// 10,000 jobs pending (scripts/bench-scale), but it may be busy; a
+	// batch cut short is sent again next round.
+	ctx, cancel := context.WithTimeout(ctx, c.timeout()+time.Duration(len(lines))*50*time.Millisecond)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "scontrol")
 	cmd.Env = append(cmd.Environ(), c.Env...)

@@ -5,10 +5,13 @@
 package state
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -60,13 +63,37 @@ func (s *KV) Put(ctx context.Context, key string, data []byte) error {
 	return err
 }
 
-// PutJSON saves v under key, encoded as JSON.
+// gzipAbove: a value's JSON longer than this is saved gzipped. A KV
+// value is one NATS message, at most the server's max_payload (1 MiB by
+// default): the round loop's jobs at 10,000 pending jobs are about 1.5
+// MB of JSON and a tenth of that gzipped. Small values stay plain JSON,
+// readable with `nats kv get`.
+const gzipAbove = 64 << 10
+
+// maxUnzipped bounds what a saved value may unzip to.
+const maxUnzipped = 1 << 30
+
+// PutJSON saves v under key, encoded as JSON (gzipped when large).
 func PutJSON(ctx context.Context, s Store, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return s.Put(ctx, key, b)
+	if len(b) > gzipAbove {
+		var z bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		b = z.Bytes()
+	}
+	if err := s.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("%w (%d bytes)", err, len(b))
+	}
+	return nil
 }
 
 // GetJSON reads key into v; found is false, with no error, for a key never
@@ -78,6 +105,18 @@ func GetJSON(ctx context.Context, s Store, key string, v any) (found bool, err e
 	}
 	if err != nil {
 		return false, err
+	}
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b { // gzip; JSON never starts so
+		r, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return true, fmt.Errorf("saved %s does not unzip: %w", key, err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(r, maxUnzipped+1)); err != nil {
+			return true, fmt.Errorf("saved %s does not unzip: %w", key, err)
+		}
+		if len(b) > maxUnzipped {
+			return true, fmt.Errorf("saved %s unzips to more than %d bytes", key, maxUnzipped)
+		}
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return true, fmt.Errorf("saved %s does not parse: %w", key, err)

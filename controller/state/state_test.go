@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,49 @@ func TestJSON(t *testing.T) {
 	}
 	if err := PutJSON(ctx, s, "f", func() {}); err == nil {
 		t.Fatal("a value JSON cannot encode was saved")
+	}
+}
+
+// limited is a store that refuses what NATS refuses: a value larger than
+// the server's max_payload.
+type limited struct {
+	mem
+	max int
+}
+
+func (l limited) Put(ctx context.Context, key string, data []byte) error {
+	if len(data) > l.max {
+		return errors.New("nats: maximum payload exceeded")
+	}
+	return l.mem.Put(ctx, key, data)
+}
+
+// A large value is saved gzipped, so it fits one NATS message, and reads
+// back; a small one stays plain JSON; a broken zip is a clear error.
+func TestLargeJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := limited{mem: mem{}, max: 1 << 20}
+	type job struct {
+		Decision, Key string
+		Nice          int32
+	}
+	big := map[uint32]job{}
+	for i := range uint32(20000) {
+		big[i] = job{Decision: fmt.Sprintf("d%021d", i*7919), Key: fmt.Sprintf("user%d/train-%d.sh", i%50, i%300), Nice: int32(i)}
+	}
+	if err := PutJSON(ctx, s, "big", big); err != nil {
+		t.Fatalf("20,000 entries: %v", err)
+	}
+	var got map[uint32]job
+	if found, err := GetJSON(ctx, s, "big", &got); !found || err != nil || len(got) != len(big) || got[4321] != big[4321] {
+		t.Fatalf("read back %d entries, found %v, err %v", len(got), found, err)
+	}
+	if err := PutJSON(ctx, s, "small", map[string]int{"a": 1}); err != nil || string(s.mem["small"]) != `{"a":1}` {
+		t.Fatalf("small value saved as %q (err %v), want plain JSON", s.mem["small"], err)
+	}
+	s.mem["broken"] = append([]byte{0x1f, 0x8b}, "not a zip"...)
+	if _, err := GetJSON(ctx, s, "broken", &got); err == nil || !strings.Contains(err.Error(), "saved broken does not unzip") {
+		t.Fatalf("broken zip: %v", err)
 	}
 }
