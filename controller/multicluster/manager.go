@@ -601,6 +601,17 @@ func (m *Manager) hold(ctx context.Context, r *Route) {
 		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job's script to send it")
 		return
 	}
+	req := m.copyRequest(r, &spec, script)
+	m.mu.Lock()
+	r.Req = req
+	r.State, r.AskedAt = OutAsked, m.now()
+	m.mu.Unlock()
+}
+
+// copyRequest asks r.To for a copy of local job r.FromJob (spec, script):
+// the hints and arguments of its decision, in the peer's default
+// partition. A route and a move send the same.
+func (m *Manager) copyRequest(r *Route, spec *slurm.JobSpec, script []byte) *wire.MCRouteRequest {
 	d := m.local.Decision(r.FromJob)
 	var h wire.Hints
 	if d != nil {
@@ -611,13 +622,10 @@ func (m *Manager) hold(ctx context.Context, r *Route) {
 	if p := m.peers[r.To]; p != nil {
 		part = p.view.DefaultPartition
 	}
+	why := r.Why // a move's transfer note is written under the lock
 	m.mu.Unlock()
-	args := CopyArgs(&spec, r.Name, d, part, h)
-	r.Req = &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
-		Name: r.Name, Script: script, Args: args, Hints: h, Why: r.Why}
-	m.mu.Lock()
-	r.State, r.AskedAt = OutAsked, m.now()
-	m.mu.Unlock()
+	return &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
+		Name: r.Name, Script: script, Args: CopyArgs(spec, r.Name, d, part, h), Hints: h, Why: why}
 }
 
 // ask sends the route's request (or its abort) and acts on the answer.

@@ -196,22 +196,11 @@ func (m *Manager) transfer(ctx context.Context, r *Route) {
 		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the moved job's script; trying again")
 		return
 	}
-	d := m.local.Decision(r.FromJob)
-	var h wire.Hints
-	if d != nil {
-		h = d.Asked.Hints
-	}
-	m.mu.Lock()
-	part := ""
-	if p := m.peers[r.To]; p != nil {
-		part = p.view.DefaultPartition
-	}
-	m.mu.Unlock()
-	args := CopyArgs(&spec, r.Name, d, part, h)
+	req := m.copyRequest(r, &spec, script)
+	req.Resume = landed
 	m.mu.Lock()
 	r.Landed = landed
-	r.Req = &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
-		Name: r.Name, Script: script, Args: args, Hints: h, Why: r.Why, Resume: landed}
+	r.Req = req
 	r.State, r.AskedAt = OutAsked, m.now()
 	m.mu.Unlock()
 }
