@@ -876,7 +876,6 @@ type pendingUpdate struct {
 // updateMany sends a round's changes: in batches where the Scheduler
 // can (slurm.BatchUpdater), else one by one.
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
-	errs := make([]error, len(pend))
 	if b, ok := l.sched.(slurm.BatchUpdater); ok && len(pend) > 1 {
 		ch := make([]slurm.Change, len(pend))
 		for i, p := range pend {
@@ -884,6 +883,7 @@ func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
 		}
 		return b.UpdateMany(ctx, ch)
 	}
+	errs := make([]error, len(pend))
 	for i, p := range pend {
 		errs[i] = l.sched.Update(ctx, p.j.ID, p.u)
 	}
