@@ -30,7 +30,7 @@ endif
 # deprecated; their warnings say nothing about Rota.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-GO_BINARIES := rota-controller rota rota-loadgen rota-agent rota-synthtrain rota-estimator-speedtable
+GO_BINARIES := rota-controller rota rota-loadgen rota-agent rota-synthtrain rota-estimator-speedtable rota-linkrelay
 
 .PHONY: all build plugins deps test unit integration lint demo demo-down clean fmt vet bench-submit bench-cgo-entry bench-policy man
 
@@ -52,6 +52,10 @@ $(BIN)/rota: FORCE
 # controller it starts.
 $(BIN)/rota-loadgen: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota-loadgen
+
+# The WAN link between scripts/clusters' two dev clusters; not packaged.
+$(BIN)/rota-linkrelay: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./test/linkrelay
 
 # The rota CLI's man pages (one per command, gzipped) and its bash and zsh
 # completions, generated from the same command tree that parses its flags:
