@@ -114,6 +114,8 @@ const (
 	OutCheckpointing = "checkpointing" // a move: the running job was asked to checkpoint and end
 	OutTransferring  = "transferring"  // a move: its checkpoint is being copied over
 	OutStayed        = "stayed"        // done: runs here (not sent)
+	OutResuming      = "resuming"      // a move not taken there: resubmitting it here from its checkpoint
+	OutResumed       = "resumed"       // done: a move not taken there runs here again, from its checkpoint
 	InSubmitting     = "submitting"
 	InSubmitted      = "submitted"
 	InAborted        = "aborted"
@@ -146,10 +148,14 @@ type Route struct {
 	PredictedS float64   `json:"predicted_s,omitempty"`
 	ActualS    float64   `json:"actual_s,omitempty"`
 	Landed     string    `json:"landed,omitempty"`
+	// Here resubmits a moved job on this cluster when its copy is not
+	// taken there (resume.go); HereJob is that job.
+	Here    *wire.MCRouteRequest `json:"here,omitempty"`
+	HereJob uint32               `json:"here_job,omitempty"`
 }
 
 func (r *Route) final() bool {
-	return r.State == OutRouted || r.State == OutStayed || r.Incoming
+	return r.State == OutRouted || r.State == OutStayed || r.State == OutResumed || r.Incoming
 }
 
 // saved is the manager's durable state.
@@ -208,7 +214,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 		return nil, errors.New("multicluster: no NATS connection")
 	}
 	if store == nil {
-		store = memStore{}
+		store = newMemStore()
 	}
 	return &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
 		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{}}, nil
@@ -541,6 +547,8 @@ func (m *Manager) advance(ctx context.Context, r *Route) {
 			m.checkpointed(ctx, r)
 		case OutTransferring:
 			m.transfer(ctx, r)
+		case OutResuming:
+			m.resume(ctx, r)
 		case OutSubmitted:
 			if err := m.sl.Cancel(ctx, r.FromJob); err != nil {
 				if spec, known, e := m.sl.ShowJob(ctx, r.FromJob); e != nil || (known && !spec.Ended()) {
@@ -654,6 +662,16 @@ func (m *Manager) ask(ctx context.Context, r *Route, abort bool) {
 		m.mu.Unlock()
 		m.set(r, OutSubmitted, "")
 		m.log.Info().Str("route", r.ID).Str("to", r.To).Uint32("job_there", rep.JobID).Msg("copy submitted on the other cluster; withdrawing the job here")
+	case (rep.Aborted || rep.Error != "") && r.Move:
+		// The job here ended at its checkpoint: it resumes here.
+		why := r.Why + "; not taken by " + r.To + ": "
+		if rep.Error != "" {
+			why += rep.Error
+		} else {
+			why += "no answer in time, move aborted"
+		}
+		m.set(r, OutResuming, why)
+		m.log.Info().Str("route", r.ID).Str("why", why).Msg("move not taken; resubmitting the job here from its checkpoint")
 	case rep.Aborted || rep.Error != "":
 		if err := m.sl.Unhold(ctx, r.FromJob); err != nil {
 			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot release the job that stays; trying again")
@@ -865,6 +883,12 @@ func (m *Manager) Explain(id uint32) *wire.MCRoute {
 			return &w
 		}
 	}
+	for _, r := range m.out {
+		if r.HereJob == id {
+			w := wireRoute(r)
+			return &w
+		}
+	}
 	if why := m.refused[id]; why != "" {
 		return &wire.MCRoute{ID: fmt.Sprintf("%s.%d", m.cfg.Name, id), From: m.cfg.Name, FromJob: id, State: "refused_slow", Why: why, Move: true}
 	}
@@ -965,18 +989,28 @@ func linkWords(l xcluster.Link) string {
 	return fmt.Sprintf("%.3g MB/s", l.Bandwidth/1e6)
 }
 
-// memStore keeps the state in memory (no JetStream).
-type memStore map[string][]byte
+// memStore keeps the state in memory (no JetStream); safe for the
+// route handler and the tick loop at once.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
 
-func (s memStore) Get(_ context.Context, key string) ([]byte, error) {
-	b, ok := s[key]
+func newMemStore() *memStore { return &memStore{m: map[string][]byte{}} }
+
+func (s *memStore) Get(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
 	if !ok {
 		return nil, state.ErrNotFound
 	}
 	return b, nil
 }
 
-func (s memStore) Put(_ context.Context, key string, data []byte) error {
-	s[key] = append([]byte(nil), data...)
+func (s *memStore) Put(_ context.Context, key string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = append([]byte(nil), data...)
 	return nil
 }

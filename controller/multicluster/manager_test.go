@@ -28,6 +28,7 @@ type fakeSlurm struct {
 	held        map[uint32]bool
 	submitted   []slurm.Submission
 	failNext    bool // the next Submit fails after submitting (a crash between sbatch and the record)
+	refuse      bool // every Submit fails (sbatch refuses the job)
 	startOnHold map[uint32]bool
 	signals     []string
 	scripts     map[uint32]string
@@ -81,6 +82,9 @@ func (f *fakeSlurm) BatchScript(_ context.Context, id uint32) ([]byte, error) {
 func (f *fakeSlurm) Submit(_ context.Context, s slurm.Submission) (uint32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse {
+		return 0, fmt.Errorf("sbatch: error: Batch job submission failed: Invalid account")
+	}
 	id := f.next
 	f.next++
 	f.jobs[id] = &slurm.Job{ID: id, State: "PENDING", Reason: "Priority", User: s.User, Submit: time.Now(), TresPerNode: "gres:gpu:1", NumNodes: 1, NumTasks: 1}
@@ -359,7 +363,7 @@ func TestRestartMidRoute(t *testing.T) {
 	la := fakeLocal{snap: snap(map[string]int{"v100": 4}), hint: map[uint32]wire.Hints{id: {Types: []string{"k80"}}}}
 	nca, mca := conn(t, url, "a")
 	ncb, mcb := conn(t, url, "b")
-	store := memStore{}
+	store := newMemStore()
 	cb := testConfig("b")
 	cb.RouteOff = true
 	mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 4})}, ncb, mcb, nil)
@@ -481,5 +485,109 @@ func TestMoves(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/landed/a." + fmt.Sprint(small) + ".ckpt"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMoveNotTakenResumesHere: a moved job has ended here at its
+// checkpoint when the other cluster is asked for its copy. If b refuses
+// the copy, or the link is down past the route timeout and the abort is
+// then confirmed, the job is submitted again here, as its user, from its
+// checkpoint, once; it is never left run nowhere.
+func TestMoveNotTakenResumesHere(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refuse  bool // b answers, refusing the copy
+		linkCut bool // b does not answer until after the route timeout
+		why     string
+	}{
+		{"b refuses", true, false, "Invalid account"},
+		{"link cut past the timeout", false, true, "no answer in time, move aborted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := startNATS(t)
+			sa, sb := newFake(100), newFake(500)
+			sb.refuse = tc.refuse
+			dir := t.TempDir()
+			ckpt := dir + "/job.ckpt"
+			if err := os.WriteFile(ckpt, []byte("step 45"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id := sa.add("gres:gpu:1")
+			sa.jobs[id].State, sa.jobs[id].User, sa.jobs[id].Partition = "RUNNING", "alice", "long"
+			sa.scripts = map[uint32]string{id: "#!/bin/sh\n#ROTA --checkpoint-file=" + ckpt + "\ntrain\n"}
+			h := wire.Hints{Steps: 6000, CheckpointSignal: "USR1"}
+			la := fakeLocal{snap: snap(map[string]int{"v100": 4}), hint: map[uint32]wire.Hints{id: h}}
+			nca, mca := conn(t, url, "a")
+			ca := testConfig("a")
+			ca.TransferDir, ca.AskTimeout, ca.RouteTimeout = dir+"/landed", 100*time.Millisecond, time.Minute
+			ma, _ := New(ca, zerolog.Nop(), sa, la, nca, mca, nil)
+			clock := time.Now()
+			ma.now = func() time.Time { return clock }
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			startB := func() {
+				ncb, mcb := conn(t, url, "b")
+				cb := testConfig("b")
+				cb.RouteOff = true
+				mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 8})}, ncb, mcb, nil)
+				go mb.Run(ctx)
+				time.Sleep(100 * time.Millisecond) // its subscriptions
+			}
+			if !tc.linkCut {
+				startB()
+			}
+			r := &Route{ID: fmt.Sprintf("a.%d", id), From: "a", FromJob: id, To: "b", State: OutCheckpointing, At: clock,
+				Name: "train", Move: true, Signal: "USR1", CkptFile: ckpt, Why: "running job moved"}
+			ma.out[id] = r
+			ma.advance(ctx, r)
+			if sa.jobs[id].State != "COMPLETED" {
+				t.Fatalf("job here %s after the checkpoint signal", sa.jobs[id].State)
+			}
+			if tc.linkCut {
+				if r.State != OutAsked {
+					t.Fatalf("state %s with the link down, want asked", r.State)
+				}
+				clock = clock.Add(2 * time.Minute) // past the route timeout
+				ma.advance(ctx, r)
+				if r.State != OutAborting {
+					t.Fatalf("state %s past the timeout, want aborting", r.State)
+				}
+				ma.advance(ctx, r) // still no answer: nothing resubmitted yet
+				if r.State != OutAborting || len(sa.submitted) != 0 {
+					t.Fatalf("state %s, %d resubmitted before b confirmed the abort", r.State, len(sa.submitted))
+				}
+				startB() // the link is back
+				ma.advance(ctx, r)
+			}
+			if r.State != OutResumed {
+				t.Fatalf("state %s (%s), want resumed", r.State, r.Why)
+			}
+			if len(sb.submitted) != 0 {
+				t.Errorf("b has %d copies, want none", len(sb.submitted))
+			}
+			if len(sa.submitted) != 1 {
+				t.Fatalf("%d resubmitted here, want 1", len(sa.submitted))
+			}
+			s := sa.submitted[0]
+			args := strings.Join(s.Args, " ")
+			if s.User != "alice" || !strings.Contains(args, "--partition=long") || !strings.Contains(args, "--comment="+ResumeCommentPrefix+r.ID) ||
+				strings.Join(s.Env, " ") != "ROTA_MC_RESUME="+ckpt || !strings.Contains(string(s.Script), "train") {
+				t.Errorf("resubmitted as %+v", s)
+			}
+			if !strings.Contains(r.Why, tc.why) || !strings.Contains(r.Why, fmt.Sprintf("resumed here as job %d", r.HereJob)) {
+				t.Errorf("why: %s", r.Why)
+			}
+			if e := ma.Explain(r.HereJob); e == nil || e.ID != r.ID {
+				t.Errorf("explain of the resumed job: %+v", e)
+			}
+			// A restart between sbatch and its record finds the job by its
+			// comment instead of submitting it again.
+			r.State = OutResuming
+			ma.advance(ctx, r)
+			if r.State != OutResumed || len(sa.submitted) != 1 {
+				t.Errorf("after a retry: state %s, %d submissions", r.State, len(sa.submitted))
+			}
+		})
 	}
 }

@@ -138,6 +138,10 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 // not end in CheckpointWait, or ends otherwise, stays.
 func (m *Manager) checkpointed(ctx context.Context, r *Route) {
 	if r.SignalAt.IsZero() {
+		if err := m.keepHere(ctx, r); err != nil {
+			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job to move; trying again")
+			return
+		}
 		if err := m.sl.Signal(ctx, r.FromJob, r.Signal); err != nil {
 			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot signal the job to checkpoint; it stays")
 			m.set(r, OutStayed, r.Why+"; not moved: the checkpoint signal failed: "+err.Error())
