@@ -6,17 +6,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rota-hpc/rota/internal/freeport"
+	"github.com/rota-hpc/rota/internal/netrelay"
 )
 
 // mcPair is two dev clusters joined by a leaf node link, as
 // scripts/clusters makes them (docs/multicluster.md): a (v100, p100; 8
-// GPUs) takes the link, b (2 k80 and 2 v100 nodes; 16 GPUs) dials it.
-type mcPair struct{ a, b devCluster }
+// GPUs) takes the link, b (2 k80 and 2 v100 nodes; 16 GPUs) dials it
+// through link, a relay the test cuts as a WAN link fails.
+type mcPair struct {
+	a, b devCluster
+	link *netrelay.Relay
+	home string
+	// names are the clusters' Slurm names (SLURM_CLUSTER_NAME in jobs).
+	nameA, nameB string
+}
 
 func startMCPair(t *testing.T) mcPair {
 	t.Helper()
@@ -33,10 +42,18 @@ func startMCPair(t *testing.T) mcPair {
 		t.Fatal(err)
 	}
 	leaf := ports + 23
+	link, err := netrelay.Listen(fmt.Sprintf("127.0.0.1:%d", ports+22), fmt.Sprintf("127.0.0.1:%d", leaf), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	// Moves as scripts/clusters configures them, seconds-scale for
+	// minute-long jobs.
+	moves := "mc_moves = true\nmc_min_stay = 10s\nmc_move_cost = 5s\nmc_checkpoint_wait = 60s\nmc_transfer_dir = " + filepath.Join(home, "transfer") + "\n"
 	mk := func(name, types string, perType, slurmPort, natsPort int, linkLine string) devCluster {
 		extra := filepath.Join(home, name+".conf")
 		conf := fmt.Sprintf("cluster_name = %s\nmc_link = a-b:100MB/s:20ms\nmc_link_secret_file = %s\n%s\n"+
-			"mc_tick = 1s\nmc_view_max_age = 10s\nmc_margin = 10s\nmc_min_pending = 2s\nmc_route_timeout = 15s\n", name, secret, linkLine)
+			"mc_tick = 1s\nmc_view_max_age = 10s\nmc_margin = 10s\nmc_min_pending = 2s\nmc_route_timeout = 15s\n%s", name, secret, linkLine, moves)
 		if err := os.WriteFile(extra, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -45,8 +62,9 @@ func startMCPair(t *testing.T) mcPair {
 			"ROTA_DEV_CLUSTER="+nodePrefix+name, "ROTA_DEV_CONTROLLER_EXTRA="+extra, fmt.Sprintf("ROTA_NATS_URL=nats://127.0.0.1:%d", natsPort))
 	}
 	p := mcPair{
-		a: mk("a", "v100 p100", 1, ports, ports+4, fmt.Sprintf("mc_leaf_listen = 127.0.0.1:%d", leaf)),
-		b: mk("b", "k80 v100", 2, ports+10, ports+16, fmt.Sprintf("mc_leaf_remote = nats-leaf://127.0.0.1:%d", leaf)),
+		a:    mk("a", "v100 p100", 1, ports, ports+4, fmt.Sprintf("mc_leaf_listen = 127.0.0.1:%d", leaf)),
+		b:    mk("b", "k80 v100", 2, ports+10, ports+16, "mc_leaf_remote = nats-leaf://"+link.Addr()),
+		link: link, home: home, nameA: nodePrefix + "a", nameB: nodePrefix + "b",
 	}
 	if err := p.a.start(true); err != nil {
 		t.Fatal(err)
@@ -181,5 +199,194 @@ func TestMultiCluster(t *testing.T) {
 		if len(cs) != 1 {
 			t.Errorf("%s ran %d times: %v", name, len(cs), cs)
 		}
+	}
+
+	// Moves of running checkpointable jobs (mc_moves): a is filled with
+	// p100-only jobs, which b cannot take, while b is idle.
+	t.Run("moves once, not when slow, link cut mid-move", func(t *testing.T) {
+		small := p.moveJob(t, "mcit-move-small", "0.02", 600)
+		big := p.moveJob(t, "mcit-move-big", "50", 600) // 500 s over 100 MB/s
+		p.waitRunning(t, small, big)
+		p.fillA(t, 14)
+		// Cut the link as the small job checkpoints, for less than the
+		// route timeout (15 s): the move is delayed, not lost or doubled.
+		waitFor(t, 3*time.Minute, "the small job's checkpoint", func() bool { return strings.Contains(small.log(), " checkpoint ") })
+		p.link.Cut()
+		t.Logf("link cut at the checkpoint: %s", strings.TrimSpace(small.log()))
+		time.Sleep(8 * time.Second)
+		if err := p.link.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 4*time.Minute, "both move jobs done", func() bool { return small.done() && big.done() })
+		if where := small.check(t, 600); strings.Join(where, " ") != p.nameA+" "+p.nameB {
+			t.Errorf("small job ran on %v, want moved once from a to b", where)
+		}
+		if where := big.check(t, 600); strings.Join(where, " ") != p.nameA {
+			t.Errorf("big job ran on %v, want on a only", where)
+		}
+		e, _ := p.a.run(filepath.Join(repo, "bin/rota"), "explain", big.id)
+		if !strings.Contains(e, "refused") || !strings.Contains(e, "over the link") {
+			t.Errorf("explain of the big job on a:\n%s", e)
+		}
+		e, _ = p.a.run(filepath.Join(repo, "bin/rota"), "explain", small.id)
+		if !strings.Contains(e, "running job moved") || !strings.Contains(e, "(routed)") {
+			t.Errorf("explain of the small job on a:\n%s", e)
+		}
+		p.a.run("scancel", "-n", "mcit-fill")
+	})
+
+	t.Run("link cut past the route timeout: the moved job resumes on a", func(t *testing.T) {
+		j := p.moveJob(t, "mcit-move-cut", "0.02", 600)
+		p.waitRunning(t, j)
+		p.fillA(t, 14)
+		waitFor(t, 3*time.Minute, "the job's checkpoint", func() bool { return strings.Contains(j.log(), " checkpoint ") })
+		p.link.Cut()
+		// The copy cannot be asked for; after mc_route_timeout the route
+		// is aborted, which b must confirm before the job resumes here.
+		waitFor(t, time.Minute, "the move aborting", func() bool {
+			e, _ := p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
+			return strings.Contains(e, "(aborting)")
+		})
+		time.Sleep(3 * time.Second)
+		if strings.Count(j.log(), " start ") != 1 {
+			t.Fatalf("the job restarted before the abort was confirmed:\n%s", j.log())
+		}
+		p.a.run("scancel", "-n", "mcit-fill") // a is free again: no second move
+		if err := p.link.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 4*time.Minute, "the job done", j.done)
+		if where := j.check(t, 600); strings.Join(where, " ") != p.nameA+" "+p.nameA {
+			t.Errorf("ran on %v, want resumed on a", where)
+		}
+		e, _ := p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
+		if !strings.Contains(e, "resumed here as job") {
+			t.Errorf("explain on a:\n%s", e)
+		}
+		if c := p.copies(t, "mcit-move-cut"); len(c["mcit-move-cut"]) != 2 {
+			t.Errorf("copies %v, want the original and the one resumed on a", c)
+		}
+	})
+}
+
+// moveJob is a running checkpointable job submitted on a: a training loop
+// of steps at 10/s that, on USR1, saves its step (padded to 20 MB, a
+// checkpoint's size) and exits 0, and that resumes from ROTA_MC_RESUME.
+// Each run appends "cluster job event step unixtime" to its log.
+type moveJob struct {
+	id, dir, name string
+}
+
+func (p mcPair) moveJob(t *testing.T, name, ckptGB string, steps int) moveJob {
+	t.Helper()
+	dir := filepath.Join(p.home, "move")
+	if err := os.MkdirAll(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o1777)
+	j := moveJob{dir: dir, name: name}
+	ck, log := j.path("ckpt"), j.path("log")
+	os.Remove(ck)
+	os.Remove(log)
+	script := fmt.Sprintf(`#!/bin/bash
+#ROTA --checkpoint-gb=%[1]s --checkpoint-file=%[2]s
+step=0
+if [[ -n ${ROTA_MC_RESUME:-} ]]; then step=$(head -c 20 "$ROTA_MC_RESUME" | tr -dc 0-9); step=$((10#$step)); fi
+echo "$SLURM_CLUSTER_NAME $SLURM_JOB_ID start $step $(date +%%s.%%N)" >>%[3]s
+trap 'printf "%%020d" $step >%[2]s; head -c 20000000 /dev/zero >>%[2]s; echo "$SLURM_CLUSTER_NAME $SLURM_JOB_ID checkpoint $step $(date +%%s.%%N)" >>%[3]s; exit 0' USR1
+while ((step < %[4]d)); do sleep 0.1 & wait $!; step=$((step + 1)); done
+echo "$SLURM_CLUSTER_NAME $SLURM_JOB_ID done $step $(date +%%s.%%N)" >>%[3]s
+`, ckptGB, ck, log, steps)
+	sp := j.path("sh")
+	if err := os.WriteFile(sp, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j.id = p.submitA(t, name, "--gres=gpu:1", "--rota-types=v100,p100", fmt.Sprintf("--rota-steps=%d", steps),
+		"--rota-throughput=v100:10,p100:9,k80:3", "--rota-checkpoint-signal=USR1", sp)
+	return j
+}
+
+func (j moveJob) path(ext string) string { return filepath.Join(j.dir, j.name+"."+ext) }
+
+func (j moveJob) log() string {
+	b, _ := os.ReadFile(j.path("log"))
+	return string(b)
+}
+
+func (j moveJob) done() bool { return strings.Contains(j.log(), " done ") }
+
+// check reads the job's runs from its log: each run after the first
+// starts at the step the run before it checkpointed (> 0), after that run
+// ended (never two at once), and the last ends done at steps. It returns
+// the cluster of each run.
+func (j moveJob) check(t *testing.T, steps int) []string {
+	t.Helper()
+	type run struct {
+		cluster, job string
+		from, to     int
+		start, end   float64
+		ended        string
+	}
+	var runs []*run
+	for _, line := range strings.Split(strings.TrimSpace(j.log()), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 5 {
+			t.Fatalf("%s: bad log line %q", j.name, line)
+		}
+		step, _ := strconv.Atoi(f[3])
+		at, _ := strconv.ParseFloat(f[4], 64)
+		switch f[2] {
+		case "start":
+			runs = append(runs, &run{cluster: f[0], job: f[1], from: step, start: at})
+		default:
+			var r *run
+			for _, x := range runs {
+				if x.cluster == f[0] && x.job == f[1] {
+					r = x
+				}
+			}
+			if r == nil || r.ended != "" {
+				t.Fatalf("%s: %q without its start:\n%s", j.name, line, j.log())
+			}
+			r.to, r.end, r.ended = step, at, f[2]
+		}
+	}
+	var where []string
+	for i, r := range runs {
+		where = append(where, r.cluster)
+		switch {
+		case r.ended == "":
+			t.Errorf("%s: run %d (%s job %s) never ended:\n%s", j.name, i, r.cluster, r.job, j.log())
+		case i == 0 && r.from != 0:
+			t.Errorf("%s: first run starts at step %d", j.name, r.from)
+		case i > 0 && (r.from == 0 || r.from != runs[i-1].to):
+			t.Errorf("%s: run %d starts at step %d, the one before checkpointed at %d:\n%s", j.name, i, r.from, runs[i-1].to, j.log())
+		case i > 0 && r.start < runs[i-1].end:
+			t.Errorf("%s: run %d started before the one before it ended (two at once):\n%s", j.name, i, j.log())
+		case i < len(runs)-1 && r.ended != "checkpoint", i == len(runs)-1 && (r.ended != "done" || r.to != steps):
+			t.Errorf("%s: run %d ended %s at %d:\n%s", j.name, i, r.ended, r.to, j.log())
+		}
+	}
+	return where
+}
+
+func (p mcPair) waitRunning(t *testing.T, jobs ...moveJob) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, "the move jobs running on a", func() bool {
+		for _, j := range jobs {
+			if !strings.Contains(j.log(), " start ") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// fillA loads a with n jobs only a can run (p100, which b has not), so
+// that the running ones finish sooner on b.
+func (p mcPair) fillA(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		p.submitA(t, "mcit-fill", "--gres=gpu:p100:1", "--rota=off", "--wrap", "sleep 30")
 	}
 }

@@ -27,7 +27,10 @@ func printRoute(w io.Writer, r *wire.MCRoute) {
 		to += fmt.Sprintf(" as job %d", r.ToJob)
 	}
 	what := "sent to"
-	if r.Move {
+	switch {
+	case r.Move && (r.State == "resuming" || r.State == "resumed"):
+		what = "move not taken by" // it resumes here (the why says as which job)
+	case r.Move:
 		what = "running job moved to"
 	}
 	fmt.Fprintf(w, "cluster\t%s %s, route %s (%s): %s\n", what, to, r.ID, r.State, r.Why)
