@@ -432,7 +432,14 @@ func (m *Manager) routable(j *slurm.Job, d *wire.Decision) bool {
 	case "JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied":
 		return false
 	}
-	if d != nil && d.Given.Kind != "" && d.Given.Kind != wire.KindBatch {
+	if d == nil {
+		// Not Rota's (--rota=off, a plugin that failed open), or its
+		// decision not bound by a round yet: what the user asked cannot
+		// be told from what Rota set here (type, constraint), which the
+		// other cluster may not have.
+		return false
+	}
+	if d.Given.Kind != "" && d.Given.Kind != wire.KindBatch {
 		return false // sessions and services stay where their user is
 	}
 	m.mu.Lock()
