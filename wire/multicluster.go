@@ -2,7 +2,9 @@ package wire
 
 // Several clusters under one Rota (docs/multicluster.md). Each site's
 // controller publishes what it knows on SubjectMCView(its name) and takes
-// copies of other clusters' jobs on SubjectMCRoute(its name). These are the
+// copies of other clusters' jobs on SubjectMCRoute(its name), their moved
+// jobs' checkpoints on SubjectMCCheckpoint(its name), and answers probes of
+// the link on SubjectMCProbe(its name). These are the
 // only subjects the link between sites carries (its NATS leaf node
 // connection may publish and subscribe SubjectMCAll and nothing else), so
 // request replies go to SubjectMCReplyPrefix(the asker), not to _INBOX.
@@ -19,6 +21,48 @@ func SubjectMCView(cluster string) string { return "rota.v1.mc.view." + cluster 
 // SubjectMCRoute is request/reply, another cluster -> cluster: submit a copy
 // of a job here (or abort a route). Body MCRouteRequest, reply MCRouteReply.
 func SubjectMCRoute(cluster string) string { return "rota.v1.mc.route." + cluster }
+
+// SubjectMCCheckpoint is request/reply, another cluster -> cluster: a moved
+// job's checkpoint file, opened (MCChunkOpen) and then sent in chunks at
+// offsets. The request's metadata is in NATS headers (MCChunk*), its body
+// the chunk's raw bytes; the reply is MCChunkReply.
+func SubjectMCCheckpoint(cluster string) string { return "rota.v1.mc.ckpt." + cluster }
+
+// SubjectMCProbe is request/reply, another cluster -> cluster: any body,
+// answered with a few bytes, so the asker can time the link (its latency
+// from a small request, its bandwidth from a large one).
+func SubjectMCProbe(cluster string) string { return "rota.v1.mc.probe." + cluster }
+
+// The headers of a checkpoint request on SubjectMCCheckpoint.
+const (
+	// MCChunkRoute is the route ID ("<from>.<job id>"), MCChunkFrom the
+	// sending cluster.
+	MCChunkRoute = "Rota-Route"
+	MCChunkFrom  = "Rota-From"
+	// MCChunkOpen ("1") opens the transfer: no body; the receiver records
+	// it (MCChunkSize, MCChunkSHA256) and answers the bytes it holds.
+	MCChunkOpen = "Rota-Open"
+	// MCChunkSize is the whole file's size in bytes, MCChunkOffset where
+	// this chunk's body goes in it (decimal).
+	MCChunkSize   = "Rota-Size"
+	MCChunkOffset = "Rota-Offset"
+	// MCChunkSHA256 is the whole file's sha256 (hex), on the open.
+	MCChunkSHA256 = "Rota-Sha256"
+)
+
+// MCChunkReply answers a checkpoint request: the bytes the receiver holds
+// from the start of the file (Have: the sender goes on from there), Done
+// with the file's path there once it landed whole and its sha256 matched,
+// or an error (nothing written). Offset echoes the request's.
+type MCChunkReply struct {
+	V      int    `json:"v"`
+	ID     string `json:"id"`
+	Offset int64  `json:"offset"`
+	Have   int64  `json:"have"`
+	Done   bool   `json:"done,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
 
 // SubjectMCReplyPrefix is the inbox prefix of cluster's requests over the
 // link.
@@ -53,6 +97,10 @@ type MCView struct {
 	// link made not pay.
 	Moved       int `json:"moved"`
 	RefusedSlow int `json:"refused_slow"`
+	// CheckpointMaxGB is the largest checkpoint file this cluster takes
+	// of a job moved here (mc_transfer_max_gb); 0: it takes none (no
+	// mc_transfer_dir).
+	CheckpointMaxGB float64 `json:"checkpoint_max_gb,omitempty"`
 }
 
 // MCType is one GPU type of a cluster.
@@ -113,6 +161,18 @@ type MCPeer struct {
 	// config, mc_link); Bandwidth 0 means no link.
 	Bandwidth      float64 `json:"bandwidth"`
 	LatencySeconds float64 `json:"latency_s"`
+	// The link as measured (probes and transfers, a moving average):
+	// bandwidth (bytes/s) and latency, and the age of their last samples;
+	// 0 and -1 when never measured.
+	MeasuredBandwidth      float64 `json:"measured_bandwidth,omitempty"`
+	MeasuredLatencySeconds float64 `json:"measured_latency_s,omitempty"`
+	BandwidthAgeSeconds    float64 `json:"bandwidth_age_s"`
+	LatencyAgeSeconds      float64 `json:"latency_age_s"`
+	// Used is the figure predictions use now: "measured" (fresh enough),
+	// "configured", or "none" (no transfer possible).
+	Used string `json:"used,omitempty"`
+	// ProbeError is the last probe's failure, "" when it answered.
+	ProbeError string `json:"probe_error,omitempty"`
 }
 
 // MCRoute is one job routed between clusters.
@@ -126,10 +186,13 @@ type MCRoute struct {
 	Why      string `json:"why"`
 	At       string `json:"at"`
 	Incoming bool   `json:"incoming,omitempty"`
-	// A move of a running job: the predicted and measured transfer.
+	// A move of a running job: the predicted and measured transfer of
+	// its checkpoint, the bytes the receiver holds of SizeBytes.
 	Move       bool    `json:"move,omitempty"`
 	PredictedS float64 `json:"predicted_s,omitempty"`
 	ActualS    float64 `json:"actual_s,omitempty"`
+	SentBytes  int64   `json:"sent_bytes,omitempty"`
+	SizeBytes  int64   `json:"size_bytes,omitempty"`
 }
 
 // MCEstimate is one cluster x partition x type of `rota estimate`.
