@@ -53,15 +53,19 @@ const (
 // MCChunkReply answers a checkpoint request: the bytes the receiver holds
 // from the start of the file (Have: the sender goes on from there), Done
 // with the file's path there once it landed whole and its sha256 matched,
-// or an error (nothing written). Offset echoes the request's.
+// or an error (nothing written); Refused with it when the receiver will
+// not take this file at all (no mc_transfer_dir, over its
+// mc_transfer_max_gb), so that the sender gives up rather than retry.
+// Offset echoes the request's.
 type MCChunkReply struct {
-	V      int    `json:"v"`
-	ID     string `json:"id"`
-	Offset int64  `json:"offset"`
-	Have   int64  `json:"have"`
-	Done   bool   `json:"done,omitempty"`
-	Path   string `json:"path,omitempty"`
-	Error  string `json:"error,omitempty"`
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	Offset  int64  `json:"offset"`
+	Have    int64  `json:"have"`
+	Done    bool   `json:"done,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Refused bool   `json:"refused,omitempty"`
 }
 
 // SubjectMCReplyPrefix is the inbox prefix of cluster's requests over the

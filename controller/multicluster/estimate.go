@@ -104,8 +104,9 @@ func finish(j Job, v *wire.MCView, w float64, others float64, speed map[string]f
 }
 
 // Rows are the job's estimate per cluster x partition x type: every view
-// given (home first), its default partition, each type.
-func Rows(j Job, home *wire.MCView, views []*wire.MCView, ages map[string]float64, links []xcluster.Link,
+// given (home first), its default partition, each type; links are the
+// links from home to the others, by name (none: no transfer possible).
+func Rows(j Job, home *wire.MCView, views []*wire.MCView, ages map[string]float64, links map[string]xcluster.Link,
 	extra map[string]float64, speed map[string]float64) []wire.MCEstimate {
 	w := work(j, home, speed)
 	var out []wire.MCEstimate
@@ -115,7 +116,7 @@ func Rows(j Job, home *wire.MCView, views []*wire.MCView, ages map[string]float6
 		shared := finish(j, v, w, others, speed)
 		xfer := 0.0
 		if remote {
-			xfer = linkOf(links, home.Cluster, v.Cluster).Transfer(j.DataBytes)
+			xfer = links[v.Cluster].Transfer(j.DataBytes)
 			if math.IsInf(xfer, 1) {
 				xfer = -1
 			}

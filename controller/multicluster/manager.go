@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -63,21 +64,32 @@ type Config struct {
 	// CheckpointGB is a job's checkpoint when its script declares none
 	// (#ROTA --checkpoint-gb=N).
 	CheckpointGB float64
-	// TransferDir, when set, receives a moved job's checkpoint file (the
-	// script's #ROTA --checkpoint-file=PATH), copied at the link's
-	// bandwidth: the dev stand-in for the copy between sites, timed
-	// against the prediction.
+	// TransferDir is where the checkpoint files of jobs moved here from
+	// other clusters land (<route id>.ckpt), sent over the link by the
+	// sending controller (transfer.go); "" takes none, and no job with a
+	// checkpoint file (#ROTA --checkpoint-file=PATH) is moved here.
 	TransferDir string
+	// TransferMaxGB is the largest checkpoint file taken here
+	// (mc_transfer_max_gb).
+	TransferMaxGB float64
 	// CheckpointWait bounds how long a job signalled to checkpoint may
 	// take to end.
 	CheckpointWait time.Duration
+	// ProbeInterval is how often the link to each peer is timed
+	// (probe.go); 0: only checkpoint transfers measure it.
+	ProbeInterval time.Duration
+	// LinkMaxAge: a measured figure older than this gives way to the
+	// configured one (Links); 0: 3 x ProbeInterval (15 min with probes
+	// off).
+	LinkMaxAge time.Duration
 }
 
 // DefaultConfig is the manager's defaults (off until Name is set).
 func DefaultConfig() Config {
 	return Config{Tick: 2 * time.Second, ViewMaxAge: 20 * time.Second, Margin: time.Minute, MinPending: 5 * time.Second,
 		AskTimeout: 5 * time.Second, RouteTimeout: 30 * time.Second, Price: 1,
-		MoveCost: 2 * time.Minute, MarginFraction: 0.1, MinStay: 2 * time.Hour, CheckpointWait: 5 * time.Minute}
+		MoveCost: 2 * time.Minute, MarginFraction: 0.1, MinStay: 2 * time.Hour, CheckpointWait: 5 * time.Minute,
+		TransferMaxGB: 100, ProbeInterval: 5 * time.Minute}
 }
 
 // Slurm is what the manager asks of this cluster's Slurm.
@@ -138,8 +150,9 @@ type Route struct {
 	Name     string               `json:"name,omitempty"`
 	Incoming bool                 `json:"incoming,omitempty"`
 	// A move of a running job: its checkpoint signal and file, when it
-	// was signalled, the bytes to copy, the predicted and measured
-	// transfer seconds, where the copy landed.
+	// was signalled, the bytes the decision counted (checkpoint and data),
+	// the predicted and measured transfer seconds, where the checkpoint
+	// landed on the receiver.
 	Move       bool      `json:"move,omitempty"`
 	Signal     string    `json:"signal,omitempty"`
 	CkptFile   string    `json:"ckpt_file,omitempty"`
@@ -152,6 +165,17 @@ type Route struct {
 	// taken there (resume.go); HereJob is that job.
 	Here    *wire.MCRouteRequest `json:"here,omitempty"`
 	HereJob uint32               `json:"here_job,omitempty"`
+	// The checkpoint's transfer (transfer.go): the file's size and
+	// sha256, the bytes the receiver said it holds, the seconds spent
+	// sending so far, and the link figure the prediction took.
+	Size   int64   `json:"size,omitempty"`
+	SHA256 string  `json:"sha256,omitempty"`
+	Sent   int64   `json:"sent,omitempty"`
+	XferS  float64 `json:"xfer_s,omitempty"`
+	Link   string  `json:"link,omitempty"`
+	// XferAt is when the transfer began or the receiver last held more
+	// of it: with no progress for RouteTimeout the move is aborted.
+	XferAt time.Time `json:"xfer_at,omitzero"`
 }
 
 func (r *Route) final() bool {
@@ -162,6 +186,8 @@ func (r *Route) final() bool {
 type saved struct {
 	Out map[uint32]*Route `json:"out"`
 	In  map[string]*Route `json:"in"`
+	// Recv are the checkpoints coming in (transfer.go), by route ID.
+	Recv map[string]*receipt `json:"recv,omitempty"`
 }
 
 type peer struct {
@@ -203,6 +229,17 @@ type Manager struct {
 	refused map[uint32]string
 	// view is the last one published.
 	view *wire.MCView
+	// recv are the checkpoints coming in, links the links to the peers as
+	// measured, xfers the checkpoints sent (the last one's figures).
+	recv  map[string]*receipt
+	links map[string]*linkMeasure
+	xfers TransferStats
+	// warned is the last warning logged per route or peer, so a failure
+	// retried every tick is logged once.
+	warned map[string]string
+	// saveMu keeps saves in order: each writes the state as of its own
+	// marshal, never an older one over a newer.
+	saveMu sync.Mutex
 }
 
 // New makes a manager; store nil keeps its state in memory only.
@@ -217,7 +254,8 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 		store = newMemStore()
 	}
 	return &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
-		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{}}, nil
+		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{},
+		recv: map[string]*receipt{}, links: map[string]*linkMeasure{}, warned: map[string]string{}}, nil
 }
 
 // Run restores the state, subscribes and ticks until ctx ends.
@@ -233,11 +271,15 @@ func (m *Manager) Run(ctx context.Context) {
 		if s.In != nil {
 			m.in = s.In
 		}
+		if s.Recv != nil {
+			m.recv = s.Recv
+		}
 		m.mu.Unlock()
 		m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Msg("multi-cluster routes restored")
 	}
 	subs := []*nats.Subscription{}
-	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute} {
+	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute,
+		wire.SubjectMCCheckpoint(m.cfg.Name): m.onCheckpoint, wire.SubjectMCProbe(m.cfg.Name): m.onProbe} {
 		sub, err := m.nc.Subscribe(subj, h)
 		if err != nil {
 			m.log.Error().Err(err).Str("subject", subj).Msg("cannot subscribe; multi-cluster manager off")
@@ -250,7 +292,9 @@ func (m *Manager) Run(ctx context.Context) {
 			_ = s.Unsubscribe()
 		}
 	}()
-	m.log.Info().Str("cluster", m.cfg.Name).Int("links", len(m.cfg.Links)).Bool("route", !m.cfg.RouteOff).Msg("multi-cluster manager started")
+	m.log.Info().Str("cluster", m.cfg.Name).Int("links", len(m.cfg.Links)).Bool("route", !m.cfg.RouteOff).
+		Str("transfer_dir", m.cfg.TransferDir).Dur("probe_interval", m.cfg.ProbeInterval).Msg("multi-cluster manager started")
+	go m.probeLoop(ctx)
 	t := time.NewTicker(m.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -264,8 +308,10 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) save(ctx context.Context) error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
 	m.mu.Lock()
-	b, err := json.Marshal(saved{Out: m.out, In: m.in})
+	b, err := json.Marshal(saved{Out: m.out, In: m.in, Recv: m.recv})
 	m.mu.Unlock()
 	if err != nil {
 		return err
@@ -343,6 +389,9 @@ func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
 	}
 	v.RefusedSlow = len(m.refused)
 	m.mu.Unlock()
+	if m.cfg.TransferDir != "" {
+		v.CheckpointMaxGB = m.cfg.TransferMaxGB
+	}
 	for i := range jobs {
 		j := &jobs[i]
 		g := j.GPUs()
@@ -475,7 +524,7 @@ func (m *Manager) route(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 		var to *wire.MCView
 		gain, there, xfer := math.Inf(-1), 0.0, 0.0
 		for _, p := range peers {
-			l := linkOf(m.cfg.Links, home.Cluster, p.Cluster)
+			l := m.link(p.Cluster)
 			th := finish(c.job, p, w, p.DemandGPUs+extra[p.Cluster], m.cfg.Speed)
 			x := l.Transfer(c.job.DataBytes)
 			if g := xcluster.PlaceGain(here, th, x); g > gain {
@@ -511,7 +560,7 @@ func (m *Manager) route(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 		w := work(c.job, home, m.cfg.Speed)
 		here := finish(c.job, home, w, hereDemand-float64(c.job.GPUs), m.cfg.Speed)
 		why := fmt.Sprintf("estimated finish here %s, on %s %s + transfer %s (%.3g GB over %s): gains %s (margin %s)",
-			dur(here), to.Cluster, dur(there), dur(xfer), c.job.DataBytes/1e9, linkWords(linkOf(m.cfg.Links, home.Cluster, to.Cluster)),
+			dur(here), to.Cluster, dur(there), dur(xfer), c.job.DataBytes/1e9, m.link(to.Cluster).words(),
 			dur(g), m.cfg.Margin)
 		if math.IsInf(here, 1) {
 			why = fmt.Sprintf("cannot run here (no GPU type it allows has %d GPUs); on %s %s + transfer %s", c.job.GPUs, to.Cluster, dur(there), dur(xfer))
@@ -645,9 +694,13 @@ func (m *Manager) copyRequest(r *Route, spec *slurm.JobSpec, script []byte) *wir
 
 // ask sends the route's request (or its abort) and acts on the answer.
 func (m *Manager) ask(ctx context.Context, r *Route, abort bool) {
-	req := *r.Req
+	// An abort needs no request built (a move aborted in its transfer has
+	// none).
+	var req wire.MCRouteRequest
 	if abort {
 		req = wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, Abort: true}
+	} else {
+		req = *r.Req
 	}
 	b, _ := json.Marshal(req)
 	msg, err := m.mc.Request(wire.SubjectMCRoute(r.To), b, m.cfg.AskTimeout)
@@ -819,11 +872,21 @@ func (m *Manager) setIn(r *Route, st string, id uint32, why string) {
 	}
 }
 
-// prune forgets ended routes after a week and sends older than a minute.
+// prune forgets ended routes and checkpoints coming in after a week (the
+// part of a checkpoint that never landed is deleted; a landed one is the
+// job's), and sends older than a minute.
 func (m *Manager) prune() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
+	for id, rc := range m.recv {
+		if now.Sub(rc.At) > 7*24*time.Hour {
+			if !rc.Done {
+				_ = os.Remove(m.partPath(id))
+			}
+			delete(m.recv, id)
+		}
+	}
 	for id, r := range m.out {
 		if r.final() && now.Sub(r.At) > 7*24*time.Hour {
 			delete(m.out, id)
@@ -847,13 +910,7 @@ func (m *Manager) prune() {
 func (m *Manager) Status() *wire.MCStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := &wire.MCStatus{Cluster: m.cfg.Name}
-	now := m.now()
-	for _, n := range sortedKeys(m.peers) {
-		p := m.peers[n]
-		l := linkOf(m.cfg.Links, m.cfg.Name, n)
-		st.Peers = append(st.Peers, wire.MCPeer{View: p.view, AgeSeconds: now.Sub(p.got).Seconds(), Bandwidth: l.Bandwidth, LatencySeconds: l.Latency})
-	}
+	st := &wire.MCStatus{Cluster: m.cfg.Name, Peers: m.peersLocked()}
 	var rs []*Route
 	for _, r := range m.out {
 		rs = append(rs, r)
@@ -873,7 +930,8 @@ func (m *Manager) Status() *wire.MCStatus {
 
 func wireRoute(r *Route) wire.MCRoute {
 	return wire.MCRoute{ID: r.ID, From: r.From, FromJob: r.FromJob, To: r.To, ToJob: r.ToJob, State: r.State, Why: r.Why,
-		At: r.At.UTC().Format(time.RFC3339), Incoming: r.Incoming, Move: r.Move, PredictedS: r.PredictedS, ActualS: r.ActualS}
+		At: r.At.UTC().Format(time.RFC3339), Incoming: r.Incoming, Move: r.Move, PredictedS: r.PredictedS, ActualS: r.ActualS,
+		SentBytes: r.Sent, SizeBytes: r.Size}
 }
 
 // Explain is the route of a job of this cluster (sent away or taken in).
@@ -923,7 +981,11 @@ func (m *Manager) Estimate(j Job) []wire.MCEstimate {
 	if j.DataBytes == 0 {
 		j.DataBytes = m.cfg.DataGB * 1e9
 	}
-	return Rows(j, home, peers, ages, m.cfg.Links, extra, m.cfg.Speed)
+	links := map[string]xcluster.Link{}
+	for _, p := range peers {
+		links[p.Cluster] = m.link(p.Cluster).Link
+	}
+	return Rows(j, home, peers, ages, links, extra, m.cfg.Speed)
 }
 
 // CopyArgs are the sbatch options of a copy of the job on another
@@ -987,13 +1049,6 @@ func dur(s float64) string {
 		return "never"
 	}
 	return (time.Duration(s) * time.Second).Round(time.Second).String()
-}
-
-func linkWords(l xcluster.Link) string {
-	if l.Bandwidth <= 0 {
-		return "no link"
-	}
-	return fmt.Sprintf("%.3g MB/s", l.Bandwidth/1e6)
 }
 
 // memStore keeps the state in memory (no JetStream); safe for the

@@ -1,8 +1,11 @@
 package multicluster
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -229,6 +232,7 @@ func testConfig(name string) Config {
 	c.Name, c.Tick, c.Margin, c.MinPending = name, 50*time.Millisecond, 10*time.Second, 0
 	c.Links = []xcluster.Link{{A: "a", B: "b", Bandwidth: 1e9, Latency: 0.02}}
 	c.Speed = map[string]float64{"v100": 3.36, "p100": 3.17, "k80": 1}
+	c.ProbeInterval = 0 // the configured link, unless a test probes
 	return c
 }
 
@@ -437,15 +441,18 @@ func TestStartedAsHeld(t *testing.T) {
 }
 
 // TestMoves: of two running checkpointable jobs on a loaded a with b idle,
-// the one with a small checkpoint moves (checkpointed, copied at the
-// link's speed, resubmitted on b with ROTA_MC_RESUME), the one whose
-// checkpoint takes too long over the link stays, counted as refused.
+// the one with a small checkpoint moves (checkpointed, its file sent over
+// the link into b's transfer dir byte for byte, resubmitted on b with
+// ROTA_MC_RESUME there), the one whose checkpoint takes too long over the
+// link stays, counted as refused.
 func TestMoves(t *testing.T) {
 	url := startNATS(t)
 	sa, sb := newFake(100), newFake(500)
 	dir := t.TempDir()
 	ckpt := dir + "/small.ckpt"
-	if err := os.WriteFile(ckpt, make([]byte, 200_000), 0o644); err != nil {
+	content := make([]byte, 200_000)
+	_, _ = rand.Read(content)
+	if err := os.WriteFile(ckpt, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	h := wire.Hints{Steps: 6000, Throughput: map[string]float64{"v100": 10, "p100": 9, "k80": 3}, CheckpointSignal: "USR1"}
@@ -463,11 +470,11 @@ func TestMoves(t *testing.T) {
 	nca, mca := conn(t, url, "a")
 	ncb, mcb := conn(t, url, "b")
 	ca := testConfig("a")
-	ca.RouteOff, ca.Moves, ca.MoveCost, ca.MinStay, ca.TransferDir = true, true, 10*time.Second, time.Minute, dir+"/landed"
+	ca.RouteOff, ca.Moves, ca.MoveCost, ca.MinStay = true, true, 10*time.Second, time.Minute
 	ca.Links = []xcluster.Link{{A: "a", B: "b", Bandwidth: 1e6, Latency: 0.02}} // 1 MB/s: 50 GB is 14 h
 	ma, _ := New(ca, zerolog.Nop(), sa, la, nca, mca, nil)
 	cb := testConfig("b")
-	cb.RouteOff = true
+	cb.RouteOff, cb.TransferDir = true, dir+"/landed"
 	mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 8, "v100": 8})}, ncb, mcb, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -477,8 +484,11 @@ func TestMoves(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	cancel()
 	r := ma.Explain(small)
-	if !r.Move || r.ActualS < 0.15 || r.PredictedS < 0.2 || r.ToJob == 0 {
-		t.Errorf("small job's move: %+v (200 kB at 1 MB/s is 0.2 s)", r)
+	if !r.Move || r.ActualS <= 0 || math.Abs(r.PredictedS-0.22) > 1e-9 || r.ToJob == 0 || r.SizeBytes != 200_000 || r.SentBytes != 200_000 {
+		t.Errorf("small job's move: %+v (200 kB at 1 MB/s + 20 ms is 0.22 s)", r)
+	}
+	if !strings.Contains(r.Why, "predicted 0.22s (1 MB/s configured)") {
+		t.Errorf("why: %s", r.Why)
 	}
 	if got := ma.Explain(big); got == nil || got.State != "refused_slow" || !strings.Contains(got.Why, "does not pay") {
 		t.Errorf("big job: %+v", got)
@@ -489,25 +499,31 @@ func TestMoves(t *testing.T) {
 	if len(sa.signals) != 1 || sa.signals[0] != "USR1" {
 		t.Errorf("signals %v", sa.signals)
 	}
-	if _, err := os.Stat(dir + "/landed/a." + fmt.Sprint(small) + ".ckpt"); err != nil {
-		t.Error(err)
+	if got, err := os.ReadFile(dir + "/landed/a." + fmt.Sprint(small) + ".ckpt"); err != nil || !bytes.Equal(got, content) {
+		t.Errorf("landed checkpoint: %d bytes, %v; want the job's %d", len(got), err, len(content))
+	}
+	if tr := ma.Transfers(); tr.Count != 1 || tr.LastBytes != 200_000 || tr.LastActualS != r.ActualS {
+		t.Errorf("transfers: %+v", tr)
 	}
 }
 
 // TestMoveNotTakenResumesHere: a moved job has ended here at its
-// checkpoint when the other cluster is asked for its copy. If b refuses
-// the copy, or the link is down past the route timeout and the abort is
-// then confirmed, the job is submitted again here, as its user, from its
-// checkpoint, once; it is never left run nowhere.
+// checkpoint when its checkpoint is sent and the other cluster asked for
+// its copy. If b refuses the copy, or the checkpoint itself, or the link
+// is down past the route timeout and the abort is then confirmed, the job
+// is submitted again here, as its user, from its checkpoint, once; it is
+// never left run nowhere.
 func TestMoveNotTakenResumesHere(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		refuse  bool // b answers, refusing the copy
 		linkCut bool // b does not answer until after the route timeout
+		noDir   bool // b takes no checkpoints
 		why     string
 	}{
-		{"b refuses", true, false, "Invalid account"},
-		{"link cut past the timeout", false, true, "no answer in time, move aborted"},
+		{"b refuses", true, false, false, "Invalid account"},
+		{"link cut past the timeout", false, true, false, "no answer in time, move aborted"},
+		{"b takes no checkpoint", false, false, true, "takes no checkpoints (its mc_transfer_dir is not set)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -526,7 +542,7 @@ func TestMoveNotTakenResumesHere(t *testing.T) {
 			la := fakeLocal{snap: snap(map[string]int{"v100": 4}), hint: map[uint32]wire.Hints{id: h}}
 			nca, mca := conn(t, url, "a")
 			ca := testConfig("a")
-			ca.TransferDir, ca.AskTimeout, ca.RouteTimeout = dir+"/landed", 100*time.Millisecond, time.Minute
+			ca.AskTimeout, ca.RouteTimeout = 100*time.Millisecond, time.Minute
 			ma, _ := New(ca, zerolog.Nop(), sa, la, nca, mca, nil)
 			clock := time.Now()
 			ma.now = func() time.Time { return clock }
@@ -535,7 +551,10 @@ func TestMoveNotTakenResumesHere(t *testing.T) {
 			startB := func() {
 				ncb, mcb := conn(t, url, "b")
 				cb := testConfig("b")
-				cb.RouteOff = true
+				cb.RouteOff, cb.TransferDir = true, dir+"/landed"
+				if tc.noDir {
+					cb.TransferDir = ""
+				}
 				mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 8})}, ncb, mcb, nil)
 				go mb.Run(ctx)
 				time.Sleep(100 * time.Millisecond) // its subscriptions
@@ -551,8 +570,10 @@ func TestMoveNotTakenResumesHere(t *testing.T) {
 				t.Fatalf("job here %s after the checkpoint signal", sa.jobs[id].State)
 			}
 			if tc.linkCut {
-				if r.State != OutAsked {
-					t.Fatalf("state %s with the link down, want asked", r.State)
+				// The checkpoint cannot cross: the move waits in its
+				// transfer, then aborts like a route with no answer.
+				if r.State != OutTransferring {
+					t.Fatalf("state %s with the link down, want transferring", r.State)
 				}
 				clock = clock.Add(2 * time.Minute) // past the route timeout
 				ma.advance(ctx, r)

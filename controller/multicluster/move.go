@@ -2,14 +2,11 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/xcluster"
@@ -19,9 +16,11 @@ import (
 // moves sends running checkpointable jobs to another cluster when the
 // planned rule (xcluster.Rule.MoveScore, the simulator's) says the gain
 // beats the move's whole cost: checkpoint, the transfer of checkpoint and
-// data at the link's speed, restart, and a margin; and only after the
-// job has run MinStay here. A move the transfer alone makes not pay is
-// counted as refused (slow link).
+// data at the link's speed (measured, else configured: probe.go),
+// restart, and a margin; and only after the job has run MinStay here. A
+// job with a checkpoint file goes only where it may land (the view's
+// CheckpointMaxGB). A move the transfer alone makes not pay is counted as
+// refused (slow link).
 func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView) {
 	peers, extra, _ := m.freshPeers()
 	if len(peers) == 0 {
@@ -70,11 +69,15 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 			ck = gb
 		}
 		bytes := ck*1e9 + job.DataBytes
+		_, hasFile := declaredString(script, "checkpoint-file")
 		c := cand{j: j, job: job, left: left, script: script, score: math.Inf(-1)}
 		here := finish(job, home, left, hereDemand-float64(job.GPUs), m.cfg.Speed)
 		for _, p := range peers {
+			if hasFile && (p.CheckpointMaxGB <= 0 || ck > p.CheckpointMaxGB) {
+				continue // it cannot take this checkpoint file
+			}
 			th := finish(job, p, left, p.DemandGPUs+extra[p.Cluster], m.cfg.Speed)
-			x := linkOf(m.cfg.Links, home.Cluster, p.Cluster).Transfer(bytes)
+			x := m.link(p.Cluster).Transfer(bytes)
 			if s := rule.MoveScore(here, th, x); s > c.score {
 				c.to, c.score, c.xfer, c.there = p, s, x, th
 			}
@@ -86,7 +89,7 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 			// Would it pay but for the copy? Then the link is too slow.
 			if rule.MoveScore(here, c.there, 0) > 0 {
 				why := fmt.Sprintf("move to %s refused: it would finish in %s there against %s here, but copying %.3g GB takes %s over the link (%s), so the move does not pay",
-					c.to.Cluster, dur(c.there), dur(here), bytes/1e9, dur(c.xfer), linkWords(linkOf(m.cfg.Links, home.Cluster, c.to.Cluster)))
+					c.to.Cluster, dur(c.there), dur(here), bytes/1e9, dur(c.xfer), m.link(c.to.Cluster).words())
 				m.mu.Lock()
 				m.refused[j.ID] = why
 				m.mu.Unlock()
@@ -109,7 +112,7 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 		d := m.local.Decision(c.j.ID)
 		why := fmt.Sprintf("running job moved: %.0f steps left finish in %s here, %s on %s; the move costs checkpoint+restart %s + transfer %s (%.3g GB over %s) + margin %s + %.0f%% of the time here: gains %s",
 			c.left, dur(here), dur(th), c.to.Cluster, m.cfg.MoveCost, dur(c.xfer), c.job.DataBytes/1e9,
-			linkWords(linkOf(m.cfg.Links, home.Cluster, c.to.Cluster)), m.cfg.Margin, 100*m.cfg.MarginFraction, dur(score))
+			m.link(c.to.Cluster).words(), m.cfg.Margin, 100*m.cfg.MarginFraction, dur(score))
 		r := &Route{ID: fmt.Sprintf("%s.%d", m.cfg.Name, c.j.ID), From: m.cfg.Name, FromJob: c.j.ID, To: c.to.Cluster,
 			State: OutCheckpointing, Why: why, At: m.now(), GPUs: c.job.GPUs, Name: c.j.Name, Move: true,
 			Signal: d.Asked.Hints.CheckpointSignal, Bytes: c.job.DataBytes, PredictedS: c.xfer}
@@ -169,27 +172,42 @@ func (m *Manager) checkpointed(ctx context.Context, r *Route) {
 	m.set(r, OutTransferring, "")
 }
 
-// transfer copies the checkpoint file to TransferDir at the link's
-// bandwidth (when both are set), times it against the prediction, and
-// builds the copy's request, which resumes from it (ROTA_MC_RESUME).
+// transfer sends the checkpoint file to the other cluster over the link
+// (transfer.go), a slice of time per tick, going on from what the
+// receiver holds; once it landed there whole, it builds the copy's
+// request, which resumes from it (ROTA_MC_RESUME, the receiver's path).
+// A job that declared no checkpoint file has nothing to send.
 func (m *Manager) transfer(ctx context.Context, r *Route) {
-	landed := ""
-	if r.CkptFile != "" && m.cfg.TransferDir != "" {
-		l := linkOf(m.cfg.Links, r.From, r.To)
-		dst := filepath.Join(m.cfg.TransferDir, r.ID+".ckpt")
-		t0 := m.now()
-		n, err := throttledCopy(ctx, r.CkptFile, dst, l.Bandwidth)
+	m.mu.Lock()
+	landed := r.Landed
+	m.mu.Unlock()
+	if r.CkptFile != "" && landed == "" {
+		path, err := m.sendCheckpoint(ctx, r, m.transferSlice())
 		if err != nil {
-			m.log.Warn().Err(err).Str("route", r.ID).Msg("cannot copy the checkpoint; trying again")
+			m.mu.Lock()
+			stuck := !r.XferAt.IsZero() && m.now().Sub(r.XferAt) > m.cfg.RouteTimeout
+			m.mu.Unlock()
+			if errors.As(err, &refusedError{}) || stuck {
+				// As a route with no answer: the other side confirms the
+				// abort, then the job resumes here from its checkpoint.
+				m.log.Warn().Err(err).Str("route", r.ID).Str("to", r.To).
+					Msg("the moved job's checkpoint cannot cross (refused there, or no progress for mc_route_timeout); aborting the move: the job resumes here from its checkpoint once the other cluster confirms")
+				m.set(r, OutAborting, r.Why+"; its checkpoint did not cross: "+err.Error())
+				m.clearWarn("route", r.ID)
+				return
+			}
+			m.warnOnce("route", r.ID, err, "cannot send the moved job's checkpoint to cluster "+r.To+
+				" (the job has ended here at its checkpoint and waits); trying again every tick, the move is aborted after mc_route_timeout without progress: see the error, and `rota status` for the link")
 			return
 		}
-		actual := m.now().Sub(t0).Seconds() + l.Latency
+		if path == "" {
+			return // more next tick
+		}
+		m.clearWarn("route", r.ID)
+		landed = path
 		m.mu.Lock()
-		r.ActualS, r.PredictedS = actual, l.Transfer(float64(n))
-		r.Why += fmt.Sprintf("; checkpoint %d bytes copied in %.2fs, predicted %.2fs", n, actual, r.PredictedS)
+		r.Landed = landed
 		m.mu.Unlock()
-		landed = dst
-		m.log.Info().Str("route", r.ID).Int64("bytes", n).Float64("predicted_s", r.PredictedS).Float64("actual_s", actual).Msg("checkpoint transferred")
 	}
 	spec, _, err := m.sl.ShowJob(ctx, r.FromJob)
 	if err != nil {
@@ -203,58 +221,9 @@ func (m *Manager) transfer(ctx context.Context, r *Route) {
 	req := m.copyRequest(r, &spec, script)
 	req.Resume = landed
 	m.mu.Lock()
-	r.Landed = landed
 	r.Req = req
 	r.State, r.AskedAt = OutAsked, m.now()
 	m.mu.Unlock()
-}
-
-// throttledCopy copies src to dst at most bw bytes/s (0: unthrottled).
-func throttledCopy(ctx context.Context, src, dst string, bw float64) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return 0, err
-	}
-	out, err := os.OpenFile(dst+".part", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer out.Close()
-	buf := make([]byte, 64<<10)
-	start := time.Now()
-	var n int64
-	for {
-		k, rerr := in.Read(buf)
-		if k > 0 {
-			if _, err := out.Write(buf[:k]); err != nil {
-				return n, err
-			}
-			n += int64(k)
-			if bw > 0 {
-				if ahead := time.Duration(float64(n)/bw*float64(time.Second)) - time.Since(start); ahead > 0 {
-					select {
-					case <-ctx.Done():
-						return n, ctx.Err()
-					case <-time.After(ahead):
-					}
-				}
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
-	if err := out.Close(); err != nil {
-		return n, err
-	}
-	return n, os.Rename(dst+".part", dst)
 }
 
 // declaredString reads "#ROTA --<key>=VALUE" from a batch script.

@@ -1,0 +1,576 @@
+package multicluster
+
+// A moved job's checkpoint crosses the link between sites itself, as
+// request/reply on wire.SubjectMCCheckpoint(receiver):
+//
+//   - the sender opens the transfer (route ID, size, sha256); the receiver
+//     records it and answers the bytes it already holds of it;
+//   - the sender sends the file from there in chunks (chunkBytes, several
+//     in flight), each request's body written by the receiver at its
+//     offset into <its mc_transfer_dir>/<route id>.ckpt.part, each answered
+//     with the bytes it now holds;
+//   - the chunk that completes the file has the receiver check the whole
+//     file's sha256 and rename it <route id>.ckpt: the answer is its path,
+//     which the copy there resumes from (ROTA_MC_RESUME).
+//
+// A send runs a slice of time per tick (transferSlice), so this cluster's
+// views and routes go on meanwhile, and the next slice opens again and
+// goes on from what the receiver holds: a cut link, a lost answer or a
+// restart of either controller costs at most what was in flight, and a
+// chunk sent twice is written twice at the same offset, harmlessly.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rota-hpc/rota/wire"
+)
+
+const (
+	// chunkBytes is one chunk's body, well under NATS's 1 MiB
+	// max_payload.
+	chunkBytes = 256 << 10
+	// chunkWindow chunks are in flight at once (2 MiB), so a link of
+	// 20 ms round trip still carries ~100 MB/s, which one chunk waiting
+	// for its answer at a time would cut to ~13 MB/s.
+	chunkWindow = 8
+	// maxChunkBytes is the largest body the receiver takes.
+	maxChunkBytes = 1 << 20
+	// minSampleBytes: a transfer this large or larger is a sample of the
+	// link's bandwidth (a smaller one measures mostly its latency).
+	minSampleBytes = 1 << 20
+	// errMismatch starts the receiver's answer when the file it holds
+	// fails its sha256: the sender reads the file again and starts over.
+	errMismatch = "checksum mismatch"
+)
+
+// receipt is the receiver's record of a checkpoint coming in, saved with
+// the routes: what the sender opened, and whether it landed whole.
+type receipt struct {
+	ID     string    `json:"id"`
+	From   string    `json:"from"`
+	Size   int64     `json:"size"`
+	SHA256 string    `json:"sha256"`
+	At     time.Time `json:"at"`
+	Done   bool      `json:"done,omitempty"`
+}
+
+// TransferStats are the checkpoints sent from here: how many, their
+// bytes, and the last one's predicted and actual seconds.
+type TransferStats struct {
+	Count          uint64
+	Bytes          float64
+	LastBytes      int64
+	LastPredictedS float64
+	LastActualS    float64
+}
+
+// Transfers are the checkpoints sent from here (the metrics).
+func (m *Manager) Transfers() TransferStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.xfers
+}
+
+// chunkReq is one request on the checkpoint subject, decoded.
+type chunkReq struct {
+	ID, From     string
+	Open         bool
+	Size, Offset int64
+	SHA256       string
+	Data         []byte
+}
+
+var (
+	// routeID is "<cluster>.<job id>": no path separator, no "..".
+	routeID = regexp.MustCompile(`^[A-Za-z0-9_]+\.[0-9]+$`)
+	hexSum  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// decodeChunk reads a checkpoint request and refuses what is not one: a
+// route ID other than "<from>.<job id>" (so nothing but a plain file
+// name can come of it), a size or offset that is not a number from 0, a
+// chunk that would reach past the file's size, a body over maxChunkBytes,
+// an open without the file's sha256.
+func decodeChunk(h nats.Header, data []byte) (chunkReq, error) {
+	c := chunkReq{ID: h.Get(wire.MCChunkRoute), From: h.Get(wire.MCChunkFrom), Open: h.Get(wire.MCChunkOpen) == "1",
+		SHA256: h.Get(wire.MCChunkSHA256), Data: data}
+	if len(c.ID) > 200 || !routeID.MatchString(c.ID) || !strings.HasPrefix(c.ID, c.From+".") {
+		return c, fmt.Errorf("bad route id %q from %q: want <from cluster>.<job id>", c.ID, c.From)
+	}
+	size, err := strconv.ParseInt(h.Get(wire.MCChunkSize), 10, 64)
+	if err != nil || size < 0 {
+		return c, fmt.Errorf("bad size %q", h.Get(wire.MCChunkSize))
+	}
+	c.Size = size
+	if c.Open {
+		if !hexSum.MatchString(c.SHA256) {
+			return c, errors.New("an open needs the file's sha256 (64 hex digits)")
+		}
+		if len(data) > 0 {
+			return c, errors.New("an open carries no data")
+		}
+		return c, nil
+	}
+	off, err := strconv.ParseInt(h.Get(wire.MCChunkOffset), 10, 64)
+	if err != nil || off < 0 {
+		return c, fmt.Errorf("bad offset %q", h.Get(wire.MCChunkOffset))
+	}
+	c.Offset = off
+	if len(data) > maxChunkBytes {
+		return c, fmt.Errorf("chunk of %d bytes, over %d", len(data), maxChunkBytes)
+	}
+	if off > size || int64(len(data)) > size-off {
+		return c, fmt.Errorf("chunk at %d of %d bytes is past the file's size %d", off, len(data), size)
+	}
+	return c, nil
+}
+
+// finalPath and partPath are where route id's checkpoint lands here.
+func (m *Manager) finalPath(id string) string {
+	return filepath.Join(m.cfg.TransferDir, id+".ckpt")
+}
+
+func (m *Manager) partPath(id string) string { return m.finalPath(id) + ".part" }
+
+// onCheckpoint is another cluster sending a moved job's checkpoint here.
+func (m *Manager) onCheckpoint(msg *nats.Msg) {
+	c, err := decodeChunk(msg.Header, msg.Data)
+	var rep wire.MCChunkReply
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch {
+	case err != nil:
+		rep = wire.MCChunkReply{V: wire.Version, ID: msg.Header.Get(wire.MCChunkRoute), Error: err.Error()}
+	case c.Open:
+		rep = m.openReceipt(ctx, c)
+	default:
+		rep = m.receiveChunk(ctx, c)
+	}
+	if rep.Error != "" {
+		m.log.Debug().Str("route", rep.ID).Str("error", rep.Error).Msg("checkpoint request refused")
+	}
+	b, _ := json.Marshal(rep)
+	if err := msg.Respond(b); err != nil {
+		m.log.Debug().Err(err).Msg("cannot answer a checkpoint request")
+	}
+}
+
+// takes says why this cluster takes no checkpoint of c's size from c's
+// sender ("" it does).
+func (m *Manager) takes(c chunkReq) string {
+	switch {
+	case m.cfg.TransferDir == "":
+		return "cluster " + m.cfg.Name + " takes no checkpoints (its mc_transfer_dir is not set)"
+	case c.From == m.cfg.Name:
+		return "a checkpoint from this cluster itself"
+	case float64(c.Size) > m.cfg.TransferMaxGB*1e9:
+		return fmt.Sprintf("the checkpoint (%.3g GB) is over cluster %s's mc_transfer_max_gb (%g): raise it there, or make the checkpoint smaller",
+			float64(c.Size)/1e9, m.cfg.Name, m.cfg.TransferMaxGB)
+	}
+	return ""
+}
+
+// openReceipt records a checkpoint coming in (a new one, or another file
+// under a route ID already open: it starts over) and answers what is
+// held of it.
+func (m *Manager) openReceipt(ctx context.Context, c chunkReq) wire.MCChunkReply {
+	rep := wire.MCChunkReply{V: wire.Version, ID: c.ID}
+	if why := m.takes(c); why != "" {
+		rep.Error, rep.Refused = why, true
+		return rep
+	}
+	if err := os.MkdirAll(m.cfg.TransferDir, 0o755); err != nil {
+		rep.Error = fmt.Sprintf("cluster %s cannot make its mc_transfer_dir: %v", m.cfg.Name, err)
+		m.warnOnce("receiving", c.ID, err, "cannot make mc_transfer_dir for a checkpoint coming in; fix the directory")
+		return rep
+	}
+	m.mu.Lock()
+	rc := m.recv[c.ID]
+	fresh := rc == nil || rc.Size != c.Size || rc.SHA256 != c.SHA256
+	if fresh {
+		rc = &receipt{ID: c.ID, From: c.From, Size: c.Size, SHA256: c.SHA256, At: m.now()}
+		m.recv[c.ID] = rc
+	}
+	m.mu.Unlock()
+	final, part := m.finalPath(c.ID), m.partPath(c.ID)
+	if fresh {
+		// Whatever an earlier file under this ID left is not this one.
+		_ = os.Remove(part)
+		_ = os.Remove(final)
+		if err := m.save(ctx); err != nil {
+			rep.Error = "cannot record the transfer: " + err.Error()
+			return rep
+		}
+		m.log.Debug().Str("route", c.ID).Str("from", c.From).Int64("bytes", c.Size).Msg("checkpoint transfer opened")
+	}
+	m.mu.Lock()
+	done := rc.Done
+	m.mu.Unlock()
+	if !done {
+		// Landed but not recorded (stopped between the rename and the
+		// save): the file itself says.
+		if sum, n, err := fileSum(final); err == nil && n == rc.Size && sum == rc.SHA256 {
+			m.landed(ctx, rc)
+			done = true
+		}
+	}
+	if done {
+		if st, err := os.Stat(final); err == nil && st.Size() == rc.Size {
+			rep.Have, rep.Done, rep.Path = rc.Size, true, final
+			return rep
+		}
+		// Landed once, gone since: take it again.
+		m.mu.Lock()
+		rc.Done = false
+		m.mu.Unlock()
+	}
+	rep.Have = m.held(rc)
+	return rep
+}
+
+// held is the bytes of rc's part file here (0 none, or one longer than
+// the file, which is not this file's and is deleted).
+func (m *Manager) held(rc *receipt) int64 {
+	st, err := os.Stat(m.partPath(rc.ID))
+	if err != nil {
+		return 0
+	}
+	if st.Size() > rc.Size {
+		_ = os.Remove(m.partPath(rc.ID))
+		return 0
+	}
+	return st.Size()
+}
+
+// receiveChunk writes one chunk at its offset and answers the bytes held;
+// the chunk that completes the file checks its sha256 and lands it.
+func (m *Manager) receiveChunk(ctx context.Context, c chunkReq) wire.MCChunkReply {
+	rep := wire.MCChunkReply{V: wire.Version, ID: c.ID, Offset: c.Offset}
+	if why := m.takes(c); why != "" {
+		rep.Error, rep.Refused = why, true
+		return rep
+	}
+	m.mu.Lock()
+	rc := m.recv[c.ID]
+	var done bool
+	if rc != nil {
+		done = rc.Done
+	}
+	m.mu.Unlock()
+	switch {
+	case rc == nil:
+		rep.Error = "no transfer " + c.ID + " is open here: open it first"
+		return rep
+	case c.Size != rc.Size:
+		rep.Error = fmt.Sprintf("size %d differs from the transfer opened (%d bytes): open it again", c.Size, rc.Size)
+		return rep
+	case done:
+		rep.Have, rep.Done, rep.Path = rc.Size, true, m.finalPath(c.ID)
+		return rep
+	}
+	have := m.held(rc)
+	if c.Offset > have {
+		// Out of step (a chunk before it was lost): nothing written, the
+		// sender goes on from what is held.
+		rep.Have = have
+		return rep
+	}
+	f, err := os.OpenFile(m.partPath(c.ID), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err == nil {
+		_, err = f.WriteAt(c.Data, c.Offset)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		rep.Error = fmt.Sprintf("cluster %s cannot write the checkpoint: %v", m.cfg.Name, err)
+		rep.Have = m.held(rc)
+		m.warnOnce("receiving", c.ID, err, "cannot write a checkpoint coming in; check mc_transfer_dir's space and rights")
+		return rep
+	}
+	have = max(have, c.Offset+int64(len(c.Data)))
+	rep.Have = have
+	m.log.Debug().Str("route", c.ID).Int64("offset", c.Offset).Int("bytes", len(c.Data)).Int64("have", have).Int64("size", rc.Size).Msg("checkpoint chunk written")
+	if have < rc.Size {
+		return rep
+	}
+	sum, _, err := fileSum(m.partPath(c.ID))
+	if err != nil || sum != rc.SHA256 {
+		_ = os.Remove(m.partPath(c.ID))
+		rep.Have = 0
+		rep.Error = errMismatch + ": the checkpoint arrived damaged (or changed while it was sent); send it again from the start"
+		m.log.Warn().Str("route", c.ID).Str("from", c.From).Msg("a checkpoint coming in failed its sha256 check; deleted, the sender starts over")
+		return rep
+	}
+	if err := syncRename(m.partPath(c.ID), m.finalPath(c.ID)); err != nil {
+		rep.Error = fmt.Sprintf("cluster %s cannot keep the checkpoint: %v", m.cfg.Name, err)
+		return rep
+	}
+	m.landed(ctx, rc)
+	m.log.Info().Str("route", c.ID).Str("from", c.From).Int64("bytes", rc.Size).Str("path", m.finalPath(c.ID)).Msg("checkpoint received")
+	rep.Done, rep.Path = true, m.finalPath(c.ID)
+	return rep
+}
+
+// landed records rc whole here.
+func (m *Manager) landed(ctx context.Context, rc *receipt) {
+	m.mu.Lock()
+	rc.Done = true
+	m.mu.Unlock()
+	m.clearWarn("receiving", rc.ID)
+	_ = m.save(ctx) // unsaved, the next open finds the file itself
+}
+
+// syncRename flushes part to disk and renames it final.
+func syncRename(part, final string) error {
+	f, err := os.OpenFile(part, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(part, final)
+}
+
+// fileSum is a file's sha256 (hex) and size.
+func fileSum(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// transferSlice is how long one tick sends a checkpoint: a quarter of
+// the views' max age (so this cluster's views stay fresh at the others
+// meanwhile), at least a tick.
+func (m *Manager) transferSlice() time.Duration {
+	return max(m.cfg.ViewMaxAge/4, m.cfg.Tick)
+}
+
+// sendCheckpoint sends r's checkpoint file to r.To for at most budget,
+// from what the receiver holds. It returns the file's path there once it
+// landed whole, "" while more remains. The first call reads the file's
+// size and sha256 and the prediction; each call adds its time to the
+// actual, so a transfer a cut link split counts the time spent sending.
+func (m *Manager) sendCheckpoint(ctx context.Context, r *Route, budget time.Duration) (string, error) {
+	m.mu.Lock()
+	sum := r.SHA256
+	m.mu.Unlock()
+	if sum == "" {
+		s, size, err := fileSum(r.CkptFile)
+		if err != nil {
+			return "", fmt.Errorf("cannot read the checkpoint file %s (the job's #ROTA --checkpoint-file): %w", r.CkptFile, err)
+		}
+		l := m.link(r.To)
+		m.mu.Lock()
+		r.Size, r.SHA256, r.Sent, r.XferS = size, s, 0, 0
+		r.PredictedS, r.Link = l.Transfer(float64(size)), l.words()
+		if r.XferAt.IsZero() {
+			r.XferAt = m.now()
+		}
+		m.mu.Unlock()
+	}
+	f, err := os.Open(r.CkptFile)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the checkpoint file %s: %w", r.CkptFile, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() != r.Size {
+		m.mu.Lock()
+		r.SHA256 = "" // read it again next tick and start over
+		m.mu.Unlock()
+		return "", fmt.Errorf("the checkpoint file %s changed since its transfer began; sending it again from the start", r.CkptFile)
+	}
+	start := time.Now()
+	have, path, err := m.sendSlice(ctx, r, f, start.Add(budget))
+	took := time.Since(start).Seconds()
+	m.mu.Lock()
+	if have > r.Sent || path != "" {
+		r.XferAt = m.now() // progress
+	}
+	r.Sent = have
+	r.XferS += took
+	if err != nil && strings.Contains(err.Error(), errMismatch) {
+		r.SHA256 = ""
+	}
+	m.mu.Unlock()
+	if err != nil || path == "" {
+		return "", err
+	}
+	m.mu.Lock()
+	r.ActualS = r.XferS
+	r.Why += fmt.Sprintf("; checkpoint %d bytes sent to %s in %.2fs, predicted %.2fs (%s)", r.Size, r.To, r.ActualS, r.PredictedS, r.Link)
+	m.xfers.Count++
+	m.xfers.Bytes += float64(r.Size)
+	m.xfers.LastBytes, m.xfers.LastPredictedS, m.xfers.LastActualS = r.Size, r.PredictedS, r.ActualS
+	pred, actual, size := r.PredictedS, r.ActualS, r.Size
+	m.mu.Unlock()
+	if size >= minSampleBytes {
+		// A sample in the prediction's own terms: latency + bytes /
+		// bandwidth took actual.
+		if s := actual - m.link(r.To).Latency; s > 0 {
+			m.addSample(r.To, float64(size)/s, -1)
+		}
+	}
+	m.log.Info().Str("route", r.ID).Str("to", r.To).Int64("bytes", size).Float64("predicted_s", pred).Float64("actual_s", actual).
+		Str("path", path).Msg("checkpoint transferred")
+	return path, nil
+}
+
+// sendSlice opens the transfer on r.To and sends chunks from what it
+// holds until the file landed, until, or a failure: the bytes the
+// receiver holds, and the file's path there once landed.
+func (m *Manager) sendSlice(ctx context.Context, r *Route, f *os.File, until time.Time) (int64, string, error) {
+	subj := wire.SubjectMCCheckpoint(r.To)
+	header := func() nats.Header {
+		h := nats.Header{}
+		h.Set(wire.MCChunkRoute, r.ID)
+		h.Set(wire.MCChunkFrom, r.From)
+		h.Set(wire.MCChunkSize, strconv.FormatInt(r.Size, 10))
+		return h
+	}
+	open := header()
+	open.Set(wire.MCChunkOpen, "1")
+	open.Set(wire.MCChunkSHA256, r.SHA256)
+	msg, err := m.mc.RequestMsg(&nats.Msg{Subject: subj, Header: open}, m.cfg.AskTimeout)
+	rep, err := m.chunkReply(r.To, msg, err)
+	if err != nil {
+		return r.Sent, "", err
+	}
+	if rep.Error != "" {
+		err := fmt.Errorf("cluster %s refused the checkpoint: %s", r.To, rep.Error)
+		if rep.Refused {
+			err = refusedError{err}
+		}
+		return r.Sent, "", err
+	}
+	if rep.Done {
+		return r.Size, rep.Path, nil
+	}
+	have := rep.Have
+	inbox := m.mc.NewRespInbox()
+	sub, err := m.mc.SubscribeSync(inbox)
+	if err != nil {
+		return have, "", err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	buf := make([]byte, chunkBytes)
+	// At least one window per slice, and at least one chunk: an empty one
+	// at the end when the receiver holds every byte but has not checked
+	// them (stopped in between).
+	next, inflight, sent := have, 0, 0
+	for {
+		for inflight < chunkWindow && (sent == 0 || next < r.Size) && (sent < chunkWindow || time.Now().Before(until)) && ctx.Err() == nil {
+			n := min(int64(chunkBytes), r.Size-next)
+			if k, err := f.ReadAt(buf[:n], next); int64(k) < n {
+				return have, "", fmt.Errorf("reading the checkpoint file %s at %d: %w", r.CkptFile, next, err)
+			}
+			h := header()
+			h.Set(wire.MCChunkOffset, strconv.FormatInt(next, 10))
+			// PublishMsg copies the body out before it returns: buf is free.
+			if err := m.mc.PublishMsg(&nats.Msg{Subject: subj, Reply: inbox, Header: h, Data: buf[:n]}); err != nil {
+				return have, "", err
+			}
+			next += n
+			inflight++
+			sent++
+		}
+		if inflight == 0 {
+			return have, "", nil // the slice is over; the next goes on
+		}
+		msg, err := sub.NextMsg(m.cfg.AskTimeout)
+		rep, err := m.chunkReply(r.To, msg, err)
+		if err != nil {
+			return have, "", err
+		}
+		inflight--
+		if rep.Error != "" {
+			err := fmt.Errorf("cluster %s refused a chunk: %s", r.To, rep.Error)
+			if rep.Refused {
+				err = refusedError{err}
+			}
+			return rep.Have, "", err
+		}
+		if rep.Done {
+			return r.Size, rep.Path, nil
+		}
+		have = max(have, rep.Have)
+		if rep.Have < rep.Offset {
+			// It lost a chunk before this one: the next slice goes on
+			// from what it holds (the replies still in flight go to this
+			// slice's inbox, which ends here).
+			return have, "", nil
+		}
+	}
+}
+
+// refusedError is the receiver refusing the file for good: the move is
+// aborted rather than retried.
+type refusedError struct{ error }
+
+func (e refusedError) Unwrap() error { return e.error }
+
+// chunkReply reads a checkpoint answer from peer.
+func (m *Manager) chunkReply(peer string, msg *nats.Msg, err error) (wire.MCChunkReply, error) {
+	var rep wire.MCChunkReply
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return rep, fmt.Errorf("nobody answers checkpoints for cluster %s (its controller is down or not leading, or the link is cut)", peer)
+	case errors.Is(err, nats.ErrTimeout):
+		return rep, fmt.Errorf("no answer from cluster %s within %s (mc_ask_timeout): the link may be cut or slow", peer, m.cfg.AskTimeout)
+	case err != nil:
+		return rep, err
+	}
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return rep, fmt.Errorf("cluster %s answered a checkpoint request with something else: %w", peer, err)
+	}
+	return rep, nil
+}
+
+// warnOnce logs a failure that is retried every tick, about (field,
+// value): as a warning the first time (and when msg changes), then at
+// debug level; clearWarn after a success.
+func (m *Manager) warnOnce(field, value string, err error, msg string) {
+	key := field + "=" + value
+	m.mu.Lock()
+	seen := m.warned[key] == msg
+	m.warned[key] = msg
+	m.mu.Unlock()
+	if seen {
+		m.log.Debug().Err(err).Str(field, value).Msg(msg)
+		return
+	}
+	m.log.Warn().Err(err).Str(field, value).Msg(msg)
+}
+
+func (m *Manager) clearWarn(field, value string) {
+	m.mu.Lock()
+	delete(m.warned, field+"="+value)
+	m.mu.Unlock()
+}
