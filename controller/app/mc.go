@@ -55,7 +55,13 @@ func loadMC(v *conf.Values, c *Config) error {
 	v.Duration("mc_min_stay", &m.MinStay, 0, 30*24*time.Hour)
 	v.Float("mc_checkpoint_gb", &m.CheckpointGB, 0, 1e9)
 	v.String("mc_transfer_dir", &m.TransferDir)
+	v.Float("mc_transfer_max_gb", &m.TransferMaxGB, 0.001, 1e6)
 	v.Duration("mc_checkpoint_wait", &m.CheckpointWait, time.Second, 24*time.Hour)
+	v.Duration("mc_probe_interval", &m.ProbeInterval, 0, 24*time.Hour)
+	v.Duration("mc_link_max_age", &m.LinkMaxAge, 0, 7*24*time.Hour)
+	if m.ProbeInterval > 0 && m.ProbeInterval < time.Second {
+		return fmt.Errorf("mc_probe_interval %v: 0 (off) or 1s and more (each probe sends 512 KiB)", m.ProbeInterval)
+	}
 	if m.Name == "" && (len(m.Links) > 0 || c.MCLeafListen != "" || len(c.MCLeafRemotes) > 0) {
 		return fmt.Errorf("mc_link and mc_leaf_* need cluster_name")
 	}
