@@ -27,6 +27,7 @@ func (c *Controller) collectors() []prometheus.Collector {
 		metrics.Rounds{Loop: c.rounds.Load},
 		metrics.Chains{Manager: c.chains.Load},
 		metrics.Services{Manager: c.services.Load},
+		metrics.MultiCluster{Manager: c.mc.Load},
 	}
 	if e, ok := c.estimator.(*live.Estimator); ok {
 		cs = append(cs, e)
