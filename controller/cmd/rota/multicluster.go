@@ -34,13 +34,74 @@ func printRoute(w io.Writer, r *wire.MCRoute) {
 		what = "running job moved to"
 	}
 	fmt.Fprintf(w, "cluster\t%s %s, route %s (%s): %s\n", what, to, r.ID, r.State, r.Why)
+	if x := transferWords(r); x != "" {
+		fmt.Fprintf(w, "transfer\tcheckpoint %s\n", x)
+	}
+}
+
+// transferWords are a move's checkpoint transfer: predicted vs actual once
+// done, how far it is while under way ("" none).
+func transferWords(r *wire.MCRoute) string {
+	switch {
+	case r.ActualS > 0:
+		return fmt.Sprintf("%s sent in %s, predicted %s", mcBytes(float64(r.SizeBytes)), mcSecsFine(r.ActualS), mcSecsFine(r.PredictedS))
+	case r.SizeBytes > 0:
+		return fmt.Sprintf("%s of %s sent so far, predicted %s in all", mcBytes(float64(r.SentBytes)), mcBytes(float64(r.SizeBytes)), mcSecsFine(r.PredictedS))
+	}
+	return ""
+}
+
+// mcBytes is a size in decimal units; mcRate a bandwidth.
+func mcBytes(b float64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.3g GB", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.3g MB", b/1e6)
+	}
+	return fmt.Sprintf("%.3g kB", b/1e3)
+}
+
+func mcRate(bps float64) string { return mcBytes(bps) + "/s" }
+
+// mcSecsFine is a time to a hundredth of a second under a minute.
+func mcSecsFine(s float64) string {
+	if s < 60 {
+		return fmt.Sprintf("%.2fs", s)
+	}
+	return mcSecs(s)
+}
+
+// measuredWords is the link to p as measured: bandwidth, latency and the
+// age of the last sample; "-" never measured.
+func measuredWords(p wire.MCPeer) string {
+	var parts []string
+	age := -1.0
+	if p.BandwidthAgeSeconds >= 0 {
+		parts = append(parts, mcRate(p.MeasuredBandwidth))
+		age = p.BandwidthAgeSeconds
+	}
+	if p.LatencyAgeSeconds >= 0 {
+		parts = append(parts, time.Duration(p.MeasuredLatencySeconds*float64(time.Second)).Round(10*time.Microsecond).String())
+		if age < 0 {
+			age = p.LatencyAgeSeconds
+		}
+	}
+	out := "-"
+	if len(parts) > 0 {
+		out = strings.Join(parts, ", ") + fmt.Sprintf(" (%s ago)", mcSecs(age))
+	}
+	if p.ProbeError != "" {
+		out += "; last probe failed"
+	}
+	return out
 }
 
 // printMC is the other clusters as this one sees them, and the routes.
 func printMC(w io.Writer, s *wire.MCStatus) error {
 	fmt.Fprintf(w, "\nclusters (this one: %s):\n", s.Cluster)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tVIEW AGE\tGPUS (USED/TOTAL)\tRUNNING\tPENDING\tDEMAND GPUS\tPRICE\tLINK\tROUTED/RECEIVED")
+	fmt.Fprintln(tw, "CLUSTER\tVIEW AGE\tGPUS (USED/TOTAL)\tRUNNING\tPENDING\tDEMAND GPUS\tPRICE\tLINK CONFIGURED\tLINK MEASURED\tUSED\tROUTED/RECEIVED")
 	for _, p := range s.Peers {
 		v := p.View
 		var types []string
@@ -49,10 +110,14 @@ func printMC(w io.Writer, s *wire.MCStatus) error {
 		}
 		link := "none"
 		if p.Bandwidth > 0 {
-			link = fmt.Sprintf("%.3g MB/s, %s", p.Bandwidth/1e6, time.Duration(p.LatencySeconds*float64(time.Second)))
+			link = fmt.Sprintf("%s, %s", mcRate(p.Bandwidth), time.Duration(p.LatencySeconds*float64(time.Second)))
 		}
-		fmt.Fprintf(tw, "%s\t%.0fs\t%s\t%d\t%d\t%g\t%g\t%s\t%d/%d\n", v.Cluster, p.AgeSeconds, strings.Join(types, ", "),
-			v.Running, v.Pending, v.DemandGPUs, v.Price, link, v.Routed, v.Received)
+		used := p.Used
+		if used == "" {
+			used = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%.0fs\t%s\t%d\t%d\t%g\t%g\t%s\t%s\t%s\t%d/%d\n", v.Cluster, p.AgeSeconds, strings.Join(types, ", "),
+			v.Running, v.Pending, v.DemandGPUs, v.Price, link, measuredWords(p), used, v.Routed, v.Received)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -62,9 +127,14 @@ func printMC(w io.Writer, s *wire.MCStatus) error {
 	}
 	fmt.Fprintln(w, "\njobs between clusters (newest first):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUTE\tFROM JOB\tTO JOB\tSTATE\tAT\tWHY")
-	for _, r := range s.Routes {
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s:%d\t%s\t%s\t%s\n", r.ID, r.From, r.FromJob, r.To, r.ToJob, r.State, r.At, r.Why)
+	fmt.Fprintln(tw, "ROUTE\tFROM JOB\tTO JOB\tSTATE\tAT\tCHECKPOINT TRANSFER\tWHY")
+	for i := range s.Routes {
+		r := &s.Routes[i]
+		x := transferWords(r)
+		if x == "" {
+			x = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s:%d\t%s\t%s\t%s\t%s\n", r.ID, r.From, r.FromJob, r.To, r.ToJob, r.State, r.At, x, r.Why)
 	}
 	return tw.Flush()
 }

@@ -27,3 +27,39 @@ func TestPrintRoute(t *testing.T) {
 		}
 	}
 }
+
+// rota status's clusters: the link as configured, as measured (with its
+// age) and which one predictions use; a move's transfer, predicted vs
+// actual, or how far it is; rota explain says the same.
+func TestPrintMCLinkAndTransfer(t *testing.T) {
+	t.Parallel()
+	s := &wire.MCStatus{Cluster: "a", Peers: []wire.MCPeer{
+		{View: wire.MCView{Cluster: "b"}, Bandwidth: 100e6, LatencySeconds: 0.02, MeasuredBandwidth: 312e6, MeasuredLatencySeconds: 0.0004,
+			BandwidthAgeSeconds: 45, LatencyAgeSeconds: 45, Used: "measured"},
+		{View: wire.MCView{Cluster: "c"}, Bandwidth: 1e9, BandwidthAgeSeconds: -1, LatencyAgeSeconds: -1, Used: "configured", ProbeError: "nats: timeout"},
+	}, Routes: []wire.MCRoute{
+		{ID: "a.74", From: "a", FromJob: 74, To: "b", ToJob: 30, State: "routed", Move: true, PredictedS: 0.22, ActualS: 0.23, SizeBytes: 20000020, SentBytes: 20000020},
+		{ID: "a.75", From: "a", FromJob: 75, To: "b", State: "transferring", Move: true, PredictedS: 500, SizeBytes: 50e9, SentBytes: 12.5e9},
+	}}
+	var b bytes.Buffer
+	if err := printMC(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"LINK CONFIGURED", "LINK MEASURED", "USED",
+		"100 MB/s, 20ms", "312 MB/s, 400µs (45s ago)", "measured",
+		"1 GB/s, 0s", "-; last probe failed", "configured",
+		"20 MB sent in 0.23s, predicted 0.22s",
+		"12.5 GB of 50 GB sent so far, predicted 8m20s in all",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	printRoute(&b, &s.Routes[0])
+	if !strings.Contains(b.String(), "transfer\tcheckpoint 20 MB sent in 0.23s, predicted 0.22s") {
+		t.Errorf("explain:\n%s", b.String())
+	}
+}
