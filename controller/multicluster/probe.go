@@ -170,9 +170,20 @@ func (f linkFig) words() string {
 	case f.Bandwidth <= 0:
 		return "no link"
 	case f.Measured:
-		return fmt.Sprintf("%.3g MB/s measured %s ago", f.Bandwidth/1e6, f.Age.Round(time.Second))
+		return fmt.Sprintf("%s measured %s ago", rate(f.Bandwidth), f.Age.Round(time.Second))
 	}
-	return fmt.Sprintf("%.3g MB/s configured", f.Bandwidth/1e6)
+	return rate(f.Bandwidth) + " configured"
+}
+
+// rate is a bandwidth in decimal units: "100 MB/s", "1.25 GB/s".
+func rate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.3g GB/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.3g MB/s", bps/1e6)
+	}
+	return fmt.Sprintf("%.3g kB/s", bps/1e3)
 }
 
 // link is the link to peer that predictions use: the measured bandwidth

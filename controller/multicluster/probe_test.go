@@ -156,8 +156,8 @@ func TestMoveByLink(t *testing.T) {
 		whyHas  string
 		refused int
 	}{
-		{"configured link: moves", false, 100, "#ROTA --checkpoint-gb=2\n", OutAsked, "1e+03 MB/s configured", 0},
-		{"measured slow link: refused", true, 100, "#ROTA --checkpoint-gb=2\n", "refused_slow", "MB/s measured", 1},
+		{"configured link: moves", false, 100, "#ROTA --checkpoint-gb=2\n", OutAsked, "1 GB/s configured", 0},
+		{"measured slow link: refused", true, 100, "#ROTA --checkpoint-gb=2\n", "refused_slow", "", 1},
 		{"no transfer dir there: stays", false, 0, "#ROTA --checkpoint-gb=2 --checkpoint-file=/x/ckpt\n", "", "", 0},
 		{"a file over its cap: stays", false, 1, "#ROTA --checkpoint-gb=2 --checkpoint-file=/x/ckpt\n", "", "", 0},
 	} {
@@ -187,6 +187,17 @@ func TestMoveByLink(t *testing.T) {
 			}
 			ma.tick(context.Background())
 			r := ma.Explain(id)
+			if r != nil {
+				t.Log(r.Why)
+			}
+			if c.probe {
+				// The words give the measured figure, ~1 MB/s.
+				bw := ma.Links()[0].MeasuredBandwidth
+				if bw < 0.5e6 || bw > 1.05e6 {
+					t.Fatalf("measured %g B/s, want ~1 MB/s", bw)
+				}
+				c.whyHas = "(" + rate(bw) + " measured"
+			}
 			switch {
 			case c.state == "" && r != nil:
 				t.Fatalf("moved: %+v", r)
