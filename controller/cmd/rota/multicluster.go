@@ -144,7 +144,7 @@ func printMCEstimate(w io.Writer, rows []wire.MCEstimate) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "\nevery cluster (the shared-cluster estimate of docs/multicluster.md; transfer = the job's data over the link):")
+	fmt.Fprintln(w, "\nevery cluster (the shared-cluster estimate of docs/multicluster.md; transfer = the job's data over the link, at its measured speed while fresh, else mc_link's):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tPARTITION\tTYPE\tFITS\tRUN\tWAIT (LOAD)\tCOST\tTRANSFER\tFINISH\tVIEW AGE")
 	for _, r := range rows {
