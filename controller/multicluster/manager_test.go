@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +17,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/controller/bus"
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/xcluster"
+	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -444,13 +448,66 @@ func TestStartedAsHeld(t *testing.T) {
 // the one with a small checkpoint moves (checkpointed, its file sent over
 // the link into b's transfer dir byte for byte, resubmitted on b with
 // ROTA_MC_RESUME there), the one whose checkpoint takes too long over the
-// link stays, counted as refused.
+// link stays, counted as refused. Once on one NATS server, once between
+// two sites' embedded servers joined by their leaf link (the link's
+// rights, the mc inbox, headers and chunks as the controllers have them).
 func TestMoves(t *testing.T) {
-	url := startNATS(t)
+	t.Parallel()
+	for _, tr := range []struct {
+		name  string
+		conns func(t *testing.T) (nca, mca, ncb, mcb *nats.Conn)
+	}{
+		{"one server", func(t *testing.T) (*nats.Conn, *nats.Conn, *nats.Conn, *nats.Conn) {
+			url := startNATS(t)
+			nca, mca := conn(t, url, "a")
+			ncb, mcb := conn(t, url, "b")
+			return nca, mca, ncb, mcb
+		}},
+		{"leaf link", leafSites},
+	} {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			testMoves(t, tr.conns)
+		})
+	}
+}
+
+// leafSites opens two sites' buses joined as docs/multicluster.md says: a
+// listens (creds_dir, the link user), b dials it.
+func leafSites(t *testing.T) (nca, mca, ncb, mcb *nats.Conn) {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "link.secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freeport.Consecutive(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsDir := t.TempDir()
+	if _, err := creds.Init(credsDir, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := bus.Open(bus.Config{Listen: "127.0.0.1:-1", StateDir: t.TempDir(), CredsDir: credsDir, LeafListen: fmt.Sprintf("127.0.0.1:%d", port),
+		LinkSecretFile: secret, JSDomain: "a", MCInbox: wire.SubjectMCReplyPrefix("a")}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := bus.Open(bus.Config{Listen: "127.0.0.1:-1", StateDir: t.TempDir(), LeafRemotes: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", port)},
+		LinkSecretFile: secret, JSDomain: "b", MCInbox: wire.SubjectMCReplyPrefix("b")}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return a.NC, a.MC, b.NC, b.MC
+}
+
+func testMoves(t *testing.T, conns func(t *testing.T) (nca, mca, ncb, mcb *nats.Conn)) {
 	sa, sb := newFake(100), newFake(500)
 	dir := t.TempDir()
 	ckpt := dir + "/small.ckpt"
-	content := make([]byte, 200_000)
+	content := make([]byte, 600_000) // 3 chunks
 	_, _ = rand.Read(content)
 	if err := os.WriteFile(ckpt, content, 0o644); err != nil {
 		t.Fatal(err)
@@ -462,13 +519,12 @@ func TestMoves(t *testing.T) {
 		sa.jobs[id].State, sa.jobs[id].RunSeconds = "RUNNING", 600
 		la.hint[id], la.left[id] = h, 3000
 	}
-	sa.scripts = map[uint32]string{small: "#ROTA --checkpoint-gb=0.0002 --checkpoint-file=" + ckpt + "\n", big: "#ROTA --checkpoint-gb=50\n"}
+	sa.scripts = map[uint32]string{small: "#ROTA --checkpoint-gb=0.0006 --checkpoint-file=" + ckpt + "\n", big: "#ROTA --checkpoint-gb=50\n"}
 	// a is loaded: 14 more GPUs asked (typed p100, which b has not).
 	for i := 0; i < 14; i++ {
 		sa.add("gres:gpu:p100:1")
 	}
-	nca, mca := conn(t, url, "a")
-	ncb, mcb := conn(t, url, "b")
+	nca, mca, ncb, mcb := conns(t)
 	ca := testConfig("a")
 	ca.RouteOff, ca.Moves, ca.MoveCost, ca.MinStay = true, true, 10*time.Second, time.Minute
 	ca.Links = []xcluster.Link{{A: "a", B: "b", Bandwidth: 1e6, Latency: 0.02}} // 1 MB/s: 50 GB is 14 h
@@ -480,14 +536,21 @@ func TestMoves(t *testing.T) {
 	defer cancel()
 	go mb.Run(ctx)
 	go ma.Run(ctx)
+	for i := 0; i < 600 && len(ma.Links()) == 0; i++ { // the leaf link up
+		time.Sleep(25 * time.Millisecond)
+	}
 	waitFor(t, "the small job moved", func() bool { r := ma.Explain(small); return r != nil && r.State == OutRouted })
 	time.Sleep(300 * time.Millisecond)
+	ma.probe("b") // the probe crosses too
+	if l := ma.Links()[0]; l.LatencyAgeSeconds < 0 || l.ProbeError != "" {
+		t.Errorf("probe: %+v", l)
+	}
 	cancel()
 	r := ma.Explain(small)
-	if !r.Move || r.ActualS <= 0 || math.Abs(r.PredictedS-0.22) > 1e-9 || r.ToJob == 0 || r.SizeBytes != 200_000 || r.SentBytes != 200_000 {
-		t.Errorf("small job's move: %+v (200 kB at 1 MB/s + 20 ms is 0.22 s)", r)
+	if !r.Move || r.ActualS <= 0 || math.Abs(r.PredictedS-0.62) > 1e-9 || r.ToJob == 0 || r.SizeBytes != 600_000 || r.SentBytes != 600_000 {
+		t.Errorf("small job's move: %+v (600 kB at 1 MB/s + 20 ms is 0.62 s)", r)
 	}
-	if !strings.Contains(r.Why, "predicted 0.22s (1 MB/s configured)") {
+	if !strings.Contains(r.Why, "predicted 0.62s (1 MB/s configured)") {
 		t.Errorf("why: %s", r.Why)
 	}
 	if got := ma.Explain(big); got == nil || got.State != "refused_slow" || !strings.Contains(got.Why, "does not pay") {
@@ -502,7 +565,7 @@ func TestMoves(t *testing.T) {
 	if got, err := os.ReadFile(dir + "/landed/a." + fmt.Sprint(small) + ".ckpt"); err != nil || !bytes.Equal(got, content) {
 		t.Errorf("landed checkpoint: %d bytes, %v; want the job's %d", len(got), err, len(content))
 	}
-	if tr := ma.Transfers(); tr.Count != 1 || tr.LastBytes != 200_000 || tr.LastActualS != r.ActualS {
+	if tr := ma.Transfers(); tr.Count != 1 || tr.LastBytes != 600_000 || tr.LastActualS != r.ActualS {
 		t.Errorf("transfers: %+v", tr)
 	}
 }
