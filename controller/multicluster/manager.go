@@ -260,23 +260,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 
 // Run restores the state, subscribes and ticks until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	var s saved
-	if found, err := state.GetJSON(ctx, m.store, StateKey, &s); err != nil {
-		m.log.Error().Err(err).Msg("cannot read the multi-cluster state; routes in flight are not resumed")
-	} else if found {
-		m.mu.Lock()
-		if s.Out != nil {
-			m.out = s.Out
-		}
-		if s.In != nil {
-			m.in = s.In
-		}
-		if s.Recv != nil {
-			m.recv = s.Recv
-		}
-		m.mu.Unlock()
-		m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Msg("multi-cluster routes restored")
-	}
+	m.restore(ctx)
 	subs := []*nats.Subscription{}
 	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute,
 		wire.SubjectMCCheckpoint(m.cfg.Name): m.onCheckpoint, wire.SubjectMCProbe(m.cfg.Name): m.onProbe} {
@@ -305,6 +289,32 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// restore reads the routes and checkpoints in flight saved by the last
+// manager.
+func (m *Manager) restore(ctx context.Context) {
+	var s saved
+	found, err := state.GetJSON(ctx, m.store, StateKey, &s)
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot read the multi-cluster state; routes in flight are not resumed")
+		return
+	}
+	if !found {
+		return
+	}
+	m.mu.Lock()
+	if s.Out != nil {
+		m.out = s.Out
+	}
+	if s.In != nil {
+		m.in = s.In
+	}
+	if s.Recv != nil {
+		m.recv = s.Recv
+	}
+	m.mu.Unlock()
+	m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Int("checkpoints_in", len(m.recv)).Msg("multi-cluster routes restored")
 }
 
 func (m *Manager) save(ctx context.Context) error {

@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -289,7 +290,8 @@ func (m *Manager) receiveChunk(ctx context.Context, c chunkReq) wire.MCChunkRepl
 		rep.Have = have
 		return rep
 	}
-	f, err := os.OpenFile(m.partPath(c.ID), os.O_WRONLY|os.O_CREATE, 0o644)
+	// Never through a link another user may have put in the dir.
+	f, err := os.OpenFile(m.partPath(c.ID), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err == nil {
 		_, err = f.WriteAt(c.Data, c.Offset)
 		if cerr := f.Close(); err == nil {
@@ -337,7 +339,7 @@ func (m *Manager) landed(ctx context.Context, rc *receipt) {
 
 // syncRename flushes part to disk and renames it final.
 func syncRename(part, final string) error {
-	f, err := os.OpenFile(part, os.O_WRONLY, 0)
+	f, err := os.OpenFile(part, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,9 @@ func answers(t *testing.T, nc *nats.Conn, cluster string, want bool) {
 }
 
 // TestTransferResumes: a move's checkpoint goes over the link in chunks;
-// the receiving controller stops after the first window, then a peer that
-// never answers stands in for a cut link: the sender logs once and waits.
+// after the first window both controllers stop (the sender restarts from
+// its saved state), then a peer that never answers stands in for a cut
+// link: the sender logs once and waits.
 // A new receiving controller, from the saved state and the part file, says
 // what it holds; the sender goes on from there (no chunk before it is sent
 // again), the file lands byte for byte in b's transfer dir, and b submits
@@ -77,7 +78,8 @@ func TestTransferResumes(t *testing.T) {
 	logs := &syncBuf{}
 	ca := testConfig("a")
 	ca.AskTimeout = 200 * time.Millisecond
-	ma, _ := New(ca, zerolog.New(logs).Level(zerolog.WarnLevel), sa, fakeLocal{snap: snap(map[string]int{"v100": 4})}, nca, mca, nil)
+	storeA := newMemStore()
+	ma, _ := New(ca, zerolog.New(logs).Level(zerolog.WarnLevel), sa, fakeLocal{snap: snap(map[string]int{"v100": 4})}, nca, mca, storeA)
 	cb := testConfig("b")
 	cb.RouteOff, cb.TransferDir = true, filepath.Join(dir, "b-in")
 	storeB := newMemStore()
@@ -104,6 +106,15 @@ func TestTransferResumes(t *testing.T) {
 	}
 	stopB()
 	answers(t, nca, "b", false)
+	// a restarts too, from its saved route.
+	if err := ma.save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ma, _ = New(ca, zerolog.New(logs).Level(zerolog.WarnLevel), sa, fakeLocal{snap: snap(map[string]int{"v100": 4})}, nca, mca, storeA)
+	ma.restore(ctx)
+	if r = ma.out[id]; r == nil || r.State != OutTransferring || r.Sent != window || r.SHA256 == "" {
+		t.Fatalf("a's route after its restart: %+v", r)
+	}
 	// The link cut: b's checkpoint subject takes requests, answers none.
 	hole, err := ncb.Subscribe(wire.SubjectMCCheckpoint("b"), func(*nats.Msg) {})
 	if err != nil {
