@@ -213,6 +213,9 @@ func (m *Manager) openReceipt(ctx context.Context, c chunkReq) wire.MCChunkReply
 		_ = os.Remove(part)
 		_ = os.Remove(final)
 		if err := m.save(ctx); err != nil {
+			m.mu.Lock()
+			delete(m.recv, c.ID) // not recorded: not open
+			m.mu.Unlock()
 			rep.Error = "cannot record the transfer: " + err.Error()
 			return rep
 		}
