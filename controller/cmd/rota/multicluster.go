@@ -72,29 +72,33 @@ func mcSecsFine(s float64) string {
 	return mcSecs(s)
 }
 
-// measuredWords is the link to p as measured: bandwidth, latency and the
-// age of the last sample; "-" never measured.
+// measuredWords is the link to p as measured: bandwidth and latency, each
+// with the age of its last sample (one age when they came together); "-"
+// never measured.
 func measuredWords(p wire.MCPeer) string {
-	var parts []string
-	age := -1.0
-	if p.BandwidthAgeSeconds >= 0 {
-		parts = append(parts, mcRate(p.MeasuredBandwidth))
-		age = p.BandwidthAgeSeconds
-	}
-	if p.LatencyAgeSeconds >= 0 {
-		parts = append(parts, time.Duration(p.MeasuredLatencySeconds*float64(time.Second)).Round(10*time.Microsecond).String())
-		if age < 0 {
-			age = p.LatencyAgeSeconds
-		}
-	}
-	out := "-"
-	if len(parts) > 0 {
-		out = strings.Join(parts, ", ") + fmt.Sprintf(" (%s ago)", mcSecs(age))
+	bw, lat := p.BandwidthAgeSeconds >= 0, p.LatencyAgeSeconds >= 0
+	var out string
+	switch {
+	case bw && lat && math.Abs(p.BandwidthAgeSeconds-p.LatencyAgeSeconds) < 1:
+		out = fmt.Sprintf("%s, %s (%s ago)", mcRate(p.MeasuredBandwidth), mcLatency(p.MeasuredLatencySeconds), mcSecs(p.BandwidthAgeSeconds))
+	case bw && lat:
+		out = fmt.Sprintf("%s (%s ago), %s (%s ago)", mcRate(p.MeasuredBandwidth), mcSecs(p.BandwidthAgeSeconds),
+			mcLatency(p.MeasuredLatencySeconds), mcSecs(p.LatencyAgeSeconds))
+	case bw:
+		out = fmt.Sprintf("%s (%s ago)", mcRate(p.MeasuredBandwidth), mcSecs(p.BandwidthAgeSeconds))
+	case lat:
+		out = fmt.Sprintf("latency %s (%s ago)", mcLatency(p.MeasuredLatencySeconds), mcSecs(p.LatencyAgeSeconds))
+	default:
+		out = "-"
 	}
 	if p.ProbeError != "" {
 		out += "; last probe failed"
 	}
 	return out
+}
+
+func mcLatency(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
 }
 
 // printMC is the other clusters as this one sees them, and the routes.

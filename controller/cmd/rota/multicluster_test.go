@@ -37,6 +37,7 @@ func TestPrintMCLinkAndTransfer(t *testing.T) {
 		{View: wire.MCView{Cluster: "b"}, Bandwidth: 100e6, LatencySeconds: 0.02, MeasuredBandwidth: 312e6, MeasuredLatencySeconds: 0.0004,
 			BandwidthAgeSeconds: 45, LatencyAgeSeconds: 45, Used: "measured"},
 		{View: wire.MCView{Cluster: "c"}, Bandwidth: 1e9, BandwidthAgeSeconds: -1, LatencyAgeSeconds: -1, Used: "configured", ProbeError: "nats: timeout"},
+		{View: wire.MCView{Cluster: "d"}, MeasuredBandwidth: 80e6, MeasuredLatencySeconds: 0.03, BandwidthAgeSeconds: 5, LatencyAgeSeconds: 250, Used: "measured"},
 	}, Routes: []wire.MCRoute{
 		{ID: "a.74", From: "a", FromJob: 74, To: "b", ToJob: 30, State: "routed", Move: true, PredictedS: 0.22, ActualS: 0.23, SizeBytes: 20000020, SentBytes: 20000020},
 		{ID: "a.75", From: "a", FromJob: 75, To: "b", State: "transferring", Move: true, PredictedS: 500, SizeBytes: 50e9, SentBytes: 12.5e9},
@@ -50,6 +51,7 @@ func TestPrintMCLinkAndTransfer(t *testing.T) {
 		"LINK CONFIGURED", "LINK MEASURED", "USED",
 		"100 MB/s, 20ms", "312 MB/s, 400µs (45s ago)", "measured",
 		"1 GB/s, 0s", "-; last probe failed", "configured",
+		"none", "80 MB/s (5s ago), 30ms (4m10s ago)",
 		"20 MB sent in 0.23s, predicted 0.22s",
 		"12.5 GB of 50 GB sent so far, predicted 8m20s in all",
 	} {
