@@ -180,12 +180,15 @@ func (m *Manager) checkpointed(ctx context.Context, r *Route) {
 func (m *Manager) transfer(ctx context.Context, r *Route) {
 	m.mu.Lock()
 	landed := r.Landed
+	if r.XferAt.IsZero() {
+		r.XferAt = m.now() // the transfer begins: progress is counted from here
+	}
 	m.mu.Unlock()
 	if r.CkptFile != "" && landed == "" {
 		path, err := m.sendCheckpoint(ctx, r, m.transferSlice())
 		if err != nil {
 			m.mu.Lock()
-			stuck := !r.XferAt.IsZero() && m.now().Sub(r.XferAt) > m.cfg.RouteTimeout
+			stuck := m.now().Sub(r.XferAt) > m.cfg.RouteTimeout
 			m.mu.Unlock()
 			if errors.As(err, &refusedError{}) || stuck {
 				// As a route with no answer: the other side confirms the

@@ -396,9 +396,6 @@ func (m *Manager) sendCheckpoint(ctx context.Context, r *Route, budget time.Dura
 		m.mu.Lock()
 		r.Size, r.SHA256, r.Sent, r.XferS = size, s, 0, 0
 		r.PredictedS, r.Link = l.Transfer(float64(size)), l.words()
-		if r.XferAt.IsZero() {
-			r.XferAt = m.now()
-		}
 		m.mu.Unlock()
 	}
 	f, err := os.Open(r.CkptFile)
