@@ -113,8 +113,9 @@ func TestProbe(t *testing.T) {
 	ma.probe("b")
 	p := ma.Links()[0]
 	// 512 KiB at 2 MB/s is 0.26 s beyond the small probe's 20 ms round
-	// trip; a busy host only adds to both.
-	if p.MeasuredBandwidth < 1.2e6 || p.MeasuredBandwidth > 2.1e6 || p.MeasuredLatencySeconds < 0.009 || p.MeasuredLatencySeconds > 0.06 ||
+	// trip; the host's own time for 512 KiB only adds to it (up to
+	// 0.5 s seen under -race beside the other tests on 2 CPUs).
+	if p.MeasuredBandwidth < 0.4e6 || p.MeasuredBandwidth > 2.1e6 || p.MeasuredLatencySeconds < 0.009 || p.MeasuredLatencySeconds > 0.2 ||
 		p.Used != "measured" || p.BandwidthAgeSeconds < 0 || p.Bandwidth != 1e9 {
 		t.Fatalf("after a probe: %+v", p)
 	}
@@ -191,9 +192,10 @@ func TestMoveByLink(t *testing.T) {
 				t.Log(r.Why)
 			}
 			if c.probe {
-				// The words give the measured figure, ~1 MB/s.
+				// The words give the measured figure, ~1 MB/s (less on a
+				// busy host).
 				bw := ma.Links()[0].MeasuredBandwidth
-				if bw < 0.5e6 || bw > 1.05e6 {
+				if bw < 0.2e6 || bw > 1.05e6 {
 					t.Fatalf("measured %g B/s, want ~1 MB/s", bw)
 				}
 				c.whyHas = "(" + rate(bw) + " measured"
