@@ -134,6 +134,7 @@ func (Shelf) Serve(job *submit.Job, script []byte) (submit.Change, bool) {
 		t := uint32(out.time_limit)
 		ch.TimeLimit = &t
 	}
+	ch.HoldS = uint32(out.hold_s)
 	if s := gostr(out.admin_comment); s != nil {
 		ch.AdminComment = *s
 	}
@@ -246,6 +247,9 @@ func (a *arena) change(dst *C.rota_change_t, ch *submit.Change) {
 		dst.set_time_limit = 1
 		dst.time_limit = C.uint32_t(*ch.TimeLimit)
 	}
+	// A hold (a job for another cluster, a service replica) is part of
+	// the decision: without it a job served from the shelf started at once.
+	dst.hold_s = C.uint32_t(ch.HoldS)
 	if ch.AdminComment != "" {
 		dst.admin_comment = a.str(ch.AdminComment)
 	}

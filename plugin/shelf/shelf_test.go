@@ -32,7 +32,7 @@ func chain(n int) []submit.Node {
 	var ns []submit.Node
 	for i := range n {
 		g, t := fmt.Sprintf("gres/gpu:v100:%d", i+1), uint32(60+i)
-		ns = append(ns, submit.Node{Parent: i - 1, Change: submit.Change{TresPerNode: &g, TimeLimit: &t, AdminComment: fmt.Sprintf("rota: #%d", i)}})
+		ns = append(ns, submit.Node{Parent: i - 1, Change: submit.Change{TresPerNode: &g, TimeLimit: &t, AdminComment: fmt.Sprintf("rota: #%d", i), HoldS: uint32(30 + i)}})
 	}
 	return ns
 }
@@ -95,7 +95,7 @@ func TestServeMatchesTheKeyOnly(t *testing.T) {
 				t.Fatalf("Go's SameRequest says %v, the shelf served %v", same, got)
 			}
 			if got && (ch.TresPerNode == nil || *ch.TresPerNode != "gres/gpu:v100:1" || ch.TimeLimit == nil || *ch.TimeLimit != 60 ||
-				ch.AdminComment != "rota: #0" || ch.TresPerJob != nil || ch.Features != nil) {
+				ch.AdminComment != "rota: #0" || ch.HoldS != 30 || ch.TresPerJob != nil || ch.Features != nil) {
 				t.Fatalf("served %+v, want the first change", ch)
 			}
 		})
@@ -393,7 +393,7 @@ func decidesAsGo(t *testing.T, seq []*submit.Job, newState map[int]map[string]in
 		if str(ch.TresPerNode) != str(want.TresPerNode) || str(ch.TresPerJob) != str(want.TresPerJob) ||
 			str(ch.TresPerSocket) != str(want.TresPerSocket) || str(ch.TresPerTask) != str(want.TresPerTask) ||
 			str(ch.Features) != str(want.Features) || num(ch.TimeLimit) != num(want.TimeLimit) ||
-			noID(ch.AdminComment) != noID(want.AdminComment) || (ch.AdminComment == "") != (want.AdminComment == "") {
+			noID(ch.AdminComment) != noID(want.AdminComment) || (ch.AdminComment == "") != (want.AdminComment == "") || ch.HoldS != want.HoldS {
 			t.Fatalf("job %d (served from the shelf: %v): %s %s %d %q, Go without a shelf: %s %s %d %q", i, ok,
 				str(ch.TresPerNode), str(ch.TresPerJob), num(ch.TimeLimit), ch.AdminComment,
 				str(want.TresPerNode), str(want.TresPerJob), num(want.TimeLimit), want.AdminComment)

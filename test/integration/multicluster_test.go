@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/internal/netrelay"
+	"github.com/rota-hpc/rota/wire"
 )
 
 // mcPair is two dev clusters joined by a leaf node link, as
@@ -42,7 +44,10 @@ func startMCPair(t *testing.T) mcPair {
 		t.Fatal(err)
 	}
 	leaf := ports + 23
-	link, err := netrelay.Listen(fmt.Sprintf("127.0.0.1:%d", ports+22), fmt.Sprintf("127.0.0.1:%d", leaf), 0)
+	// The link starts slow (300 kB/s, which the controllers measure) for
+	// the slow-link case; the move cases raise it to the 100 MB/s that
+	// mc_link says.
+	link, err := netrelay.Listen(fmt.Sprintf("127.0.0.1:%d", ports+22), fmt.Sprintf("127.0.0.1:%d", leaf), slowLink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +58,7 @@ func startMCPair(t *testing.T) mcPair {
 	mk := func(name, types string, perType, slurmPort, natsPort int, linkLine string) devCluster {
 		extra := filepath.Join(home, name+".conf")
 		conf := fmt.Sprintf("cluster_name = %s\nmc_link = a-b:100MB/s:20ms\nmc_link_secret_file = %s\n%s\n"+
-			"mc_tick = 1s\nmc_view_max_age = 10s\nmc_margin = 10s\nmc_min_pending = 2s\nmc_route_timeout = 15s\n%s", name, secret, linkLine, moves)
+			"mc_tick = 1s\nmc_view_max_age = 10s\nmc_margin = 10s\nmc_min_pending = 2s\nmc_route_timeout = 15s\nmc_probe_interval = 10s\n%s", name, secret, linkLine, moves)
 		if err := os.WriteFile(extra, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -203,6 +208,33 @@ func TestMultiCluster(t *testing.T) {
 
 	// Moves of running checkpointable jobs (mc_moves): a is filled with
 	// p100-only jobs, which b cannot take, while b is idle.
+	t.Run("not moved over a link measured slow", func(t *testing.T) {
+		// The link has run at 300 kB/s from the start: the probes measure
+		// it, and 20 MB of checkpoint would take about a minute over it.
+		waitFor(t, time.Minute, "a slow link measured", func() bool { bw := p.measured(t); return bw > 0 && bw < 1e6 })
+		j := p.moveJob(t, "mcit-move-slow", "0.02", 600)
+		p.waitRunning(t, j)
+		p.fillA(t, 14)
+		var e string
+		waitFor(t, 2*time.Minute, "the move refused for the link", func() bool {
+			e, _ = p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
+			return strings.Contains(e, "refused")
+		})
+		if !strings.Contains(e, "measured") || !strings.Contains(e, "kB/s") {
+			t.Errorf("explain does not give the measured speed:\n%s", e)
+		}
+		if l := j.log(); strings.Count(l, " start ") != 1 || strings.Contains(l, " checkpoint ") {
+			t.Errorf("the job was checkpointed or restarted:\n%s", l)
+		}
+		p.a.run("scancel", "-n", "mcit-fill")
+		p.a.run("scancel", "-n", "mcit-move-slow")
+		// The link back at mc_link's 100 MB/s for the moves: measured fast
+		// again within a few probes (a probe through this host's relay and
+		// two NATS servers measures some 10 MB/s of it).
+		p.link.SetRate(100e6)
+		waitFor(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
+	})
+
 	t.Run("moves once, not when slow, link cut mid-move", func(t *testing.T) {
 		small := p.moveJob(t, "mcit-move-small", "0.02", 600)
 		big := p.moveJob(t, "mcit-move-big", "50", 600) // 500 s over 100 MB/s
@@ -263,10 +295,71 @@ func TestMultiCluster(t *testing.T) {
 		if !strings.Contains(e, "resumed here as job") {
 			t.Errorf("explain on a:\n%s", e)
 		}
-		if c := p.copies(t, "mcit-move-cut"); len(c["mcit-move-cut"]) != 2 {
-			t.Errorf("copies %v, want the original and the one resumed on a", c)
+		// (Its runs, above, are the count: the ended original leaves
+		// squeue after MinJobAge.)
+	})
+
+	t.Run("link down before a route: held on a, sent once it is back", func(t *testing.T) {
+		p.link.Cut()
+		waitFor(t, 30*time.Second, "b's view stale on a", func() bool {
+			peer := p.peerB(t)
+			return peer != nil && peer.AgeSeconds > 10 // mc_view_max_age
+		})
+		id := p.submitA(t, "mcit-cutroute", "--gres=gpu:1", "--rota-types=k80", "--rota-steps=30", "--rota-throughput=k80:3", "--wrap", "sleep 5")
+		time.Sleep(10 * time.Second)
+		cs := p.copies(t, "mcit-cutroute")["mcit-cutroute"]
+		if len(cs) != 1 || cs["a:"+id] != "PENDING" {
+			t.Fatalf("with the link down: copies %v, want a's job pending only", cs)
+		}
+		if err := p.link.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		cs = watch("mcit-cutroute", 1, 90*time.Second)["mcit-cutroute"]
+		if len(cs) != 2 || cs["a:"+id] != "CANCELLED" {
+			t.Errorf("copies %v, want a's withdrawn and one completed on b", cs)
 		}
 	})
+	for name, cs := range ran {
+		if strings.HasPrefix(name, "mcit-cutroute") && len(cs) != 1 {
+			t.Errorf("%s ran %d times: %v", name, len(cs), cs)
+		}
+	}
+}
+
+// slowLink is the link's speed until the move cases: 300 kB/s, so that a
+// probe of 512 KiB still answers within mc_ask_timeout.
+const slowLink = 300e3
+
+// peerB is b as a's controller holds it (`rota status --json`), nil
+// when it does not.
+func (p mcPair) peerB(t *testing.T) *wire.MCPeer {
+	t.Helper()
+	out, err := p.a.run(filepath.Join(repo, "bin/rota"), "status", "--json")
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		MultiCluster *wire.MCStatus `json:"multicluster"`
+	}
+	if json.Unmarshal([]byte(out), &st) != nil || st.MultiCluster == nil {
+		return nil
+	}
+	for _, peer := range st.MultiCluster.Peers {
+		if peer.View.Cluster == "b" {
+			return &peer
+		}
+	}
+	return nil
+}
+
+// measured is the link to b as a's controller measures it, bytes/s (0
+// not yet, or not in the last 15 s).
+func (p mcPair) measured(t *testing.T) float64 {
+	t.Helper()
+	if peer := p.peerB(t); peer != nil && peer.BandwidthAgeSeconds >= 0 && peer.BandwidthAgeSeconds < 15 {
+		return peer.MeasuredBandwidth
+	}
+	return 0
 }
 
 // moveJob is a running checkpointable job submitted on a: a training loop
