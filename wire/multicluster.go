@@ -135,6 +135,10 @@ type MCRouteRequest struct {
 	// Resume is the checkpoint a moved job resumes from, where the
 	// transfer put it (the copy's ROTA_MC_RESUME); "" none.
 	Resume string `json:"resume,omitempty"`
+	// MoveCostS is what a move cost the job (checkpoint, restart and the
+	// transfer), seconds: the copy stays at least that long before it
+	// may move again (the simulator's rule).
+	MoveCostS float64 `json:"move_cost_s,omitempty"`
 }
 
 // MCRouteReply is the receiver's answer: the job id of its copy, or

@@ -165,6 +165,9 @@ type Route struct {
 	// taken there (resume.go); HereJob is that job.
 	Here    *wire.MCRouteRequest `json:"here,omitempty"`
 	HereJob uint32               `json:"here_job,omitempty"`
+	// StayS: a job moved here runs at least this long before it may move
+	// again (what the move cost it; In routes).
+	StayS float64 `json:"stay_s,omitempty"`
 	// The checkpoint's transfer (transfer.go): the file's size and
 	// sha256, the bytes the receiver said it holds, the seconds spent
 	// sending so far, and the link figure the prediction took.
@@ -835,7 +838,7 @@ func (m *Manager) take(ctx context.Context, req *wire.MCRouteRequest) wire.MCRou
 		rep.Aborted = true
 		return rep
 	}
-	r = &Route{ID: req.ID, From: req.From, FromJob: req.FromJob, To: m.cfg.Name, State: InSubmitting, At: m.now(), Incoming: true,
+	r = &Route{ID: req.ID, From: req.From, FromJob: req.FromJob, To: m.cfg.Name, State: InSubmitting, At: m.now(), Incoming: true, StayS: req.MoveCostS,
 		Why: req.Why}
 	m.mu.Lock()
 	m.in[req.ID] = r

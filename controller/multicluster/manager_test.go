@@ -568,6 +568,15 @@ func testMoves(t *testing.T, conns func(t *testing.T) (nca, mca, ncb, mcb *nats.
 	if tr := ma.Transfers(); tr.Count != 1 || tr.LastBytes != 600_000 || tr.LastActualS != r.ActualS {
 		t.Errorf("transfers: %+v", tr)
 	}
+	// On b the copy may not move on before it has run what the move cost
+	// it (checkpoint+restart 10 s + the transfer), nor before MinStay.
+	mb.cfg.MinStay = time.Second
+	if got, want := mb.minStay(r.ToJob), 10+r.ActualS; math.Abs(got-want) > 1e-9 {
+		t.Errorf("copy's least stay on b %gs, want %gs", got, want)
+	}
+	if got := mb.minStay(r.ToJob + 1000); got != 1 {
+		t.Errorf("another job's least stay %gs, want MinStay", got)
+	}
 }
 
 // TestMoveNotTakenResumesHere: a moved job has ended here at its

@@ -42,7 +42,7 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 	for i := range jobs {
 		j := &jobs[i]
 		d := m.local.Decision(j.ID)
-		if !j.Running() || d == nil || d.Asked.Hints.CheckpointSignal == "" || j.RunSeconds < m.cfg.MinStay.Seconds() {
+		if !j.Running() || d == nil || d.Asked.Hints.CheckpointSignal == "" || j.RunSeconds < m.minStay(j.ID) {
 			continue
 		}
 		if d.Given.Kind != "" && d.Given.Kind != wire.KindBatch {
@@ -223,6 +223,7 @@ func (m *Manager) transfer(ctx context.Context, r *Route) {
 	}
 	req := m.copyRequest(r, &spec, script)
 	req.Resume = landed
+	req.MoveCostS = m.cfg.MoveCost.Seconds() + r.ActualS
 	m.mu.Lock()
 	r.Req = req
 	r.State, r.AskedAt = OutAsked, m.now()
@@ -243,4 +244,19 @@ func declaredString(script []byte, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// minStay is how long job id must run here before it may move: MinStay,
+// or, for a job moved here, what that move cost it if longer, so that a
+// job uses a cluster long enough to pay for coming (xcluster's rule).
+func (m *Manager) minStay(id uint32) float64 {
+	stay := m.cfg.MinStay.Seconds()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.in {
+		if r.ToJob == id && r.StayS > stay {
+			stay = r.StayS
+		}
+	}
+	return stay
 }
