@@ -113,11 +113,17 @@ func (p mcPair) copies(t *testing.T, prefix string) map[string]map[string]string
 
 func (p mcPair) submitA(t *testing.T, name string, args ...string) string {
 	t.Helper()
+	return submitAs(t, p.a, name, args...)
+}
+
+// submitAs submits a job as rota-a on cluster c.
+func submitAs(t *testing.T, c devCluster, name string, args ...string) string {
+	t.Helper()
 	all := append([]string{"--reuid=rota-a", "--regid=rota-a", "--init-groups", "--", "sbatch", "--parsable", "--chdir=/tmp",
 		"--output=/dev/null", "-J", name}, args...)
-	out, err := p.a.run("setpriv", all...)
+	out, err := c.run("setpriv", all...)
 	if err != nil {
-		t.Fatalf("sbatch on a: %v: %s", err, out)
+		t.Fatalf("sbatch: %v: %s", err, out)
 	}
 	return strings.TrimSpace(out)
 }
@@ -236,10 +242,20 @@ func TestMultiCluster(t *testing.T) {
 	})
 
 	t.Run("moves once, not when slow, link cut mid-move", func(t *testing.T) {
+		// b is full at first (16 jobs Rota leaves alone on its 16 GPUs):
+		// a move would gain nothing, and none is made until b frees up.
+		for i := 0; i < 16; i++ {
+			submitAs(t, p.b, "mcit-bfill", "--gres=gpu:1", "--rota=off", "--wrap", "sleep 600")
+		}
 		small := p.moveJob(t, "mcit-move-small", "0.02", 600)
 		big := p.moveJob(t, "mcit-move-big", "50", 600) // 500 s over 100 MB/s
 		p.waitRunning(t, small, big)
 		p.fillA(t, 14)
+		time.Sleep(15 * time.Second)
+		if strings.Contains(small.log(), " checkpoint ") {
+			t.Fatalf("moved while b was full:\n%s", small.log())
+		}
+		p.b.run("scancel", "-n", "mcit-bfill")
 		// Cut the link as the small job checkpoints, for less than the
 		// route timeout (15 s): the move is delayed, not lost or doubled.
 		waitFor(t, 3*time.Minute, "the small job's checkpoint", func() bool { return strings.Contains(small.log(), " checkpoint ") })
