@@ -176,15 +176,7 @@ func (f linkFig) words() string {
 }
 
 // rate is a bandwidth in decimal units: "100 MB/s", "1.25 GB/s".
-func rate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.3g GB/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.3g MB/s", bps/1e6)
-	}
-	return fmt.Sprintf("%.3g kB/s", bps/1e3)
-}
+func rate(bps float64) string { return xcluster.RateWords(bps) }
 
 // link is the link to peer that predictions use: the measured bandwidth
 // (and latency, each while fresh) when it is younger than linkMaxAge,

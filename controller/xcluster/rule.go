@@ -88,6 +88,20 @@ func ParseBandwidth(s string) (float64, error) {
 	return v, nil
 }
 
+// SizeWords is a size in decimal units for people: "20 MB", "1.25 GB".
+func SizeWords(b float64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.3g GB", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.3g MB", b/1e6)
+	}
+	return fmt.Sprintf("%.3g kB", b/1e3)
+}
+
+// RateWords is a bandwidth (bytes/s) for people: "100 MB/s", "922 kB/s".
+func RateWords(bps float64) string { return SizeWords(bps) + "/s" }
+
 // TypeRate is one GPU type of a cluster as a job sees it: the job's
 // steps/s on it (0: it cannot use the type) and the cluster's GPUs of it.
 type TypeRate struct {

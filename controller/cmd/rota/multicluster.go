@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/xcluster"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -51,18 +52,11 @@ func transferWords(r *wire.MCRoute) string {
 	return ""
 }
 
-// mcBytes is a size in decimal units; mcRate a bandwidth.
-func mcBytes(b float64) string {
-	switch {
-	case b >= 1e9:
-		return fmt.Sprintf("%.3g GB", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.3g MB", b/1e6)
-	}
-	return fmt.Sprintf("%.3g kB", b/1e3)
-}
+// mcBytes is a size in decimal units; mcRate a bandwidth (the
+// controller's explanations use the same words).
+func mcBytes(b float64) string { return xcluster.SizeWords(b) }
 
-func mcRate(bps float64) string { return mcBytes(bps) + "/s" }
+func mcRate(bps float64) string { return xcluster.RateWords(bps) }
 
 // mcSecsFine is a time to a hundredth of a second under a minute.
 func mcSecsFine(s float64) string {
