@@ -36,6 +36,7 @@ type fakeSlurm struct {
 	submitted   []slurm.Submission
 	failNext    bool // the next Submit fails after submitting (a crash between sbatch and the record)
 	refuse      bool // every Submit fails (sbatch refuses the job)
+	forget      bool // a job that ends is gone from Slurm at once (MinJobAge passed)
 	startOnHold map[uint32]bool
 	signals     []string
 	scripts     map[uint32]string
@@ -80,6 +81,9 @@ func (f *fakeSlurm) ShowJob(_ context.Context, id uint32) (slurm.JobSpec, bool, 
 func (f *fakeSlurm) BatchScript(_ context.Context, id uint32) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := f.jobs[id]; !ok && f.forget {
+		return nil, fmt.Errorf("job %d: Invalid job id specified", id)
+	}
 	if s, ok := f.scripts[id]; ok {
 		return []byte(s), nil
 	}
@@ -183,6 +187,9 @@ func (f *fakeSlurm) Signal(_ context.Context, id uint32, sig string) error {
 		return fmt.Errorf("job %d not running", id)
 	}
 	j.State = "COMPLETED"
+	if f.forget {
+		delete(f.jobs, id)
+	}
 	f.signals = append(f.signals, sig)
 	return nil
 }
@@ -505,6 +512,9 @@ func leafSites(t *testing.T) (nca, mca, ncb, mcb *nats.Conn) {
 
 func testMoves(t *testing.T, conns func(t *testing.T) (nca, mca, ncb, mcb *nats.Conn)) {
 	sa, sb := newFake(100), newFake(500)
+	// The copy is asked for from what was read before the checkpoint:
+	// Slurm may have forgotten the ended job by the time it landed.
+	sa.forget = true
 	dir := t.TempDir()
 	ckpt := dir + "/small.ckpt"
 	content := make([]byte, 600_000) // 3 chunks

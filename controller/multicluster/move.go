@@ -141,7 +141,7 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 // not end in CheckpointWait, or ends otherwise, stays.
 func (m *Manager) checkpointed(ctx context.Context, r *Route) {
 	if r.SignalAt.IsZero() {
-		if err := m.keepHere(ctx, r); err != nil {
+		if err := m.keepJob(ctx, r); err != nil {
 			m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the job to move; trying again")
 			return
 		}
@@ -212,20 +212,16 @@ func (m *Manager) transfer(ctx context.Context, r *Route) {
 		r.Landed = landed
 		m.mu.Unlock()
 	}
-	spec, _, err := m.sl.ShowJob(ctx, r.FromJob)
-	if err != nil {
+	if err := m.keepJob(ctx, r); err != nil { // a route saved before it was kept
+		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the moved job to ask for its copy; trying again")
 		return
 	}
-	script, err := m.sl.BatchScript(ctx, r.FromJob)
-	if err != nil {
-		m.log.Warn().Err(err).Uint32("job", r.FromJob).Msg("cannot read the moved job's script; trying again")
-		return
-	}
-	req := m.copyRequest(r, &spec, script)
+	m.mu.Lock()
+	req := *r.Req
 	req.Resume = landed
 	req.MoveCostS = m.cfg.MoveCost.Seconds() + r.ActualS
-	m.mu.Lock()
-	r.Req = req
+	req.Why = r.Why // with the transfer's note
+	r.Req = &req
 	r.State, r.AskedAt = OutAsked, m.now()
 	m.mu.Unlock()
 }

@@ -21,11 +21,13 @@ import (
 // sbatch and its record finds it.
 const ResumeCommentPrefix = "rota-mc-resume="
 
-// keepHere records what resubmitting the job here takes (its user,
-// script and options in its own partition) while Slurm still knows it:
-// before it is asked to checkpoint and end.
-func (m *Manager) keepHere(ctx context.Context, r *Route) error {
-	if r.Here != nil {
+// keepJob reads the job to move once, while Slurm still knows it (before
+// it is asked to checkpoint and end; an ended job's record goes after
+// MinJobAge, a transfer may take longer): the request for its copy there
+// (r.Req, finished by transfer) and what resubmitting it here takes, in
+// its own partition (r.Here).
+func (m *Manager) keepJob(ctx context.Context, r *Route) error {
+	if r.Here != nil && r.Req != nil {
 		return nil
 	}
 	spec, known, err := m.sl.ShowJob(ctx, r.FromJob)
@@ -39,12 +41,11 @@ func (m *Manager) keepHere(ctx context.Context, r *Route) error {
 	if err != nil {
 		return err
 	}
-	req := m.copyRequest(r, &spec, script)
-	d := m.local.Decision(r.FromJob)
-	h := req.Hints
-	req.Args = CopyArgs(&spec, r.Name, d, spec.Partition, h)
+	there := m.copyRequest(r, &spec, script)
+	here := *there
+	here.Args = CopyArgs(&spec, r.Name, m.local.Decision(r.FromJob), spec.Partition, there.Hints)
 	m.mu.Lock()
-	r.Here = req
+	r.Req, r.Here = there, &here
 	m.mu.Unlock()
 	return nil
 }
