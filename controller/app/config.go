@@ -206,6 +206,8 @@ func LoadConfig(path string) (Config, error) {
 	v.Int("order_nice_span", &span, 2, 2_000_000)
 	c.Rounds.OrderNiceSpan = uint32(span)
 	v.String("shares", &c.Rounds.Shares)
+	v.Int("round_apply_batch", &c.Rounds.Pace.Batch, 1, 100_000)
+	v.Float("round_apply_share", &c.Rounds.Pace.Share, 0.01, 1)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
 	v.Bool("chains_off", &c.Chains.Off)
 	v.Bool("chain_auto", &c.Chains.Auto)

@@ -17,6 +17,7 @@ var (
 	mSlurmErrors = desc("slurm_update_errors_total", "scontrol updates that failed (job ended meanwhile, Slurm busy).")
 	mLastRound   = desc("round_last_seconds", "The last round's wall time: reading Slurm, solving, applying.")
 	mPhase       = desc("round_last_phase_seconds", "The last round's time by phase: read (Slurm's nodes, partitions, queue), solve (the policy), apply (updates, migrations).", "phase")
+	mLastEnd     = desc("round_last_end_timestamp_seconds", "When the last round ended (Unix time); it began round_last_seconds before.")
 	mLastUpdates = desc("round_last_updates", "Pending jobs the last round updated in Slurm (one RPC each).")
 	mUpdates     = desc("round_updates_total", "Pending jobs' updates sent to Slurm by rounds.")
 	mUnannotated = desc("gpu_jobs_without_decision", "GPU jobs in the queue with no Rota annotation: submitted while the plugin failed open (controller unreachable, deadline) or opted out.")
@@ -29,7 +30,7 @@ type Rounds struct {
 }
 
 func (Rounds) Describe(ch chan<- *prometheus.Desc) {
-	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mLastRound, mPhase, mLastUpdates, mUpdates)
+	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mLastRound, mLastEnd, mPhase, mLastUpdates, mUpdates)
 }
 
 func (r Rounds) Collect(ch chan<- prometheus.Metric) {
@@ -48,6 +49,9 @@ func (r Rounds) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, mSlurmErrors, float64(s.SlurmErrors))
 	gauge(ch, mUnannotated, float64(s.Unannotated))
 	gauge(ch, mLastRound, s.LastRound.Seconds())
+	if !s.LastEnd.IsZero() {
+		gauge(ch, mLastEnd, float64(s.LastEnd.UnixNano())/1e9)
+	}
 	gauge(ch, mPhase, s.LastRead.Seconds(), "read")
 	gauge(ch, mPhase, s.LastSolve.Seconds(), "solve")
 	gauge(ch, mPhase, s.LastApply.Seconds(), "apply")

@@ -52,13 +52,15 @@ type Config struct {
 	// InteractiveReserve is, per GPU type, the GPUs training may not hold
 	// (interactive_reserve.<type>; docs/kinds.md).
 	InteractiveReserve map[string]int
+	// Pace spreads a round's updates (pace.go).
+	Pace Pace
 }
 
 // DefaultConfig are the production defaults: minutes-long rounds.
 func DefaultConfig() Config {
 	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
 		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
-		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm}
+		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace()}
 }
 
 // How Rota's order reaches Slurm (docs/rounds.md, "Order and fair share").
@@ -227,6 +229,8 @@ type Stats struct {
 	// pending jobs' updates, migrations, limits followed). The solve is
 	// LastSolve; the rest, building the jobs' views, is small.
 	LastRead, LastApply time.Duration
+	// LastEnd is when the last round ended.
+	LastEnd time.Time
 	// LastUpdates counts the pending jobs the last round updated (one RPC
 	// each); Updates, every round's.
 	LastUpdates int
@@ -308,6 +312,9 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 	default:
 		return nil, fmt.Errorf("shares = %q: want %s or %s", cfg.Shares, SharesSlurm, SharesNone)
 	}
+	if err := cfg.Pace.Check(); err != nil {
+		return nil, err
+	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			InteractiveReserve: cfg.InteractiveReserve}, pol),
@@ -364,7 +371,8 @@ func (l *Loop) Round(ctx context.Context) error {
 	err := l.round(ctx, start)
 	l.mu.Lock()
 	l.stats.Rounds++
-	l.stats.LastRound = time.Since(start)
+	l.stats.LastEnd = time.Now()
+	l.stats.LastRound = l.stats.LastEnd.Sub(start)
 	if l.timings != nil {
 		l.timings.Round(l.stats.LastRound)
 	}
@@ -873,20 +881,24 @@ type pendingUpdate struct {
 	untyped bool
 }
 
-// updateMany sends a round's changes: in batches where the Scheduler
-// can (slurm.BatchUpdater), else one by one.
+// updateMany sends a round's changes, paced (pace.go): in batches where
+// the Scheduler can (slurm.BatchUpdater), else one by one.
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
-	if b, ok := l.sched.(slurm.BatchUpdater); ok && len(pend) > 1 {
-		ch := make([]slurm.Change, len(pend))
-		for i, p := range pend {
-			ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
-		}
-		return b.UpdateMany(ctx, ch)
-	}
 	errs := make([]error, len(pend))
-	for i, p := range pend {
-		errs[i] = l.sched.Update(ctx, p.j.ID, p.u)
-	}
+	b, batched := l.sched.(slurm.BatchUpdater)
+	l.cfg.Pace.each(ctx, len(pend), func(lo, hi int) {
+		if batched && hi-lo > 1 {
+			ch := make([]slurm.Change, 0, hi-lo)
+			for _, p := range pend[lo:hi] {
+				ch = append(ch, slurm.Change{JobID: p.j.ID, Update: p.u})
+			}
+			copy(errs[lo:hi], b.UpdateMany(ctx, ch))
+			return
+		}
+		for i := lo; i < hi; i++ {
+			errs[i] = l.sched.Update(ctx, pend[i].j.ID, pend[i].u)
+		}
+	})
 	return errs
 }
 
