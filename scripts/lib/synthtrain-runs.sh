@@ -5,7 +5,8 @@
 # The caller sets REPO, TRAIN (bin/rota-synthtrain), TABLE (Gavel's
 # table), SCALE (the jobs' --time-scale), HINT (all, v100 or none: what
 # each job tells with --rota-throughput), the dev cluster's ROTA_DEV_*
-# and SLURM_CONF, and defines die.
+# and SLURM_CONF, and defines die; TRAIN_FLAGS, if set, are more flags
+# for every job's rota-synthtrain (e.g. --tick 2s).
 
 # run_up MODE DIR: a fresh dev cluster for one run whose files go under DIR
 # (DIR/logs, DIR/ckpt, DIR/jobs made empty). MODE rota: job_submit plugin
@@ -44,7 +45,7 @@ run_job() {
   local dir=$1 i=$2 steps=$3 sv=$4 sp=$5 sk=$6 model=$7 name
   cat >"$dir/jobs/$i.sh" <<EOF
 #!/bin/bash
-exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs $TABLE --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log
+exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs $TABLE --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log${TRAIN_FLAGS:+ $TRAIN_FLAGS}
 EOF
   chmod 0755 "$dir/jobs/$i.sh"
   name=$(echo "$model" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
