@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rota-hpc/rota/controller/policy/workload"
+	"github.com/rota-hpc/rota/controller/sim"
 )
 
 func ip(n int) *int { return &n }
@@ -121,7 +125,7 @@ func TestWorkload(t *testing.T) {
 	table := gavelTable(t)
 	draw := func(seed int64, maxV100 float64) []WorkloadJob {
 		t.Helper()
-		w, err := drawWorkload(table, []string{"v100", "p100", "k80"}, 24, seed, 100, maxV100)
+		w, err := drawWorkload(table, []string{"v100", "p100", "k80"}, 24, seed, 100, maxV100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +166,7 @@ func TestWorkload(t *testing.T) {
 			t.Fatalf("cap changed job %d's type or raised its steps: %+v vs %+v", i, j, a[i])
 		}
 	}
-	if _, err := drawWorkload(table, []string{"p100", "k80"}, 3, 1, 1, 0); err == nil || !strings.Contains(err.Error(), "v100") {
+	if _, err := drawWorkload(table, []string{"p100", "k80"}, 3, 1, 1, 0, 0); err == nil || !strings.Contains(err.Error(), "v100") {
 		t.Fatalf("no v100: err %v", err)
 	}
 	var out bytes.Buffer
@@ -172,5 +176,113 @@ func TestWorkload(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "#") || len(strings.Split(lines[1], "\t")) != 6 {
 		t.Fatalf("workload output:\n%s", out.String())
+	}
+}
+
+// TestWorkloadArrivals: --rate draws Poisson arrivals in Gavel's hours,
+// shrunk by the time scale in the arrival_s column and kept in Gavel's
+// seconds in the --sim-trace CSV, which `rota sim --trace` reads back as
+// the same jobs; without --rate the output is what it always was.
+func TestWorkloadArrivals(t *testing.T) {
+	table := gavelTable(t)
+	tab, err := workload.Load(table, []string{"v100", "p100", "k80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		n           int
+		rate, scale float64
+		cols        int     // columns of a TSV line
+		meanGap     float64 // expected mean gap between arrivals, seconds at the scale (0: all at 0)
+	}{
+		{name: "no rate: all at once, the old columns", n: 50, scale: 1000, cols: 6},
+		{name: "30 an hour at scale 1000", n: 2000, rate: 30, scale: 1000, cols: 7, meanGap: 3600.0 / 30 / 1000},
+		{name: "150 an hour at scale 100", n: 2000, rate: 150, scale: 100, cols: 7, meanGap: 3600.0 / 150 / 100},
+		{name: "4 an hour unscaled", n: 2000, rate: 4, scale: 1, cols: 7, meanGap: 900},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			csvPath := filepath.Join(dir, "trace.csv")
+			args := []string{"--n", strconv.Itoa(c.n), "--seed", "3", "--time-scale", strconv.FormatFloat(c.scale, 'g', -1, 64),
+				"--max-v100-s", "30", "--throughputs", table, "--sim-trace", csvPath}
+			if c.rate > 0 {
+				args = append(args, "--rate", strconv.FormatFloat(c.rate, 'g', -1, 64))
+			}
+			var out bytes.Buffer
+			if rc := workloadCmd(args, &out); rc != 0 {
+				t.Fatalf("rc %d", rc)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != c.n+1 || strings.Contains(lines[0], "arrival_s") != (c.rate > 0) {
+				t.Fatalf("%d lines, header %q", len(lines), lines[0])
+			}
+			var arr []float64
+			for _, l := range lines[1:] {
+				f := strings.Split(l, "\t")
+				if len(f) != c.cols {
+					t.Fatalf("line %q: %d columns, want %d", l, len(f), c.cols)
+				}
+				if c.rate > 0 {
+					a, err := strconv.ParseFloat(f[1], 64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					arr = append(arr, a)
+				}
+			}
+			for i := 1; i < len(arr); i++ {
+				if arr[i] < arr[i-1] {
+					t.Fatalf("arrival %d at %v before %d's at %v", i, arr[i], i-1, arr[i-1])
+				}
+			}
+			if c.meanGap > 0 {
+				// The first gap counts too (Gavel's first job arrives after one).
+				if got := arr[len(arr)-1] / float64(len(arr)); got < 0.9*c.meanGap || got > 1.1*c.meanGap {
+					t.Fatalf("mean gap %v s, want about %v", got, c.meanGap)
+				}
+			}
+			f, err := os.Open(csvPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			jobs, err := sim.ReadTrace(f, tab)
+			if err != nil {
+				t.Fatalf("rota sim cannot read the trace: %v", err)
+			}
+			w, err := drawWorkload(table, []string{"v100", "p100", "k80"}, c.n, 3, c.scale, 30, c.rate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) != c.n {
+				t.Fatalf("trace has %d jobs, want %d", len(jobs), c.n)
+			}
+			for i, j := range jobs {
+				// The same job, in Gavel's time: the arrival scaled back up,
+				// the same steps, one GPU.
+				if j.Type != w[i].Model || j.Steps != float64(w[i].Steps) || j.Scale != 1 ||
+					math.Abs(j.Arrival-w[i].Arrival*c.scale) > 1e-3*c.scale {
+					t.Fatalf("job %d: trace %+v, workload %+v", i, j, w[i])
+				}
+				if c.rate > 0 && math.Abs(j.Arrival/c.scale-arr[i]) > 0.0006 {
+					t.Fatalf("job %d: trace arrival %v s of Gavel's, TSV %v s at scale %v", i, j.Arrival, arr[i], c.scale)
+				}
+			}
+		})
+	}
+	// The same seed and rate draw the same trace. (A rate draws one more
+	// number per job, so a seed draws other jobs with a rate than
+	// without.)
+	a, _ := drawWorkload(table, []string{"v100", "p100", "k80"}, 20, 5, 1000, 30, 60)
+	b, _ := drawWorkload(table, []string{"v100", "p100", "k80"}, 20, 5, 1000, 30, 60)
+	for i := range a {
+		if a[i].Model != b[i].Model || a[i].Steps != b[i].Steps || a[i].Arrival != b[i].Arrival {
+			t.Fatalf("seed 5 drew job %d twice differently: %+v, %+v", i, a[i], b[i])
+		}
+	}
+	var out bytes.Buffer
+	if rc := workloadCmd([]string{"--n", "3", "--rate", "-1", "--throughputs", table}, &out); rc != 2 {
+		t.Fatalf("--rate -1 gave rc %d, want 2", rc)
 	}
 }

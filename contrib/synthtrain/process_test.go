@@ -328,6 +328,52 @@ func TestPeriodicSignalKeepsTraining(t *testing.T) {
 	}
 }
 
+// A coarse --tick (fewer wake-ups: hundreds of jobs on one host in
+// scripts/trace-replay; progress is written at ticks) does not lengthen a
+// job: it ends at its last step, also after a periodic checkpoint's pause
+// moved that step on.
+func TestCoarseTickEndsOnTime(t *testing.T) {
+	table := gavelTable(t)
+	// A3C on a v100: 7.18 steps/s x 100; 3000 steps take 4.18 s.
+	rate, err := stepRate(table, "v100", "A3C", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		periodic bool // one periodic checkpoint of 500 ms on the way
+	}{{name: "plain"}, {name: "after a periodic checkpoint", periodic: true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "job.log")
+			prog := filepath.Join(dir, "progress")
+			began := time.Now()
+			p := start(t, []string{"SLURM_JOB_ID=9", "ROTA_CHECKPOINT_PERIODIC_SIGNAL=USR2", "ROTA_PROGRESS_FILE=" + prog},
+				"--model", "A3C", "--steps", "3000", "--throughputs", table, "--time-scale", "100", "--gpu-type", "v100",
+				"--ckpt-dir", dir, "--log", logPath, "--tick", "3s", "--progress-every", "100ms", "--ckpt-cost", "500ms")
+			want := 3000 / rate
+			if c.periodic {
+				waitProgress(t, prog, 500)
+				p.signal(syscall.SIGUSR2)
+				want += 0.5
+			}
+			if rc := p.wait(); rc != 0 {
+				t.Fatalf("exit %d; stderr %s", rc, p.stderr)
+			}
+			end, ok := lastOf(readLog(t, logPath), "end")
+			if !ok || end.Elapsed == nil || *end.Step != 3000 {
+				t.Fatalf("no end at step 3000: %+v", end)
+			}
+			if *end.Elapsed < want || *end.Elapsed > want+0.5 {
+				t.Errorf("ended after %.3f s of training, want %.3f s (+ scheduling)", *end.Elapsed, want)
+			}
+			if took := time.Since(began).Seconds(); took > want+3 {
+				t.Errorf("the process took %.1f s, want about %.1f", took, want)
+			}
+		})
+	}
+}
+
 // waitProgressCkpt waits for a ckpt= in the file other than prev's.
 func waitProgressCkpt(t *testing.T, path string, prev progress.Reading) progress.Reading {
 	t.Helper()

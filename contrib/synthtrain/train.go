@@ -289,6 +289,16 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 	elapsed := func(now time.Time) *float64 { e := now.Sub(start).Seconds(); return &e }
 	tick := time.NewTicker(t.c.tick)
 	defer tick.Stop()
+	// The last step's moment (a millisecond past it, so that stepAt has
+	// reached it): the job ends then, not at the next tick, so a coarse
+	// --tick (fewer wake-ups, for hundreds of jobs on one host) does not
+	// lengthen it. Moved on by each checkpoint's pause.
+	untilEnd := func() time.Duration {
+		left := float64(t.c.steps-min(t.resumed, t.c.steps)) / t.rate
+		return start.Add(paused+time.Duration(left*float64(time.Second))).Sub(t.now()) + time.Millisecond
+	}
+	end := time.NewTimer(untilEnd())
+	defer end.Stop()
 	lastProgress := start
 	for {
 		select {
@@ -302,6 +312,7 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 				}
 				paused += t.c.ckptCost
+				end.Reset(untilEnd())
 				lastProgress = t.now()
 				continue
 			}
@@ -325,32 +336,39 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 			t.writeProgress(step, now)
 			t.log.emit(Event{Ev: "stop", Step: u64(step), Signal: checkpoint.SignalName(sig), Elapsed: elapsed(now)})
 			return 128 + int(sig)
+		case <-end.C:
+			// Woken before its last step (the clock's rounding): the
+			// timer again for what is left; the step below decides.
+			if stepAt(t.now()) < t.c.steps {
+				end.Reset(untilEnd())
+			}
 		case <-tick.C:
-			now := t.now()
-			step := stepAt(now)
-			if step >= t.c.steps {
-				// A last checkpoint at the end: a requeue after completion
-				// then resumes at the end instead of training again.
-				if err := t.save(step, "end", 0); err != nil {
-					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
-				}
-				t.writeProgress(step, now)
-				t.log.emit(Event{Ev: "end", Step: u64(step), Elapsed: elapsed(now)})
-				return 0
+		}
+		now := t.now()
+		step := stepAt(now)
+		if step >= t.c.steps {
+			// A last checkpoint at the end: a requeue after completion
+			// then resumes at the end instead of training again.
+			if err := t.save(step, "end", 0); err != nil {
+				fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 			}
-			if t.c.ckptEvery > 0 && step >= t.lastCkpt+t.c.ckptEvery {
-				if err := t.save(step, "periodic", t.c.ckptCost); err != nil {
-					// A failed periodic checkpoint is not fatal: the
-					// previous one still stands.
-					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
-				}
-				paused += t.c.ckptCost
-				lastProgress = t.now()
+			t.writeProgress(step, now)
+			t.log.emit(Event{Ev: "end", Step: u64(step), Elapsed: elapsed(now)})
+			return 0
+		}
+		if t.c.ckptEvery > 0 && step >= t.lastCkpt+t.c.ckptEvery {
+			if err := t.save(step, "periodic", t.c.ckptCost); err != nil {
+				// A failed periodic checkpoint is not fatal: the
+				// previous one still stands.
+				fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: %v\n", t.c.job, err)
 			}
-			if now.Sub(lastProgress) >= t.c.progressEvery {
-				t.writeProgress(step, now)
-				lastProgress = now
-			}
+			paused += t.c.ckptCost
+			end.Reset(untilEnd())
+			lastProgress = t.now()
+		}
+		if now.Sub(lastProgress) >= t.c.progressEvery {
+			t.writeProgress(step, now)
+			lastProgress = now
 		}
 	}
 }

@@ -1,0 +1,79 @@
+# Sourced by scripts/e2e-workload and scripts/trace-replay (not run): one
+# run of a rota-synthtrain workload on a fresh dev cluster, with Rota or as
+# plain Slurm, from the same sbatch lines.
+#
+# The caller sets REPO, TRAIN (bin/rota-synthtrain), TABLE (Gavel's
+# table), SCALE (the jobs' --time-scale), HINT (all, v100 or none: what
+# each job tells with --rota-throughput), the dev cluster's ROTA_DEV_*
+# and SLURM_CONF, and defines die; TRAIN_FLAGS, if set, are more flags
+# for every job's rota-synthtrain (e.g. --tick 2s).
+
+# run_up MODE DIR: a fresh dev cluster for one run whose files go under DIR
+# (DIR/logs, DIR/ckpt, DIR/jobs made empty). MODE rota: job_submit plugin
+# and controller, and it returns once the plugin reaches the controller
+# (a submission is placed, as a user would see it); plain: no job_submit
+# plugin, no controller. The cluster's log is DIR/cluster.log.
+run_up() {
+  local mode=$1 dir=$2 id ok=""
+  rm -rf "$dir" "$ROTA_DEV_DIR/state" "$ROTA_DEV_DIR/controller"
+  mkdir -p "$dir/logs" "$dir/ckpt" "$dir/jobs"
+  chmod -R 0777 "$dir"
+  "$REPO/scripts/dev-cluster" down >/dev/null 2>&1 || true
+  if [[ $mode == rota ]]; then
+    "$REPO/scripts/dev-cluster" up >"$dir/cluster.log" 2>&1 || { cat "$dir/cluster.log"; die "dev-cluster up failed"; }
+    "$REPO/scripts/dev-cluster" controller start >>"$dir/cluster.log" 2>&1 || die "controller start failed"
+    for _ in $(seq 1 100); do
+      id=$(sbatch --parsable -H -o /dev/null --gres=gpu:1 --wrap true)
+      if scontrol show job "$id" | grep -q 'AdminComment=rota:'; then ok=1; fi
+      scancel "$id"
+      [[ -n $ok ]] && break
+      sleep 0.3
+    done
+    [[ -n $ok ]] || die "the plugin never reached the controller"
+  else
+    ROTA_DEV_SUBMIT_PLUGIN=off "$REPO/scripts/dev-cluster" up >"$dir/cluster.log" 2>&1 || { cat "$dir/cluster.log"; die "dev-cluster up failed"; }
+  fi
+}
+
+# run_job DIR I STEPS SV SP SK MODEL: writes the batch script DIR/jobs/I.sh
+# of workload line I and sets JOB_ARGS to its sbatch arguments (the
+# script last): named after what it trains, as people name their jobs
+# (the estimators learn from jobs of the same name), no GPU type, a
+# generous --time, --requeue, the checkpoint signal, its steps and, by
+# HINT, its steps/s. Plain Slurm ignores the --rota-* options.
+run_job() {
+  local dir=$1 i=$2 steps=$3 sv=$4 sp=$5 sk=$6 model=$7 name
+  cat >"$dir/jobs/$i.sh" <<EOF
+#!/bin/bash
+exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs $TABLE --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log${TRAIN_FLAGS:+ $TRAIN_FLAGS}
+EOF
+  chmod 0755 "$dir/jobs/$i.sh"
+  name=$(echo "$model" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+  local hint=()
+  rate() { awk -v s="$steps" -v t="$1" 'BEGIN { printf "%.4g", s / t }'; }
+  case $HINT in
+    v100) hint=(--rota-throughput="v100:$(rate "$sv")") ;;
+    all) hint=(--rota-throughput="v100:$(rate "$sv"),p100:$(rate "$sp"),k80:$(rate "$sk")") ;;
+    none) ;;
+    *) die "HINT=$HINT: want v100, all or none" ;;
+  esac
+  JOB_ARGS=(-J "$name" -o /dev/null -e "$dir/logs/$i.err" --requeue --time=02:00:00 --gres=gpu:1
+    --rota-checkpoint-signal=USR1 --rota-steps="$steps" "${hint[@]}" "$dir/jobs/$i.sh")
+}
+
+# run_drain MODE DIR TIMEOUT: waits until the queue is empty (dies after
+# TIMEOUT seconds, showing it), saves Rota's status with MODE rota, and
+# writes DIR/summary.json from the jobs' logs and DIR/submits (a
+# '<job id> <unix seconds>' line per sbatch).
+run_drain() {
+  local mode=$1 dir=$2 timeout=$3 start=$SECONDS
+  while squeue -h -o %i | grep -q .; do
+    (( SECONDS - start < timeout )) || { squeue | head -50; die "$mode: jobs still queued after ${timeout}s"; }
+    sleep 2
+  done
+  if [[ $mode == rota ]]; then
+    "$REPO/bin/rota" status --nats "nats://127.0.0.1:$ROTA_DEV_NATS_PORT" --json \
+      >"$dir/status.json" 2>/dev/null || true
+  fi
+  "$TRAIN" summarize --log-dir "$dir/logs" --submit-times "$dir/submits" --json >"$dir/summary.json"
+}
