@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/app"
+	"github.com/rota-hpc/rota/internal/tick"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -135,7 +136,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		go func() { defer wg.Done(); placeLoop(runCtx, ctl, o.PlaceRate, o.PlaceTimeout, lat) }()
 	}
 
-	if !sleep(ctx, o.Warmup) {
+	if !tick.Sleep(ctx, o.Warmup) {
 		return nil, ctx.Err()
 	}
 	// Window start.
@@ -147,7 +148,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cpuA, _ := cpuTicks(o.ControllerPID)
 	selfA, _ := cpuTicks(os.Getpid())
 	lat.start()
-	sleep(ctx, o.Duration)
+	tick.Sleep(ctx, o.Duration)
 	// Window end.
 	lat.stop()
 	tb, pb := time.Now(), published.Load()
@@ -197,17 +198,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.PlaceCount, r.PlaceTimeouts, r.PlaceErrors = uint64(len(lat.d)), lat.timeouts.Load(), lat.errors.Load()
 	r.PlaceP50, r.PlaceP99, r.PlaceMax = lat.quantiles()
 	return r, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func ingestStatus(ctx context.Context, nc *nats.Conn) (wire.IngestStatus, error) {

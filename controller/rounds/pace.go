@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rota-hpc/rota/internal/tick"
 )
 
 // Pace spreads a round's updates over time. Each update is an RPC under
@@ -58,7 +60,7 @@ func (p Pace) each(ctx context.Context, n int, send func(lo, hi int)) {
 		now = time.Now
 	}
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = func(ctx context.Context, d time.Duration) { tick.Sleep(ctx, d) }
 	}
 	for lo := 0; lo < n; lo += batch {
 		if lo > 0 && ctx.Err() != nil {
@@ -77,14 +79,5 @@ func (p Pace) each(ctx context.Context, n int, send func(lo, hi int)) {
 		if wait > 0 {
 			sleep(ctx, wait)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

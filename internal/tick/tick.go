@@ -40,3 +40,15 @@ func (l Loop) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Sleep waits d, or until ctx ends; false when ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -42,3 +42,19 @@ func TestLoopGoesOnThroughErrors(t *testing.T) {
 		t.Fatalf("%d ticks, log:\n%s", ticks.Load(), log)
 	}
 }
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	if !Sleep(context.Background(), time.Millisecond) {
+		t.Error("Sleep with a live context returned false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Error("Sleep with an ended context returned true")
+	}
+	if time.Since(start) > time.Second {
+		t.Error("Sleep did not return when its context ended")
+	}
+}
