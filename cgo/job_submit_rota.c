@@ -58,7 +58,19 @@ int init(void)
  * figure starts after the call has entered Go, and that entry (on a thread
  * Go has not seen, as each slurmctld RPC thread is) is a good part of it.
  * Logged by Go at fini; scripts/bench-submit reads it. */
-static uint64_t shim_calls, shim_ns, shim_max_ns, shim_skipped, shim_shelf, shim_away;
+static uint64_t shim_calls, shim_ns, shim_max_ns, shim_skipped, shim_shelf, shim_away, shim_trusted;
+
+/*
+ * The uids whose job updates pass untouched (trusted_uids, set by Go from
+ * job_submit_rota.conf at init). Answered here, not in Go: the
+ * controller's rounds send thousands of updates as such a user, each on a
+ * fresh slurmctld RPC thread under the job write lock, and from 24.11 a
+ * retype names the GPU in the update (TresPerNode), which would otherwise
+ * enter Go for each one to learn what this array says.
+ */
+#define ROTA_MAX_TRUSTED 64
+static uint32_t trusted_uids[ROTA_MAX_TRUSTED];
+static uint32_t n_trusted;
 
 /* Until when (CLOCK_MONOTONIC ns) jobs pass through without entering Go:
  * set by Go (rota_away) when the controller is away, so that an outage
@@ -87,7 +99,7 @@ static void count_call(uint64_t ns)
 /* The counters so far, for the stats file Go writes while the plugin
  * runs: from 23.11 slurmctld re-executes itself at a reconfigure and at
  * shutdown without calling fini, so fini's log line is not always there. */
-void rota_shim_counts(uint64_t out[6])
+void rota_shim_counts(uint64_t out[7])
 {
 	out[0] = __atomic_load_n(&shim_calls, __ATOMIC_RELAXED);
 	out[1] = __atomic_load_n(&shim_ns, __ATOMIC_RELAXED);
@@ -95,6 +107,7 @@ void rota_shim_counts(uint64_t out[6])
 	out[3] = __atomic_load_n(&shim_skipped, __ATOMIC_RELAXED);
 	out[4] = __atomic_load_n(&shim_shelf, __ATOMIC_RELAXED);
 	out[5] = __atomic_load_n(&shim_away, __ATOMIC_RELAXED);
+	out[6] = __atomic_load_n(&shim_trusted, __ATOMIC_RELAXED);
 }
 
 int fini(void)
@@ -104,14 +117,39 @@ int fini(void)
 		     __atomic_exchange_n(&shim_max_ns, 0, __ATOMIC_RELAXED),
 		     __atomic_exchange_n(&shim_skipped, 0, __ATOMIC_RELAXED),
 		     __atomic_exchange_n(&shim_shelf, 0, __ATOMIC_RELAXED),
-		     __atomic_exchange_n(&shim_away, 0, __ATOMIC_RELAXED));
+		     __atomic_exchange_n(&shim_away, 0, __ATOMIC_RELAXED),
+		     __atomic_exchange_n(&shim_trusted, 0, __ATOMIC_RELAXED));
 	__atomic_store_n(&away_until_ns, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&n_trusted, 0, __ATOMIC_RELEASE);
 	return SLURM_SUCCESS;
 }
 
 void rota_away(int64_t for_ns)
 {
 	__atomic_store_n(&away_until_ns, for_ns > 0 ? now_ns() + (uint64_t) for_ns : 0, __ATOMIC_RELEASE);
+}
+
+int rota_trusted(const uint32_t *uids, uint32_t n)
+{
+	if (n > ROTA_MAX_TRUSTED)
+		return 0;
+	/* Shrink first, so that a thread reading meanwhile sees only uids of
+	 * the old list or the new one, never a half-written slot it counts. */
+	__atomic_store_n(&n_trusted, 0, __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < n; i++)
+		__atomic_store_n(&trusted_uids[i], uids[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&n_trusted, n, __ATOMIC_RELEASE);
+	return 1;
+}
+
+static int trusted(uint32_t uid)
+{
+	uint32_t n = __atomic_load_n(&n_trusted, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&trusted_uids[i], __ATOMIC_RELAXED) == uid)
+			return 1;
+	return 0;
 }
 
 /* set_str swaps a Slurm-owned string for a copy of s (NULL: keep). */
@@ -215,6 +253,10 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 	rota_change_t change;
 	uint64_t start;
 
+	if (modify && trusted(submit_uid)) {
+		__atomic_add_fetch(&shim_trusted, 1, __ATOMIC_RELAXED);
+		return SLURM_SUCCESS;
+	}
 	if (!may_ask_gpu(job_desc)) {
 		__atomic_add_fetch(&shim_skipped, 1, __ATOMIC_RELAXED);
 		return SLURM_SUCCESS;

@@ -125,8 +125,14 @@ int rota_shelf_serve(const rota_job_t *job, void (*apply)(const rota_change_t *c
  * as Go would pass it (no usable state from the controller, or no
  * connection to send decisions on). */
 void rota_away(int64_t for_ns);
-/* The shim's counters (calls, ns, max_ns, skipped, shelf, away) so far. */
-void rota_shim_counts(uint64_t out[6]);
+/* Implemented in job_submit_rota.c, called from Go at init: updates by
+ * these uids pass through unchanged without entering Go, as Go's handler
+ * passes them (submit.Trusted). 0 when there are too many to hold (Go
+ * then keeps answering them itself, and sets none). */
+int rota_trusted(const uint32_t *uids, uint32_t n);
+/* The shim's counters (calls, ns, max_ns, skipped, shelf, away, trusted)
+ * so far. */
+void rota_shim_counts(uint64_t out[7]);
 
 /* Frees a change's strings (malloc()ed), not the struct. */
 void rota_change_free(rota_change_t *c);

@@ -84,6 +84,7 @@ func rota_go_init(path *C.char) {
 		handler = nil
 	}
 	resetShelf()
+	setTrusted(cfg.TrustedUIDs)
 	if stopStats != nil {
 		close(stopStats)
 		stopStats = nil
@@ -124,6 +125,21 @@ func rota_go_init(path *C.char) {
 		Bool("decide_ahead", cfg.DecideAhead && cfg.Placement == submit.PlacementLocal).Dur("deadline", cfg.Deadline).Msg("loaded")
 }
 
+// setTrusted hands the shim the uids whose updates pass untouched, so it
+// answers them without entering Go (the controller's rounds send
+// thousands). A list too long for the shim stays with Go's handler, which
+// answers the same.
+func setTrusted(uids []uint32) {
+	var p *C.uint32_t
+	if len(uids) > 0 {
+		p = (*C.uint32_t)(unsafe.Pointer(&uids[0]))
+	}
+	if C.rota_trusted(p, C.uint32_t(len(uids))) == 0 {
+		C.rota_trusted(nil, 0)
+		log.Warn().Int("trusted_uids", len(uids)).Msg("more trusted_uids than the shim holds; their updates enter Go, which passes them as before, at a little more cost to slurmctld")
+	}
+}
+
 // resetShelf empties the shim's shelf when the Local that stocked it is
 // gone: no one would take its records.
 func resetShelf() {
@@ -135,15 +151,19 @@ func resetShelf() {
 // rota_go_fini gets the shim's own count of calls and their time (the
 // whole call, entering Go included), and of the jobs it handled without
 // calling Go: passed for having no "gpu" in their request, placed from
-// the shelf, passed while the controller was away.
+// the shelf, passed while the controller was away, updates by a trusted
+// uid.
 //
 //export rota_go_fini
-func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway C.uint64_t) {
+func rota_go_fini(shimCalls, shimNs, shimMaxNs, shimSkipped, shimShelf, shimAway, shimTrusted C.uint64_t) {
 	defer recoverAndLog("fini")
 	mu.Lock()
 	defer mu.Unlock()
 	if shimSkipped > 0 {
 		log.Info().Uint64("jobs", uint64(shimSkipped)).Msg("jobs without GPUs passed through since the plugin was loaded")
+	}
+	if shimTrusted > 0 {
+		log.Info().Uint64("updates", uint64(shimTrusted)).Msg("job updates by trusted_uids (the controller's rounds, admins) passed through unchanged since the plugin was loaded")
 	}
 	if shimAway > 0 {
 		log.Info().Uint64("jobs", uint64(shimAway)).Msg("GPU jobs passed through unchanged without entering Go while the controller was away, since the plugin was loaded")

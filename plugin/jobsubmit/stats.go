@@ -20,6 +20,7 @@ type counts struct {
 	goJobs, goNs, goMaxNs               int64
 	calls, callNs, callMaxNs            uint64
 	skipped, fromShelf, passedWhileAway uint64
+	trusted                             uint64 // updates by trusted_uids
 	stateBytes, stateDecodeNs           int64
 	// Batch jobs the shelf did not serve: empty, expired, unmatched, full.
 	shelfMiss [4]uint64
@@ -30,7 +31,7 @@ type counts struct {
 var stateBytes, stateDecodeNs atomic.Int64
 
 func readCounts() counts {
-	var c [6]C.uint64_t
+	var c [7]C.uint64_t
 	C.rota_shim_counts(&c[0])
 	var m [4]C.uint64_t
 	C.rota_shelf_misses(&m[0])
@@ -38,6 +39,7 @@ func readCounts() counts {
 		goJobs: calls.Load(), goNs: totalNs.Load(), goMaxNs: maxNs.Load(),
 		calls: uint64(c[0]), callNs: uint64(c[1]), callMaxNs: uint64(c[2]),
 		skipped: uint64(c[3]), fromShelf: uint64(c[4]), passedWhileAway: uint64(c[5]),
+		trusted:    uint64(c[6]),
 		stateBytes: stateBytes.Load(), stateDecodeNs: stateDecodeNs.Load(),
 		shelfMiss: [4]uint64{uint64(m[0]), uint64(m[1]), uint64(m[2]), uint64(m[3])},
 	}
@@ -51,10 +53,10 @@ func (c counts) line() string {
 		}
 		return ns / n / 1000
 	}
-	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d"+
+	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d trusted=%d"+
 		" shelf_empty=%d shelf_expired=%d shelf_unmatched=%d shelf_full=%d state_bytes=%d state_decode_us=%d\n",
 		os.Getpid(), c.goJobs, mean(c.goNs, c.goJobs), c.goMaxNs/1000, c.calls, mean(int64(c.callNs), int64(c.calls)), c.callMaxNs/1000,
-		c.fromShelf, c.passedWhileAway, c.skipped, c.shelfMiss[0], c.shelfMiss[1], c.shelfMiss[2], c.shelfMiss[3],
+		c.fromShelf, c.passedWhileAway, c.skipped, c.trusted, c.shelfMiss[0], c.shelfMiss[1], c.shelfMiss[2], c.shelfMiss[3],
 		c.stateBytes, c.stateDecodeNs/1000)
 }
 

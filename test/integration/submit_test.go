@@ -366,6 +366,24 @@ func TestJobModify(t *testing.T) {
 	if rep.Decision.Asked.JobID != uint32(n) || rep.Decision.JobID != uint32(n) {
 		t.Errorf("the update's decision names job %d (asked) / %d, want %d", rep.Decision.Asked.JobID, rep.Decision.JobID, n)
 	}
+
+	// root is in trusted_uids: its update (the controller's rounds send
+	// thousands) stands as given and is answered in the shim, without
+	// entering Go under slurmctld's job write lock.
+	before := pluginStats(t)
+	if out, err := run("scontrol", "update", "jobid="+id, "gres=gpu:k80:1"); err != nil {
+		t.Fatalf("root's update: %v %s", err, out)
+	}
+	after := pluginStats(t)
+	if got := show(t, uint32(n)).TresPerNode; !strings.Contains(got, "gpu:k80:1") {
+		t.Errorf("after root's update TresPerNode = %q, want gpu:k80:1 as root gave it", got)
+	}
+	if after["trusted"] <= before["trusted"] {
+		t.Errorf("trusted = %d after root's update, %d before: the shim did not answer it", after["trusted"], before["trusted"])
+	}
+	if after["jobs"] != before["jobs"] {
+		t.Errorf("jobs that entered Go went from %d to %d over root's update alone", before["jobs"], after["jobs"])
+	}
 }
 
 func typeOf(t *testing.T, tres string) string {
