@@ -881,24 +881,28 @@ type pendingUpdate struct {
 	untyped bool
 }
 
-// updateMany sends a round's changes, paced (pace.go): in batches where
-// the Scheduler can (slurm.BatchUpdater), else one by one.
+// updateMany sends a round's changes, paced (pace.go): through one
+// client where the Scheduler can (slurm.PacedUpdater: both backends),
+// else one by one.
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
+	gap := l.cfg.Pace.gaps(ctx)
+	if s, ok := l.sched.(slurm.PacedUpdater); ok {
+		ch := make([]slurm.Change, len(pend))
+		for i, p := range pend {
+			ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
+		}
+		return s.UpdatePaced(ctx, ch, gap)
+	}
 	errs := make([]error, len(pend))
-	b, batched := l.sched.(slurm.BatchUpdater)
-	l.cfg.Pace.each(ctx, len(pend), func(lo, hi int) {
-		if batched && hi-lo > 1 {
-			ch := make([]slurm.Change, 0, hi-lo)
-			for _, p := range pend[lo:hi] {
-				ch = append(ch, slurm.Change{JobID: p.j.ID, Update: p.u})
+	for i, p := range pend {
+		errs[i] = l.sched.Update(ctx, p.j.ID, p.u)
+		if i < len(pend)-1 && !gap() {
+			for j := i + 1; j < len(pend); j++ {
+				errs[j] = ctx.Err() // gap stops only when ctx has ended
 			}
-			copy(errs[lo:hi], b.UpdateMany(ctx, ch))
-			return
+			break
 		}
-		for i := lo; i < hi; i++ {
-			errs[i] = l.sched.Update(ctx, pend[i].j.ID, pend[i].u)
-		}
-	})
+	}
 	return errs
 }
 

@@ -778,55 +778,60 @@ func TestHeldElsewhere(t *testing.T) {
 	}
 }
 
-// batchSched is fakeSched sending a round's updates in batches, as the
-// command-line backend does.
-type batchSched struct {
+// pacedSched is fakeSched sending a round's updates one at a time
+// through one client, as the command-line backend does.
+type pacedSched struct {
 	*fakeSched
-	batches []int
+	calls, gaps int
 }
 
-func (b *batchSched) UpdateMany(ctx context.Context, ch []slurm.Change) []error {
-	b.batches = append(b.batches, len(ch))
+func (p *pacedSched) UpdatePaced(ctx context.Context, ch []slurm.Change, gap func() bool) []error {
+	p.calls++
 	errs := make([]error, len(ch))
 	for i, c := range ch {
-		errs[i] = b.Update(ctx, c.JobID, c.Update)
+		errs[i] = p.Update(ctx, c.JobID, c.Update)
+		p.gaps++
+		if !gap() {
+			break
+		}
 	}
 	return errs
 }
 
-// A round's updates go to Slurm as one batch where the Scheduler takes
-// batches, with the same outcome, a failed job included, as one by one.
-func TestRoundUpdatesInOneBatch(t *testing.T) {
+// A round's updates go to Slurm through one paced call where the
+// Scheduler takes one (slurm.PacedUpdater), with the same outcome, a
+// failed job included, as one by one.
+func TestRoundUpdatesPaced(t *testing.T) {
 	t.Parallel()
-	run := func(batch bool) (*fakeSched, Stats, []int) {
+	run := func(paced bool) (*fakeSched, Stats, *pacedSched) {
 		f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 		for id := uint32(1); id <= 6; id++ {
 			f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
 		}
 		f.failOn[2] = true
 		var sched slurm.Scheduler = f
-		b := &batchSched{fakeSched: f}
-		if batch {
-			sched = b
+		p := &pacedSched{fakeSched: f}
+		if paced {
+			sched = p
 		}
 		l := newLoop(t, sched, decs, &tableEst{rates: map[string][]float64{}}, nil)
 		if err := l.Round(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		return f, l.Stats(), b.batches
+		return f, l.Stats(), p
 	}
 	one, oneStats, _ := run(false)
-	many, manyStats, batches := run(true)
-	if len(batches) != 1 || batches[0] != manyStats.LastUpdates || manyStats.LastUpdates != 6 {
-		t.Errorf("batches %v, last round's updates %d: want one batch of the 6 jobs", batches, manyStats.LastUpdates)
+	paced, pacedStats, p := run(true)
+	if pacedStats.LastUpdates != 6 || p.calls != 1 || p.gaps != 6 {
+		t.Errorf("%d updates in %d calls with %d gaps, want 6 in one call with a gap after each", pacedStats.LastUpdates, p.calls, p.gaps)
 	}
 	for id := uint32(1); id <= 6; id++ {
-		a, b := one.jobs[id], many.jobs[id]
+		a, b := one.jobs[id], paced.jobs[id]
 		if a.Features != b.Features || a.Nice != b.Nice || a.TimeLimitMin != b.TimeLimitMin {
-			t.Errorf("job %d: one by one %s/%d/%d, batched %s/%d/%d", id, a.Features, a.Nice, a.TimeLimitMin, b.Features, b.Nice, b.TimeLimitMin)
+			t.Errorf("job %d: one by one %s/%d/%d, paced %s/%d/%d", id, a.Features, a.Nice, a.TimeLimitMin, b.Features, b.Nice, b.TimeLimitMin)
 		}
 	}
-	if oneStats.SlurmErrors != 1 || manyStats.SlurmErrors != 1 || oneStats.Retyped != manyStats.Retyped || oneStats.Reprioritised != manyStats.Reprioritised {
-		t.Errorf("stats one by one %+v, batched %+v", oneStats, manyStats)
+	if oneStats.SlurmErrors != 1 || pacedStats.SlurmErrors != 1 || oneStats.Retyped != pacedStats.Retyped || oneStats.Reprioritised != pacedStats.Reprioritised {
+		t.Errorf("stats one by one %+v, paced %+v", oneStats, pacedStats)
 	}
 }

@@ -8,19 +8,21 @@ import (
 	"github.com/rota-hpc/rota/internal/tick"
 )
 
-// Pace spreads a round's updates over time. Each update is an RPC under
-// slurmctld's job write lock, and on the slurmctld host each costs CPU
-// (scontrol, munge, slurmctld itself); a round that retypes a thousand
-// jobs in one burst keeps users' sbatch waiting behind it. So the round
-// sends Batch updates, then waits (1-Share)/Share times as long as they
-// took, at most MaxPause: slurmctld is busy with the round at most Share
-// of the time, and a submission never waits behind more than one batch.
-// docs/rounds.md, "At a site's size", has the figures behind the defaults.
+// Pace spreads a round's updates over time. Each update is an RPC to
+// slurmctld, and a burst of them, a thousand for a round that retypes a
+// thousand jobs, keeps users' sbatch waiting for most of the burst, even
+// for RPCs that take no lock. So the round sends its updates one after
+// another through one client (slurm.PacedUpdater) and after every Batch
+// of them waits (1-Share)/Share times as long as they took, at most
+// MaxPause: slurmctld is busy with the round at most Share of the time,
+// and a submission waits behind one batch at most, one update by
+// default. docs/rounds.md, "Pacing the apply", has the figures behind
+// the defaults.
 type Pace struct {
-	// Batch is the most updates sent at once (round_apply_batch).
+	// Batch is the updates sent between pauses (round_apply_batch).
 	Batch int
 	// Share is the share of the apply's time spent updating
-	// (round_apply_share); 1 sends every batch at once.
+	// (round_apply_share); 1 never pauses.
 	Share float64
 	// MaxPause bounds one pause, so a slow batch does not stall the round.
 	MaxPause time.Duration
@@ -31,12 +33,11 @@ type Pace struct {
 	now func() time.Time
 }
 
-// DefaultPace: batches of 64, slurmctld busy with the round at most half
-// the time, pauses of at most a second.
-func DefaultPace() Pace { return Pace{Batch: 64, Share: 0.5, MaxPause: time.Second} }
+// DefaultPace: one update at a time, slurmctld busy with the round at
+// most half the time, pauses of at most a second.
+func DefaultPace() Pace { return Pace{Batch: 1, Share: 0.5, MaxPause: time.Second} }
 
-// Check rejects a pace that cannot work. The zero Pace sends every
-// update at once.
+// Check rejects a pace that cannot work. The zero Pace never pauses.
 func (p Pace) Check() error {
 	if p.Batch < 0 {
 		return fmt.Errorf("round_apply_batch = %d: want at least 1", p.Batch)
@@ -47,14 +48,23 @@ func (p Pace) Check() error {
 	return nil
 }
 
-// each calls send for consecutive index ranges [lo, hi) of n updates, at
-// most Batch long, pausing between them; it stops pausing (and sending)
-// once ctx ends.
-func (p Pace) each(ctx context.Context, n int, send func(lo, hi int)) {
-	batch := p.Batch
-	if batch < 1 {
-		batch = n
+// pause is how long to wait after updates that took took.
+func (p Pace) pause(took time.Duration) time.Duration {
+	if p.Share <= 0 || p.Share >= 1 {
+		return 0
 	}
+	wait := time.Duration(float64(took) * (1 - p.Share) / p.Share)
+	if p.MaxPause > 0 && wait > p.MaxPause {
+		wait = p.MaxPause
+	}
+	return wait
+}
+
+// gaps is the gap function for a slurm.PacedUpdater: it is called after
+// each update sent, and after every Batch of them it pauses as each
+// does; false once ctx has ended.
+func (p Pace) gaps(ctx context.Context) func() bool {
+	batch := max(p.Batch, 1)
 	now, sleep := p.now, p.sleep
 	if now == nil {
 		now = time.Now
@@ -62,22 +72,14 @@ func (p Pace) each(ctx context.Context, n int, send func(lo, hi int)) {
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) { tick.Sleep(ctx, d) }
 	}
-	for lo := 0; lo < n; lo += batch {
-		if lo > 0 && ctx.Err() != nil {
-			return
+	start, sent := now(), 0
+	return func() bool {
+		if sent++; sent%batch == 0 {
+			if wait := p.pause(now().Sub(start)); wait > 0 {
+				sleep(ctx, wait)
+			}
+			start = now()
 		}
-		hi := min(lo+batch, n)
-		start := now()
-		send(lo, hi)
-		if hi == n || p.Share <= 0 || p.Share >= 1 {
-			continue
-		}
-		wait := time.Duration(float64(now().Sub(start)) * (1 - p.Share) / p.Share)
-		if p.MaxPause > 0 && wait > p.MaxPause {
-			wait = p.MaxPause
-		}
-		if wait > 0 {
-			sleep(ctx, wait)
-		}
+		return ctx.Err() == nil
 	}
 }

@@ -2,57 +2,9 @@ package rounds
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 )
-
-func TestPace(t *testing.T) {
-	t.Parallel()
-	// Each batch takes 10 ms per update on the fake clock.
-	cases := []struct {
-		name    string
-		pace    Pace
-		n       int
-		batches string
-		pauses  string
-	}{
-		{"the zero pace sends everything at once", Pace{}, 5, "[0,5)", ""},
-		{"batches, half the time spent updating", Pace{Batch: 2, Share: 0.5}, 5, "[0,2)[2,4)[4,5)", "20ms 20ms "},
-		{"a quarter: three times as long paused", Pace{Batch: 3, Share: 0.25}, 6, "[0,3)[3,6)", "90ms "},
-		{"share 1: no pause", Pace{Batch: 2, Share: 1}, 4, "[0,2)[2,4)", ""},
-		{"a pause is bounded", Pace{Batch: 4, Share: 0.1, MaxPause: 100 * time.Millisecond}, 8, "[0,4)[4,8)", "100ms "},
-		{"nothing to send", DefaultPace(), 0, "", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			clock := time.Unix(0, 0)
-			var batches, pauses string
-			p := c.pace
-			p.now = func() time.Time { return clock }
-			p.sleep = func(_ context.Context, d time.Duration) { pauses += d.String() + " "; clock = clock.Add(d) }
-			p.each(context.Background(), c.n, func(lo, hi int) {
-				batches += fmt.Sprintf("[%d,%d)", lo, hi)
-				clock = clock.Add(time.Duration(hi-lo) * 10 * time.Millisecond)
-			})
-			if batches != c.batches || pauses != c.pauses {
-				t.Errorf("batches %q pauses %q, want %q and %q", batches, pauses, c.batches, c.pauses)
-			}
-		})
-	}
-}
-
-func TestPaceStopsWithContext(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	var sent int
-	p := Pace{Batch: 2, Share: 0.5, sleep: func(context.Context, time.Duration) { cancel() }}
-	p.each(ctx, 10, func(lo, hi int) { sent += hi - lo })
-	if sent != 2 {
-		t.Errorf("sent %d updates after the context ended mid-pause, want 2 (the first batch)", sent)
-	}
-}
 
 func TestPaceCheck(t *testing.T) {
 	t.Parallel()
@@ -64,4 +16,52 @@ func TestPaceCheck(t *testing.T) {
 			t.Errorf("%+v: Check() = %v, want ok=%v", c.p, err, c.ok)
 		}
 	}
+}
+
+// TestPaceGaps: the gap function a slurm.PacedUpdater calls after each
+// update pauses after every Batch of them, as each does.
+func TestPaceGaps(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		pace   Pace
+		n      int
+		pauses string
+	}{
+		{"the zero pace never pauses", Pace{}, 5, ""},
+		{"one at a time, half the time spent updating", Pace{Batch: 1, Share: 0.5}, 3, "10ms 10ms 10ms "},
+		{"every second update, a quarter", Pace{Batch: 2, Share: 0.25}, 5, "60ms 60ms "},
+		{"a pause is bounded", Pace{Batch: 1, Share: 0.01, MaxPause: 50 * time.Millisecond}, 2, "50ms 50ms "},
+		{"share 1: no pause", Pace{Batch: 1, Share: 1}, 3, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := time.Unix(0, 0)
+			var pauses string
+			p := c.pace
+			p.now = func() time.Time { return clock }
+			p.sleep = func(_ context.Context, d time.Duration) { pauses += d.String() + " "; clock = clock.Add(d) }
+			gap := p.gaps(context.Background())
+			for range c.n {
+				clock = clock.Add(10 * time.Millisecond) // the update
+				if !gap() {
+					t.Fatal("gap stopped with the context live")
+				}
+			}
+			if pauses != c.pauses {
+				t.Errorf("pauses %q, want %q", pauses, c.pauses)
+			}
+		})
+	}
+	t.Run("false once the context ends", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		clock := time.Unix(0, 0)
+		p := Pace{Batch: 1, Share: 0.5, sleep: func(context.Context, time.Duration) { cancel() },
+			now: func() time.Time { clock = clock.Add(time.Millisecond); return clock }}
+		if p.gaps(ctx)() {
+			t.Error("gap went on after the context ended mid-pause")
+		}
+	})
 }
