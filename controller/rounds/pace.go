@@ -34,8 +34,10 @@ type Pace struct {
 }
 
 // DefaultPace: one update at a time, slurmctld busy with the round at
-// most half the time, pauses of at most a second.
-func DefaultPace() Pace { return Pace{Batch: 1, Share: 0.5, MaxPause: time.Second} }
+// most two thirds of the time (a pause half as long as each update; as
+// kind to sbatch as half, and a round of 1,700 updates ends well inside
+// 10 s on 22.05 too), pauses of at most a second.
+func DefaultPace() Pace { return Pace{Batch: 1, Share: 0.67, MaxPause: time.Second} }
 
 // Check rejects a pace that cannot work. The zero Pace never pauses.
 func (p Pace) Check() error {
