@@ -885,25 +885,15 @@ type pendingUpdate struct {
 // client where the Scheduler can (slurm.PacedUpdater: both backends),
 // else one by one.
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
+	ch := make([]slurm.Change, len(pend))
+	for i, p := range pend {
+		ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
+	}
 	gap := l.cfg.Pace.gaps(ctx)
 	if s, ok := l.sched.(slurm.PacedUpdater); ok {
-		ch := make([]slurm.Change, len(pend))
-		for i, p := range pend {
-			ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
-		}
 		return s.UpdatePaced(ctx, ch, gap)
 	}
-	errs := make([]error, len(pend))
-	for i, p := range pend {
-		errs[i] = l.sched.Update(ctx, p.j.ID, p.u)
-		if i < len(pend)-1 && !gap() {
-			for j := i + 1; j < len(pend); j++ {
-				errs[j] = ctx.Err() // gap stops only when ctx has ended
-			}
-			break
-		}
-	}
-	return errs
+	return slurm.UpdateOneByOne(ctx, l.sched.Update, ch, gap)
 }
 
 // applied records one change's outcome in the job's tracking.

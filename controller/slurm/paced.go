@@ -60,6 +60,22 @@ func notSent(ctx context.Context, errs []error) {
 	}
 }
 
+// UpdateOneByOne sends changes through update, one at a time, calling
+// gap between them as a PacedUpdater does: for a client whose every
+// update is its own request (Restd), or a Scheduler with no
+// PacedUpdater of its own.
+func UpdateOneByOne(ctx context.Context, update func(context.Context, uint32, JobUpdate) error, changes []Change, gap func() bool) []error {
+	errs := make([]error, len(changes))
+	for i, ch := range changes {
+		errs[i] = update(ctx, ch.JobID, ch.Update)
+		if i < len(changes)-1 && !gap() {
+			notSent(ctx, errs[i+1:])
+			break
+		}
+	}
+	return errs
+}
+
 // UpdatePaced implements PacedUpdater with one scontrol process reading
 // commands from its standard input, one update at a time.
 func (c *CLI) UpdatePaced(ctx context.Context, changes []Change, gap func() bool) []error {

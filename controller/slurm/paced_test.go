@@ -155,3 +155,28 @@ func TestUpdatePaced(t *testing.T) {
 		}
 	})
 }
+
+func TestUpdateOneByOne(t *testing.T) {
+	t.Parallel()
+	ch := []Change{{JobID: 1}, {JobID: 2}, {JobID: 3}, {JobID: 4}}
+	failed := errors.New("gone")
+	update := func(_ context.Context, id uint32, _ JobUpdate) error {
+		if id == 2 {
+			return failed
+		}
+		return nil
+	}
+	n := 0
+	errs := UpdateOneByOne(context.Background(), update, ch, func() bool { n++; return n < 3 })
+	want := []error{nil, failed, nil, errNotSent}
+	for i := range errs {
+		if !errors.Is(errs[i], want[i]) || (want[i] == nil) != (errs[i] == nil) {
+			t.Errorf("job %d: err %v, want %v", i+1, errs[i], want[i])
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs = UpdateOneByOne(ctx, update, ch, func() bool { cancel(); return false })
+	if errs[0] != nil || !errors.Is(errs[1], context.Canceled) || !errors.Is(errs[3], context.Canceled) {
+		t.Errorf("after the context ended: %v, want the rest context.Canceled", errs)
+	}
+}

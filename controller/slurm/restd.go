@@ -662,15 +662,7 @@ func (r *Restd) Update(ctx context.Context, jobID uint32, u JobUpdate) error {
 // embeds, is not the one a round uses: slurmrestd takes one job per
 // request, each as cheap as an update gets (no process per job).
 func (r *Restd) UpdatePaced(ctx context.Context, changes []Change, gap func() bool) []error {
-	errs := make([]error, len(changes))
-	for i, ch := range changes {
-		errs[i] = r.Update(ctx, ch.JobID, ch.Update)
-		if i < len(changes)-1 && !gap() {
-			notSent(ctx, errs[i+1:])
-			break
-		}
-	}
-	return errs
+	return UpdateOneByOne(ctx, r.Update, changes, gap)
 }
 
 // Requeue implements Scheduler through scontrol: no slurmrestd version
