@@ -317,7 +317,7 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 	}
 	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
-			InteractiveReserve: cfg.InteractiveReserve}, pol),
+			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
 		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}
 	return l, nil
 }

@@ -91,6 +91,10 @@ type PlanConfig struct {
 	// its priority less Rota's nice within the span, which is the order
 	// in which Slurm will start the jobs, so GPUs free now go to them.
 	NiceSpan uint32
+	// SlurmOrder: Slurm starts pending jobs in the plan's order (order =
+	// nice or priority), so a job far from its head keeps its type
+	// (keepWaitingTypes).
+	SlurmOrder bool
 	// InteractiveReserve is, per GPU type, the GPUs training may not
 	// hold (interactive_reserve.<type>).
 	InteractiveReserve map[string]int
@@ -131,6 +135,10 @@ type Action struct {
 	Running   bool    `json:"running,omitempty"`
 	GPUs      int     `json:"gpus,omitempty"`
 	Remaining float64 `json:"-"` // +Inf when unknown, which JSON cannot hold
+
+	// startsNow: fill gave it a GPU free now; atHead: coverHead gave it
+	// one of the first to free up. keepWaitingTypes leaves both alone.
+	startsNow, atHead bool
 }
 
 // Busy lists, per GPU type, the seconds each running job's GPUs stay
@@ -273,6 +281,9 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	fill(&plan, jobs)
 	if p.cfg.NiceSpan > 0 {
 		coverHead(&plan, jobs)
+	}
+	if p.cfg.SlurmOrder {
+		keepWaitingTypes(&plan, jobs)
 	}
 	if len(p.cfg.InteractiveReserve) > 0 {
 		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
@@ -509,8 +520,49 @@ func coverHead(plan *Plan, jobs []JobView) {
 			a.Why = fmt.Sprintf("%s; at the head of Slurm's order, it takes a GPU of %s, the first to free up", a.Why, t)
 			a.Type = t
 		}
+		a.atHead = true
 		// Booked until it is done (unknown: for good, this round).
 		slots[best] = slots[best][g:]
+	}
+}
+
+// keepWaitingTypes leaves a pending job far from the head of Slurm's
+// order on the type it has, when that type holds it and runs it at least
+// half as fast as the plan's: it cannot start before the jobs ahead of it
+// have taken every GPU of the cluster, and a later round types it when it
+// nears the head (coverHead, fill). Among pending jobs the policy treats
+// alike (none has run yet), the type it hands each one flips from round
+// to round as the queue changes, and every flip is an update of Slurm's
+// job: at 10,000 pending, 300 to 700 of a round's 1,700 updates were
+// such flips (docs/rounds.md).
+func keepWaitingTypes(plan *Plan, jobs []JobView) {
+	var order []int
+	for i, j := range jobs {
+		if !j.Running && plan.Actions[i].Priority > 0 {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	room := 0
+	for _, c := range plan.avail() {
+		room += c
+	}
+	ahead := 0 // GPUs the pending jobs before it ask for
+	for _, i := range order {
+		j, a := jobs[i], &plan.Actions[i]
+		before := ahead
+		ahead += max(j.GPUs, 1)
+		if before < room || a.startsNow || a.atHead || j.UserTyped || !policyJob(j) || j.Target != "" || a.Type == j.Type {
+			continue
+		}
+		k, m := indexOf(plan.Types, j.Type), indexOf(plan.Types, a.Type)
+		if k < 0 || m < 0 || k >= len(j.Rates) || m >= len(j.Rates) || j.Rates[k] <= 0 || j.Rates[k] < j.Rates[m]/2 ||
+			(j.Fits != nil && !j.Fits[k]) {
+			continue
+		}
+		a.Why = fmt.Sprintf("%s; it keeps %s while it waits behind %d GPUs' worth of jobs (the cluster has %d): a round types it again when it nears the head",
+			a.Why, j.Type, before, room)
+		a.Type = j.Type
 	}
 }
 
@@ -607,6 +659,7 @@ func fill(plan *Plan, jobs []JobView) {
 		m := indexOf(plan.Types, a.Type)
 		if m >= 0 && free[m] >= g {
 			free[m] -= g
+			a.startsNow = true
 			continue
 		}
 		// Finish times need the remaining steps and rates in steps/s.
@@ -655,6 +708,7 @@ func fill(plan *Plan, jobs []JobView) {
 				a.Why = fmt.Sprintf("%s; %s has no free GPU, %s has: it starts there now", a.Why, plan.Types[m], plan.Types[best])
 			}
 			a.Type = plan.Types[best]
+			a.startsNow = true
 			free[best] -= g
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate"
+	"github.com/rota-hpc/rota/controller/policy"
 )
 
 // fill: a pending job the mechanism sent to a full type starts now on a
@@ -40,5 +41,115 @@ func TestFill(t *testing.T) {
 				t.Errorf("pending job goes to %s, want %s (%s)", got, c.want, plan.Actions[1].Why)
 			}
 		})
+	}
+}
+
+// keepWaitingTypes: a pending job behind a whole cluster's worth of
+// GPUs keeps its type when it can; one nearer the head, or one whose
+// type is too slow or not allowed, takes the plan's.
+func TestKeepWaitingTypes(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	rates := []float64{1, 2, 4}
+	for _, c := range []struct {
+		name   string
+		ahead  int // GPUs the jobs before it ask for (the cluster has 4)
+		has    string
+		plan   string
+		fits   []bool
+		marked func(*Action)
+		want   string
+	}{
+		{"deep, p100 half as fast as v100: keeps p100", 4, "p100", "v100", nil, nil, "p100"},
+		{"deep, k80 a quarter as fast: takes v100", 4, "k80", "v100", nil, nil, "v100"},
+		{"deep, v100 kept over p100", 6, "v100", "p100", nil, nil, "v100"},
+		{"near the head: takes the plan's", 3, "p100", "v100", nil, nil, "v100"},
+		{"deep, its type no longer allowed", 4, "p100", "v100", []bool{true, false, true}, nil, "v100"},
+		{"deep, untyped: takes the plan's", 4, "", "v100", nil, nil, "v100"},
+		{"deep, but starts now on a free GPU", 4, "p100", "v100", nil, func(a *Action) { a.startsNow = true }, "v100"},
+		{"deep, but at the head by the GPUs that free first", 4, "p100", "v100", nil, func(a *Action) { a.atHead = true }, "v100"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var jobs []JobView
+			var actions []Action
+			for i := 0; i < c.ahead; i++ {
+				jobs = append(jobs, JobView{ID: uint32(10 + i), Type: "v100", GPUs: 1, Rates: rates})
+				actions = append(actions, Action{JobID: uint32(10 + i), Type: "v100", Priority: uint32(1000 - i)})
+			}
+			jobs = append(jobs, JobView{ID: 1, Type: c.has, GPUs: 1, Rates: rates, Fits: c.fits},
+				JobView{ID: 2, Running: true, Type: "v100", GPUs: 4, Rates: rates})
+			actions = append(actions, Action{JobID: 1, Type: c.plan, Priority: 10}, Action{JobID: 2, Type: "v100", Running: true})
+			if c.marked != nil {
+				c.marked(&actions[c.ahead])
+			}
+			plan := Plan{Types: types, Capacity: []int{1, 1, 2}, Actions: actions}
+			keepWaitingTypes(&plan, jobs)
+			if got := plan.Actions[c.ahead].Type; got != c.want {
+				t.Errorf("job behind %d GPUs on %q, plan %s: %s, want %s (%s)", c.ahead, c.has, c.plan, got, c.want, plan.Actions[c.ahead].Why)
+			}
+			for i := 0; i < c.ahead; i++ {
+				if plan.Actions[i].Type != "v100" {
+					t.Errorf("job %d ahead of it retyped to %s", jobs[i].ID, plan.Actions[i].Type)
+				}
+			}
+		})
+	}
+}
+
+// The policy's allocation flips between two rounds (pending jobs it
+// treats alike; measured on a site-sized queue): only the jobs near the
+// head of the queue follow it, the rest keep their types.
+func TestWaitingTypesOutlastAFlippingAllocation(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	src := []string{"measured", "measured", "measured"}
+	pol, err := policy.New("las", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlanner(PlanConfig{Round: time.Minute, MinLease: 10 * time.Minute, PriorityBase: 1000000, NiceSpan: 10000, SlurmOrder: true}, pol)
+	var jobs []JobView
+	for i := 0; i < 24; i++ {
+		jobs = append(jobs, JobView{ID: uint32(1 + i), Running: true, Type: types[i/8], GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src,
+			RunningFor: time.Hour})
+	}
+	for i := 0; i < 200; i++ {
+		jobs = append(jobs, JobView{ID: uint32(100 + i), Type: "p100", GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src,
+			Submit: time.Unix(int64(i), 0), BasePriority: 5000})
+	}
+	// Every waiting job's share on one type: v100 in the first round,
+	// p100 in the second.
+	flip := func(on int) func(*policy.Problem) (policy.Allocation, error) {
+		return func(pr *policy.Problem) (policy.Allocation, error) {
+			x := make([][]float64, len(pr.Jobs))
+			for i := range x {
+				x[i] = make([]float64, len(types))
+				if jobs[i].Running {
+					x[i][indexOf(types, jobs[i].Type)] = 1
+				} else {
+					x[i][on] = 0.01
+				}
+			}
+			return policy.Allocation{Policy: "las", X: x}, nil
+		}
+	}
+	for round, on := range []int{2, 1} {
+		plan, err := p.Decide(types, []int{8, 8, 8}, jobs, flip(on))
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := 0
+		for i, a := range plan.Actions {
+			if !jobs[i].Running && a.Type != jobs[i].Type {
+				changed++
+				jobs[i].Type = a.Type // Slurm's job as the loop leaves it
+			}
+		}
+		// 24 GPUs: the first 24 jobs of the queue may move.
+		if changed > 24 {
+			t.Errorf("round %d (shares on %s): %d of 200 waiting jobs retyped, want at most the 24 the cluster's GPUs reach",
+				round+1, types[on], changed)
+		}
 	}
 }
