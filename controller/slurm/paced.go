@@ -80,6 +80,14 @@ func UpdateOneByOne(ctx context.Context, update func(context.Context, uint32, Jo
 // commands from its standard input, one update at a time.
 func (c *CLI) UpdatePaced(ctx context.Context, changes []Change, gap func() bool) []error {
 	errs := make([]error, len(changes))
+	// The whole apply is one write for the shared reads (shared.go): a
+	// read from before it is not reused, nor one made during it after it;
+	// between, readers share as they do between any writes. Counted per
+	// update, every reader's tick that fell in a round's apply read the
+	// whole queue again on its own, each a pack of every job under
+	// slurmctld's job lock that users' submissions wait for.
+	c.wrote()
+	defer c.wrote()
 	var s *stream
 	defer func() { s.close() }()
 	starts := 0
@@ -105,7 +113,6 @@ func (c *CLI) UpdatePaced(ctx context.Context, changes []Change, gap func() bool
 			}
 			var broken error
 			errs[i], broken = s.send(ctx, ch.JobID, cmds, c.timeout())
-			c.wrote() // even when it failed: it may have done part
 			if broken != nil {
 				errs[i] = broken
 				s.close()

@@ -11,7 +11,8 @@ import (
 // shared is what the CLI's readers share (CLI.ShareReads): the last
 // queue, nodes and partitions read, and a count of the writes made
 // through the CLI since, so that no reader gets, after its own write (or
-// another part's), what Slurm held before it.
+// another part's), what Slurm held before it. A paced apply
+// (UpdatePaced) counts as one write, marked as it starts and as it ends.
 type shared struct {
 	writes atomic.Uint64
 	jobs   cached[Job]

@@ -94,3 +94,47 @@ func TestShareReads(t *testing.T) {
 		}
 	})
 }
+
+// A round's paced apply is one write: readers during it share one read
+// (made after it began), and the first read after it is fresh.
+func TestShareReadsAcrossAPacedApply(t *testing.T) {
+	ctx := context.Background()
+	calls := fakeReaders(t)
+	fakeStreamScontrol(t, true, "", "", "")
+	c := &CLI{ShareReads: time.Hour}
+	squeues := func() (n int) {
+		for _, s := range calls() {
+			if s == "squeue" {
+				n++
+			}
+		}
+		return n
+	}
+	read := func() {
+		t.Helper()
+		if _, err := c.Jobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read() // before the apply
+	nice := int32(1)
+	var during []int
+	errs := c.UpdatePaced(ctx, []Change{{JobID: 1, Update: JobUpdate{Nice: &nice}}, {JobID: 2, Update: JobUpdate{Nice: &nice}},
+		{JobID: 3, Update: JobUpdate{Nice: &nice}}}, func() bool {
+		read()
+		during = append(during, squeues())
+		return true
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if len(during) != 2 || during[0] != 2 || during[1] != 2 {
+		t.Errorf("squeue runs after each read during the apply: %v, want [2 2] (one fresh read, then shared)", during)
+	}
+	read()
+	if n := squeues(); n != 3 {
+		t.Errorf("%d squeue runs, want 3: the read after the apply is fresh", n)
+	}
+}
