@@ -80,6 +80,9 @@ func UpdateOneByOne(ctx context.Context, update func(context.Context, uint32, Jo
 // commands from its standard input, one update at a time.
 func (c *CLI) UpdatePaced(ctx context.Context, changes []Change, gap func() bool) []error {
 	errs := make([]error, len(changes))
+	if len(changes) == 0 {
+		return errs // a round that changes nothing writes nothing
+	}
 	// The whole apply is one write for the shared reads (shared.go): a
 	// read from before it is not reused, nor one made during it after it;
 	// between, readers share as they do between any writes. Counted per

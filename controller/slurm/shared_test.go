@@ -117,6 +117,11 @@ func TestShareReadsAcrossAPacedApply(t *testing.T) {
 		}
 	}
 	read() // before the apply
+	c.UpdatePaced(ctx, nil, func() bool { return true })
+	read()
+	if n := squeues(); n != 1 {
+		t.Fatalf("%d squeue runs, want 1: an apply of no changes is no write", n)
+	}
 	nice := int32(1)
 	var during []int
 	errs := c.UpdatePaced(ctx, []Change{{JobID: 1, Update: JobUpdate{Nice: &nice}}, {JobID: 2, Update: JobUpdate{Nice: &nice}},
