@@ -24,7 +24,8 @@ import (
 // is timed every 50 ms, and prints the sbatch latencies and the update
 // rate. scripts/bench-apply sets up the cluster and runs it; it is
 // skipped otherwise. ROTA_BENCH_APPLY_UPDATE: gres (retype between v100
-// and p100, and a nice; 24.11 and later) or nice.
+// and p100, and a nice; 24.11 and later), round (that and a time limit,
+// as a round's retype sends) or nice.
 func TestBenchApply(t *testing.T) {
 	if os.Getenv("ROTA_BENCH_APPLY") == "" {
 		t.Skip("scripts/bench-apply runs this (ROTA_BENCH_APPLY unset)")
@@ -41,7 +42,8 @@ func TestBenchApply(t *testing.T) {
 	if reps <= 0 {
 		reps = 2
 	}
-	gres := os.Getenv("ROTA_BENCH_APPLY_UPDATE") != "nice"
+	kind := os.Getenv("ROTA_BENCH_APPLY_UPDATE")
+	gres, limit := kind != "nice", kind == "round"
 	ctx := context.Background()
 	cli := &slurm.CLI{}
 	jobs, err := cli.Jobs(ctx)
@@ -95,6 +97,10 @@ func TestBenchApply(t *testing.T) {
 							u := slurm.JobUpdate{Nice: &nice}
 							if gres {
 								u.GPU = &slurm.GPURequest{PerNode: "gres/gpu:" + typ + ":1"}
+							}
+							if limit {
+								m := uint32(60 + k%2)
+								u.TimeLimitMin = &m
 							}
 							ch[i] = slurm.Change{JobID: ids[rand.Intn(len(ids))], Update: u}
 						}
