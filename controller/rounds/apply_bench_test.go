@@ -22,7 +22,9 @@ import (
 // sends updates to the pending jobs for ROTA_BENCH_APPLY_SECONDS through
 // the controller's own code (slurm.CLI.UpdatePaced, Pace) while an sbatch
 // is timed every 50 ms, and prints the sbatch latencies and the update
-// rate. scripts/bench-apply sets up the cluster and runs it; it is
+// rate. "read/S" sends no updates but reads the whole queue every S
+// seconds, as the controller's round and managers do (its rate is
+// reads). scripts/bench-apply sets up the cluster and runs it; it is
 // skipped otherwise. ROTA_BENCH_APPLY_UPDATE: gres (retype between v100
 // and p100, and a nice; 24.11 and later), round (that and a time limit,
 // as a round's retype sends) or nice.
@@ -73,7 +75,15 @@ func TestBenchApply(t *testing.T) {
 				res[mode] = r
 			}
 			var pace Pace
-			if mode != "off" {
+			readEvery := time.Duration(0)
+			if every, ok := strings.CutPrefix(mode, "read/"); ok {
+				// No updates: the whole queue read every so many seconds.
+				n, err := strconv.ParseFloat(every, 64)
+				if err != nil || n <= 0 {
+					t.Fatalf("ROTA_BENCH_APPLY_MODES: %q: want read/SECONDS", mode)
+				}
+				readEvery = time.Duration(n * float64(time.Second))
+			} else if mode != "off" {
 				b, s, ok := strings.Cut(mode, "/")
 				pace.Batch, _ = strconv.Atoi(b)
 				pace.Share, _ = strconv.ParseFloat(s, 64)
@@ -85,7 +95,21 @@ func TestBenchApply(t *testing.T) {
 			time.Sleep(3 * time.Second) // the last mode's work settles
 			wctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second)
 			var wg sync.WaitGroup
-			if mode != "off" {
+			if readEvery > 0 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for wctx.Err() == nil {
+						if _, err := cli.Jobs(wctx); err == nil {
+							r.updates++ // reads, for this mode
+						}
+						select {
+						case <-wctx.Done():
+						case <-time.After(readEvery):
+						}
+					}
+				}()
+			} else if mode != "off" {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
