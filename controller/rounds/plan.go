@@ -135,10 +135,6 @@ type Action struct {
 	Running   bool    `json:"running,omitempty"`
 	GPUs      int     `json:"gpus,omitempty"`
 	Remaining float64 `json:"-"` // +Inf when unknown, which JSON cannot hold
-
-	// startsNow: fill gave it a GPU free now; atHead: coverHead gave it
-	// one of the first to free up. keepWaitingTypes leaves both alone.
-	startsNow, atHead bool
 }
 
 // Busy lists, per GPU type, the seconds each running job's GPUs stay
@@ -278,12 +274,14 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	if p.cfg.NiceSpan > 0 {
 		slurmOrder(&plan, jobs, p.cfg.NiceSpan)
 	}
+	if p.cfg.SlurmOrder {
+		// Before fill and coverHead: a job either starts now or gets at
+		// the head of the queue follows them.
+		keepWaitingTypes(&plan, jobs)
+	}
 	fill(&plan, jobs)
 	if p.cfg.NiceSpan > 0 {
 		coverHead(&plan, jobs)
-	}
-	if p.cfg.SlurmOrder {
-		keepWaitingTypes(&plan, jobs)
 	}
 	if len(p.cfg.InteractiveReserve) > 0 {
 		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
@@ -520,7 +518,6 @@ func coverHead(plan *Plan, jobs []JobView) {
 			a.Why = fmt.Sprintf("%s; at the head of Slurm's order, it takes a GPU of %s, the first to free up", a.Why, t)
 			a.Type = t
 		}
-		a.atHead = true
 		// Booked until it is done (unknown: for good, this round).
 		slots[best] = slots[best][g:]
 	}
@@ -530,7 +527,8 @@ func coverHead(plan *Plan, jobs []JobView) {
 // order on the type it has, when that type holds it and runs it at least
 // half as fast as the plan's: it cannot start before the jobs ahead of it
 // have taken every GPU of the cluster, and a later round types it when it
-// nears the head (coverHead, fill). Among pending jobs the policy treats
+// nears the head. It runs before fill and coverHead, which still type a
+// job that starts now or that the first GPUs to free up reach. Among pending jobs the policy treats
 // alike (none has run yet), the type it hands each one flips from round
 // to round as the queue changes, and every flip is an update of Slurm's
 // job: at 10,000 pending, 320 of the 1,700 updates of a round that
@@ -553,7 +551,7 @@ func keepWaitingTypes(plan *Plan, jobs []JobView) {
 		j, a := jobs[i], &plan.Actions[i]
 		before := ahead
 		ahead += max(j.GPUs, 1)
-		if before < room || a.startsNow || a.atHead || j.UserTyped || !policyJob(j) || j.Target != "" || a.Type == j.Type {
+		if before < room || j.UserTyped || !policyJob(j) || j.Target != "" || a.Type == j.Type {
 			continue
 		}
 		k, m := indexOf(plan.Types, j.Type), indexOf(plan.Types, a.Type)
@@ -660,7 +658,6 @@ func fill(plan *Plan, jobs []JobView) {
 		m := indexOf(plan.Types, a.Type)
 		if m >= 0 && free[m] >= g {
 			free[m] -= g
-			a.startsNow = true
 			continue
 		}
 		// Finish times need the remaining steps and rates in steps/s.
@@ -709,7 +706,6 @@ func fill(plan *Plan, jobs []JobView) {
 				a.Why = fmt.Sprintf("%s; %s has no free GPU, %s has: it starts there now", a.Why, plan.Types[m], plan.Types[best])
 			}
 			a.Type = plan.Types[best]
-			a.startsNow = true
 			free[best] -= g
 			continue
 		}

@@ -52,22 +52,19 @@ func TestKeepWaitingTypes(t *testing.T) {
 	types := []string{"k80", "p100", "v100"}
 	rates := []float64{1, 2, 4}
 	for _, c := range []struct {
-		name   string
-		ahead  int // GPUs the jobs before it ask for (the cluster has 4)
-		has    string
-		plan   string
-		fits   []bool
-		marked func(*Action)
-		want   string
+		name  string
+		ahead int // GPUs the jobs before it ask for (the cluster has 4)
+		has   string
+		plan  string
+		fits  []bool
+		want  string
 	}{
-		{"deep, p100 half as fast as v100: keeps p100", 4, "p100", "v100", nil, nil, "p100"},
-		{"deep, k80 a quarter as fast: takes v100", 4, "k80", "v100", nil, nil, "v100"},
-		{"deep, v100 kept over p100", 6, "v100", "p100", nil, nil, "v100"},
-		{"near the head: takes the plan's", 3, "p100", "v100", nil, nil, "v100"},
-		{"deep, its type no longer allowed", 4, "p100", "v100", []bool{true, false, true}, nil, "v100"},
-		{"deep, untyped: takes the plan's", 4, "", "v100", nil, nil, "v100"},
-		{"deep, but starts now on a free GPU", 4, "p100", "v100", nil, func(a *Action) { a.startsNow = true }, "v100"},
-		{"deep, but at the head by the GPUs that free first", 4, "p100", "v100", nil, func(a *Action) { a.atHead = true }, "v100"},
+		{"deep, p100 half as fast as v100: keeps p100", 4, "p100", "v100", nil, "p100"},
+		{"deep, k80 a quarter as fast: takes v100", 4, "k80", "v100", nil, "v100"},
+		{"deep, v100 kept over p100", 6, "v100", "p100", nil, "v100"},
+		{"near the head: takes the plan's", 3, "p100", "v100", nil, "v100"},
+		{"deep, its type no longer allowed", 4, "p100", "v100", []bool{true, false, true}, "v100"},
+		{"deep, untyped: takes the plan's", 4, "", "v100", nil, "v100"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -80,9 +77,6 @@ func TestKeepWaitingTypes(t *testing.T) {
 			jobs = append(jobs, JobView{ID: 1, Type: c.has, GPUs: 1, Rates: rates, Fits: c.fits},
 				JobView{ID: 2, Running: true, Type: "v100", GPUs: 4, Rates: rates})
 			actions = append(actions, Action{JobID: 1, Type: c.plan, Priority: 10}, Action{JobID: 2, Type: "v100", Running: true})
-			if c.marked != nil {
-				c.marked(&actions[c.ahead])
-			}
 			plan := Plan{Types: types, Capacity: []int{1, 1, 2}, Actions: actions}
 			keepWaitingTypes(&plan, jobs)
 			if got := plan.Actions[c.ahead].Type; got != c.want {
@@ -151,5 +145,57 @@ func TestWaitingTypesOutlastAFlippingAllocation(t *testing.T) {
 			t.Errorf("round %d (shares on %s): %d of 200 waiting jobs retyped, want at most the 24 the cluster's GPUs reach",
 				round+1, types[on], changed)
 		}
+	}
+}
+
+// A job keepWaitingTypes leaves on its type still starts now on a free
+// GPU (fill), or takes one of the first GPUs to free up when the jobs
+// ahead of it cannot (coverHead): both run after it.
+func TestKeptTypesYieldToFillAndCoverHead(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	src := []string{"measured", "measured", "measured"}
+	for _, c := range []struct {
+		name  string
+		free  bool // a v100 is free
+		after func(*Plan, []JobView)
+	}{
+		{"fill starts it on the free v100", true, fill},
+		{"coverHead gives it the v100 that frees first", false, coverHead},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// Two running p100 jobs; four pending jobs ahead of it, typed
+			// by their users to p100 (neither fill nor coverHead types
+			// them); it waits on p100, the plan says v100.
+			var jobs []JobView
+			var actions []Action
+			for i := 0; i < 2; i++ {
+				jobs = append(jobs, JobView{ID: uint32(1 + i), Running: true, Type: "p100", GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src,
+					RunningFor: time.Hour})
+				actions = append(actions, Action{JobID: uint32(1 + i), Type: "p100", Running: true})
+			}
+			if !c.free {
+				jobs = append(jobs, JobView{ID: 3, Running: true, Type: "v100", GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src,
+					RunningFor: time.Minute})
+				actions = append(actions, Action{JobID: 3, Type: "v100", Running: true})
+			}
+			for i := 0; i < 4; i++ {
+				jobs = append(jobs, JobView{ID: uint32(10 + i), Type: "p100", UserTyped: true, GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src})
+				actions = append(actions, Action{JobID: uint32(10 + i), Type: "p100", Priority: uint32(100 - i)})
+			}
+			jobs = append(jobs, JobView{ID: 20, Type: "p100", GPUs: 1, Rates: []float64{1, 2, 4}, RateSource: src, StepsLeft: 100})
+			actions = append(actions, Action{JobID: 20, Type: "v100", Priority: 10})
+			plan := Plan{Types: types, Capacity: []int{0, 2, 1}, Actions: actions}
+			last := &plan.Actions[len(actions)-1]
+			keepWaitingTypes(&plan, jobs)
+			if last.Type != "p100" {
+				t.Fatalf("behind 4 GPUs' worth of jobs on a 3-GPU cluster it took %s, want p100 kept (%s)", last.Type, last.Why)
+			}
+			c.after(&plan, jobs)
+			if last.Type != "v100" {
+				t.Errorf("then %s, want v100 (%s)", last.Type, last.Why)
+			}
+		})
 	}
 }
