@@ -3,7 +3,6 @@ package rounds
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -167,14 +166,7 @@ func keepReserve(plan *Plan, jobs []JobView, reserve map[string]int) {
 			room[k] = max(room[k]-max(j.GPUs, 1), 0)
 		}
 	}
-	var order []int
-	for i, j := range jobs {
-		if !j.Running && !j.Interactive && plan.Actions[i].Type != "" {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
-	for _, i := range order {
+	for _, i := range plan.pendingInOrder(jobs, func(j JobView, a *Action) bool { return !j.Interactive && a.Type != "" }) {
 		j, a := jobs[i], &plan.Actions[i]
 		g := max(j.GPUs, 1)
 		k := indexOf(plan.Types, a.Type)

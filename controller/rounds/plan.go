@@ -484,13 +484,7 @@ func coverHead(plan *Plan, jobs []JobView) {
 		}
 		sort.Float64s(slots[k])
 	}
-	var order []int
-	for i, j := range jobs {
-		if !j.Running && !j.UserTyped && policyJob(j) && plan.Actions[i].Type != "" {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	order := plan.pendingInOrder(jobs, func(j JobView, a *Action) bool { return !j.UserTyped && policyJob(j) && a.Type != "" })
 	for _, i := range order {
 		j, a := jobs[i], &plan.Actions[i]
 		g := max(j.GPUs, 1)
@@ -523,6 +517,21 @@ func coverHead(plan *Plan, jobs []JobView) {
 	}
 }
 
+// pendingInOrder lists the pending jobs (indexes into jobs and
+// plan.Actions) that take says to, highest priority first: the order in
+// which Slurm starts them (Action.Priority is Rota's order, or with order
+// = nice Slurm's own after slurmOrder).
+func (p *Plan) pendingInOrder(jobs []JobView, take func(JobView, *Action) bool) []int {
+	var order []int
+	for i, j := range jobs {
+		if !j.Running && take(j, &p.Actions[i]) {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p.Actions[order[a]].Priority > p.Actions[order[b]].Priority })
+	return order
+}
+
 // keepWaitingTypes leaves a pending job far from the head of Slurm's
 // order on the type it has, when that type holds it and runs it at least
 // half as fast as the plan's: it cannot start before the jobs ahead of it
@@ -535,13 +544,7 @@ func coverHead(plan *Plan, jobs []JobView) {
 // retyped 1,000 jobs were such flips, and 640 of the 1,600 of a round
 // after 1,000 new jobs (docs/rounds.md, "Waiting jobs keep their type").
 func keepWaitingTypes(plan *Plan, jobs []JobView) {
-	var order []int
-	for i, j := range jobs {
-		if !j.Running && plan.Actions[i].Priority > 0 {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	order := plan.pendingInOrder(jobs, func(_ JobView, a *Action) bool { return a.Priority > 0 })
 	room := 0
 	for _, c := range plan.avail() {
 		room += c
@@ -642,16 +645,10 @@ func fill(plan *Plan, jobs []JobView) {
 	for k := range frees {
 		sort.Float64s(frees[k])
 	}
-	order := make([]int, 0, len(jobs))
-	for i, j := range jobs {
-		if !j.Running && !j.UserTyped && policyJob(j) {
-			// A job requeued onto a target type prefers it too, but if
-			// another job took the GPU it was moved for, it does not wait
-			// longer than starting elsewhere would take.
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return plan.Actions[order[a]].Priority > plan.Actions[order[b]].Priority })
+	// A job requeued onto a target type prefers it too, but if another
+	// job took the GPU it was moved for, it does not wait longer than
+	// starting elsewhere would take.
+	order := plan.pendingInOrder(jobs, func(j JobView, _ *Action) bool { return !j.UserTyped && policyJob(j) })
 	for _, i := range order {
 		j, a := jobs[i], &plan.Actions[i]
 		g := max(j.GPUs, 1)
