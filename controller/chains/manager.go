@@ -86,6 +86,7 @@ type Manager struct {
 	// time); readers get the view published after each change.
 	chains map[uint32]*Chain // by chain id
 	bySeg  map[uint32]uint32 // segment job id -> chain id
+	looked time.Time         // when the last tick ended (slurm.QueueSince)
 
 	mu       sync.Mutex
 	pub      map[uint32]*wire.ChainStatus // published: by chain id
@@ -201,7 +202,8 @@ func (m *Manager) Tick(ctx context.Context) error {
 		return nil
 	}
 	now := m.now()
-	jobs, err := m.sched.Jobs(ctx)
+	defer func() { m.looked = time.Now() }()
+	jobs, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}

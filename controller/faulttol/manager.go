@@ -160,6 +160,8 @@ type Manager struct {
 	store state.Store
 	now   func() time.Time
 
+	looked time.Time // when the last tick ended (slurm.QueueSince)
+
 	mu    sync.Mutex
 	rate  Rate
 	jobs  map[uint32]*job
@@ -225,9 +227,11 @@ func (m *Manager) interval(j *job) (time.Duration, time.Duration, time.Duration)
 // Tick reads the nodes and the queue once and acts.
 func (m *Manager) Tick(ctx context.Context) error {
 	now := m.now()
+	defer func() { m.looked = time.Now() }()
 	// The queue first: Slurm marks a node down before it requeues its
-	// jobs, so a job seen requeued here has its node seen down below.
-	jobs, err := m.sched.Jobs(ctx)
+	// jobs, so a job seen requeued here has its node seen down below
+	// (a queue read shared with another part is older still).
+	jobs, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}

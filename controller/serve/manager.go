@@ -123,6 +123,7 @@ type Manager struct {
 	byJob    map[uint32]uint32   // job id -> replica id
 	nodes    []slurm.Node        // this tick's, read when needed
 	nodesOK  bool
+	looked   time.Time // when the last tick ended (slurm.QueueSince)
 
 	mu    sync.Mutex
 	pub   map[string]*wire.ServiceStatus // by service
@@ -152,7 +153,8 @@ func (m *Manager) Tick(ctx context.Context) error {
 		return nil
 	}
 	now := m.now()
-	queue, err := m.sched.Jobs(ctx)
+	defer func() { m.looked = time.Now() }()
+	queue, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}

@@ -496,7 +496,8 @@ func restdPartitionsLackDefault(body []byte) bool {
 // where it has one (v0.0.39 on), else that request's send time less a
 // second, so a change while slurmctld packed it is read again. A full read
 // every FullReadEvery (default 1 min) bounds how long a change slurmctld
-// does not count as one (a recalculated priority) may lag.
+// does not count as one (a recalculated priority) may lag. A reader with
+// QueueSince takes the last list when its request fits.
 func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
 	if r.QueueBySqueue {
 		return r.CLI.Jobs(ctx)
@@ -507,6 +508,9 @@ func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
 	}
 	r.jobsMu.Lock()
 	defer r.jobsMu.Unlock()
+	if q, ok := queueSinceOf(ctx); ok && r.jobsCache != nil && q.takes(r.jobsSent) {
+		return restdJobs(r.jobsCache, time.Now())
+	}
 	path := "/slurm/" + v + "/jobs"
 	if !legacyAPI(v) {
 		path += "/" // as v0.0.39 and later list it

@@ -621,3 +621,31 @@ func TestRestdUnchangedV44(t *testing.T) {
 		t.Errorf("update_time asked: %q (last_update %d)", asked, env.LastUpdate.N)
 	}
 }
+
+// A QueueSince reader takes slurmrestd's last job list when it fits,
+// without a request.
+func TestRestdQueueSince(t *testing.T) {
+	srv, _ := fakeRestd(t)
+	key := filepath.Join(t.TempDir(), "jwt.key")
+	os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef"), 0o600)
+	r := &Restd{CLI: &CLI{}, URL: srv.URL, User: "root", Token: &KeyTokens{KeyFile: key}, Version: "v0.0.38", Log: zerolog.Nop()}
+	ctx := context.Background()
+	before := time.Now()
+	time.Sleep(time.Millisecond)
+	jobs, err := r.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := r.Requests()
+	got, err := r.Jobs(QueueSince(ctx, before, time.Hour))
+	if err != nil || len(got) != len(jobs) || r.Requests() != n {
+		t.Errorf("a fitting read: %d jobs (want %d), %d requests (want %d), %v", len(got), len(jobs), r.Requests(), n, err)
+	}
+	for _, q := range []context.Context{QueueSince(ctx, time.Now(), time.Hour), QueueSince(ctx, before, time.Nanosecond),
+		Fresh(QueueSince(ctx, before, time.Hour))} {
+		n := r.Requests()
+		if _, err := r.Jobs(q); err != nil || r.Requests() != n+1 {
+			t.Errorf("a read that does not fit: %d requests, want %d (%v)", r.Requests(), n+1, err)
+		}
+	}
+}

@@ -37,19 +37,51 @@ type freshKey struct{}
 // for a reader that looks for a job submitted a moment ago.
 func Fresh(ctx context.Context) context.Context { return context.WithValue(ctx, freshKey{}, true) }
 
+type queueSinceKey struct{}
+
+// queueSince is what a reader of the queue takes (QueueSince).
+type queueSince struct {
+	since  time.Time
+	maxAge time.Duration
+}
+
+// QueueSince lets ctx's queue read (Jobs) take one that began after since
+// and less than maxAge ago, whatever was written through the controller
+// meanwhile. It is for the managers (chains, fault tolerance, services):
+// they follow jobs' states and their own jobs, not a round's retypes, so
+// a tick during a round takes the round's read instead of packing the
+// whole queue again under slurmctld's job lock while submissions wait.
+// since is the end of the reader's previous look, so it still sees what
+// it wrote itself. Other reads (nodes, partitions) are not affected.
+func QueueSince(ctx context.Context, since time.Time, maxAge time.Duration) context.Context {
+	return context.WithValue(ctx, queueSinceKey{}, queueSince{since: since, maxAge: maxAge})
+}
+
+// takes says whether a read that began at "at" will do.
+func (q queueSince) takes(at time.Time) bool {
+	return !at.IsZero() && at.After(q.since) && time.Since(at) < q.maxAge
+}
+
+// queueSinceOf is ctx's QueueSince, if any.
+func queueSinceOf(ctx context.Context) (queueSince, bool) {
+	q, ok := ctx.Value(queueSinceKey{}).(queueSince)
+	return q, ok && ctx.Value(freshKey{}) == nil
+}
+
 // read returns e's value when it was read less than c.ShareReads ago and
-// no write has been made since its read began, unless ctx is Fresh;
-// else it reads again.
+// no write has been made since its read began, unless ctx is Fresh, or
+// when take accepts when it began; else it reads again.
 // Concurrent readers wait for one read. Each gets its own copy of the
 // slice (elements are shallow copies).
-func read[T any](ctx context.Context, c *CLI, e *cached[T], f func() ([]T, error)) ([]T, error) {
+func read[T any](ctx context.Context, c *CLI, e *cached[T], take func(time.Time) bool, f func() ([]T, error)) ([]T, error) {
 	if c.ShareReads <= 0 {
 		return f()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := c.share.writes.Load()
-	if !e.at.IsZero() && e.writes == w && time.Since(e.at) < c.ShareReads && ctx.Value(freshKey{}) == nil {
+	shared := !e.at.IsZero() && e.writes == w && time.Since(e.at) < c.ShareReads && ctx.Value(freshKey{}) == nil
+	if shared || (take != nil && take(e.at)) {
 		return slices.Clone(e.v), nil
 	}
 	at := time.Now()
@@ -63,14 +95,18 @@ func read[T any](ctx context.Context, c *CLI, e *cached[T], f func() ([]T, error
 
 // Jobs implements Scheduler: pending and running jobs.
 func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
-	return read(ctx, c, &c.share.jobs, func() ([]Job, error) {
+	var take func(time.Time) bool
+	if q, ok := queueSinceOf(ctx); ok {
+		take = q.takes
+	}
+	return read(ctx, c, &c.share.jobs, take, func() ([]Job, error) {
 		return c.squeue(ctx, "-t", "PENDING,RUNNING,CONFIGURING")
 	})
 }
 
 // Nodes lists nodes with their GPUs and current GPU use.
 func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
-	return read(ctx, c, &c.share.nodes, func() ([]Node, error) {
+	return read(ctx, c, &c.share.nodes, nil, func() ([]Node, error) {
 		out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256,Features:1024")
 		if err != nil {
 			return nil, err
@@ -81,7 +117,7 @@ func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
 
 // Partitions implements Client.
 func (c *CLI) Partitions(ctx context.Context) ([]Partition, error) {
-	return read(ctx, c, &c.share.parts, func() ([]Partition, error) {
+	return read(ctx, c, &c.share.parts, nil, func() ([]Partition, error) {
 		out, err := c.run(ctx, "scontrol", "show", "partition", "-o")
 		if err != nil {
 			return nil, err
