@@ -165,6 +165,10 @@ func (c *Controller) typeNames() []string {
 }
 
 // sampleTrend takes a fairness and JCT sample every round while leading.
+// A sample takes any queue read made since the last one (the round's,
+// a manager's), timed when that read began, rather than packing the
+// whole queue again in slurmctld, maybe in the middle of a round's
+// updates.
 func (c *Controller) sampleTrend(ctx context.Context) {
 	every := c.cfg.Rounds.Round
 	if c.cfg.RoundsOff || every <= 0 {
@@ -172,11 +176,13 @@ func (c *Controller) sampleTrend(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var last time.Time
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every)
-		jobs, at, err := c.queue.Jobs(rctx)
+		jobs, at, err := c.queue.Jobs(slurm.QueueSince(rctx, last, every))
 		cancel()
-		if err == nil {
+		if err == nil && at.After(last) {
+			last = at
 			c.trend.Observe(at, c.trendJobs(jobs))
 		} else if ctx.Err() == nil {
 			c.log.Debug().Err(err).Msg("no fairness sample this round: the queue could not be read")

@@ -21,7 +21,9 @@ type QueueCache struct {
 }
 
 // Jobs is Slurm's pending and running jobs, with their Rota decision ids,
-// as read at most MaxAge ago; concurrent callers wait for one read.
+// as read at most MaxAge ago, and when that read began (a client's shared
+// read, as ctx allows, can be older than this call); concurrent callers
+// wait for one read.
 func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
 	sched, ok := q.Client.(Scheduler)
 	if !ok {
@@ -33,7 +35,13 @@ func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
 		return q.jobs, q.at, nil
 	}
 	at := time.Now()
-	jobs, err := sched.Jobs(ctx)
+	var jobs []Job
+	var err error
+	if ja, ok := sched.(JobsAter); ok {
+		jobs, at, err = ja.JobsAt(ctx)
+	} else {
+		jobs, err = sched.Jobs(ctx)
+	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}

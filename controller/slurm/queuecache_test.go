@@ -54,3 +54,31 @@ func TestQueueCacheSharesOneRead(t *testing.T) {
 		t.Fatal("a client without a queue read gave a queue")
 	}
 }
+
+// A QueueCache over a CLI passes ctx on, and dates what it returns by
+// when the CLI's read began: a QueueSince reader can get the round's
+// earlier read, dated by it.
+func TestQueueCacheDatesASharedRead(t *testing.T) {
+	calls := fakeReaders(t)
+	cli := &CLI{ShareReads: time.Hour}
+	ctx := context.Background()
+	_, roundAt, err := cli.JobsAt(ctx) // the round's read
+	if err != nil {
+		t.Fatal(err)
+	}
+	nice := int32(1)
+	if err := cli.Update(ctx, 7, JobUpdate{Nice: &nice}); err != nil { // and its update
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	c := &QueueCache{Client: cli, MaxAge: time.Hour}
+	_, at, err := c.Jobs(QueueSince(ctx, time.Time{}, time.Hour))
+	if err != nil || !at.Equal(roundAt) || calls.Count("squeue") != 1 {
+		t.Errorf("a sample after the round's read: at %v (the round read at %v), %d squeue, %v", at, roundAt, calls.Count("squeue"), err)
+	}
+	c.MaxAge = 0
+	_, at, err = c.Jobs(ctx)
+	if err != nil || !at.After(roundAt) || calls.Count("squeue") != 2 {
+		t.Errorf("a plain read after the update: at %v, %d squeue, %v", at, calls.Count("squeue"), err)
+	}
+}

@@ -499,17 +499,24 @@ func restdPartitionsLackDefault(body []byte) bool {
 // does not count as one (a recalculated priority) may lag. A reader with
 // QueueSince takes the last list when its request fits.
 func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
+	jobs, _, err := r.JobsAt(ctx)
+	return jobs, err
+}
+
+// JobsAt implements JobsAter: Jobs, with when slurmctld was asked.
+func (r *Restd) JobsAt(ctx context.Context) ([]Job, time.Time, error) {
 	if r.QueueBySqueue {
-		return r.CLI.Jobs(ctx)
+		return r.CLI.JobsAt(ctx)
 	}
 	v, err := r.APIVersion(ctx)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	r.jobsMu.Lock()
 	defer r.jobsMu.Unlock()
 	if q, ok := queueSinceOf(ctx); ok && r.jobsCache != nil && q.takes(r.jobsSent) {
-		return restdJobs(r.jobsCache, time.Now())
+		jobs, err := restdJobs(r.jobsCache, time.Now())
+		return jobs, r.jobsSent, err
 	}
 	path := "/slurm/" + v + "/jobs"
 	if !legacyAPI(v) {
@@ -526,22 +533,23 @@ func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
 	sent := time.Now()
 	body, err := r.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if !incremental {
-			return nil, fmt.Errorf("slurmrestd GET %s: an empty answer", path)
+			return nil, time.Time{}, fmt.Errorf("slurmrestd GET %s: an empty answer", path)
 		}
 		r.unchanged.Add(1)
 		r.jobsSent = sent
-		return restdJobs(r.jobsCache, time.Now())
+		jobs, err := restdJobs(r.jobsCache, time.Now())
+		return jobs, sent, err
 	}
 	var env struct {
 		Jobs       []restJob `json:"jobs"`
 		LastUpdate *restNum  `json:"last_update"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("slurmrestd job list: %w", err)
+		return nil, time.Time{}, fmt.Errorf("slurmrestd job list: %w", err)
 	}
 	// v0.0.39 and later answer "no change" with HTTP 200, no jobs and
 	// last_update unset (verified on 26.05.5, v0.0.44); a real answer,
@@ -549,11 +557,12 @@ func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
 	if incremental && len(env.Jobs) == 0 && env.LastUpdate != nil && (!env.LastUpdate.Set || env.LastUpdate.N == 0) {
 		r.unchanged.Add(1)
 		r.jobsSent = sent
-		return restdJobs(r.jobsCache, time.Now())
+		jobs, err := restdJobs(r.jobsCache, time.Now())
+		return jobs, sent, err
 	}
 	jobs, err := restdJobs(env.Jobs, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	r.jobsCache, r.jobsSent = env.Jobs, sent
 	// slurmctld's own time of its last change, where the answer has it:
@@ -567,7 +576,7 @@ func (r *Restd) Jobs(ctx context.Context) ([]Job, error) {
 	if !incremental {
 		r.jobsFull = sent
 	}
-	return jobs, nil
+	return jobs, sent, nil
 }
 
 // fullReadEvery is FullReadEvery, or a minute.

@@ -637,9 +637,9 @@ func TestRestdQueueSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := r.Requests()
-	got, err := r.Jobs(QueueSince(ctx, before, time.Hour))
-	if err != nil || len(got) != len(jobs) || r.Requests() != n {
-		t.Errorf("a fitting read: %d jobs (want %d), %d requests (want %d), %v", len(got), len(jobs), r.Requests(), n, err)
+	got, at, err := r.JobsAt(QueueSince(ctx, before, time.Hour))
+	if err != nil || len(got) != len(jobs) || r.Requests() != n || !at.After(before) || !at.Before(time.Now()) {
+		t.Errorf("a fitting read: %d jobs (want %d), %d requests (want %d), read at %v (after %v), %v", len(got), len(jobs), r.Requests(), n, at, before, err)
 	}
 	for _, q := range []context.Context{QueueSince(ctx, time.Now(), time.Hour), QueueSince(ctx, before, time.Nanosecond),
 		Fresh(QueueSince(ctx, before, time.Hour))} {

@@ -73,28 +73,37 @@ func queueSinceOf(ctx context.Context) (queueSince, bool) {
 // when take accepts when it began; else it reads again.
 // Concurrent readers wait for one read. Each gets its own copy of the
 // slice (elements are shallow copies).
-func read[T any](ctx context.Context, c *CLI, e *cached[T], take func(time.Time) bool, f func() ([]T, error)) ([]T, error) {
+// The time returned is when the read began.
+func read[T any](ctx context.Context, c *CLI, e *cached[T], take func(time.Time) bool, f func() ([]T, error)) ([]T, time.Time, error) {
 	if c.ShareReads <= 0 {
-		return f()
+		at := time.Now()
+		v, err := f()
+		return v, at, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := c.share.writes.Load()
 	shared := !e.at.IsZero() && e.writes == w && time.Since(e.at) < c.ShareReads && ctx.Value(freshKey{}) == nil
 	if shared || (take != nil && take(e.at)) {
-		return slices.Clone(e.v), nil
+		return slices.Clone(e.v), e.at, nil
 	}
 	at := time.Now()
 	v, err := f()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	e.v, e.at, e.writes = v, at, w
-	return slices.Clone(v), nil
+	return slices.Clone(v), at, nil
 }
 
 // Jobs implements Scheduler: pending and running jobs.
 func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
+	jobs, _, err := c.JobsAt(ctx)
+	return jobs, err
+}
+
+// JobsAt implements JobsAter.
+func (c *CLI) JobsAt(ctx context.Context) ([]Job, time.Time, error) {
 	var take func(time.Time) bool
 	if q, ok := queueSinceOf(ctx); ok {
 		take = q.takes
@@ -106,24 +115,26 @@ func (c *CLI) Jobs(ctx context.Context) ([]Job, error) {
 
 // Nodes lists nodes with their GPUs and current GPU use.
 func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
-	return read(ctx, c, &c.share.nodes, nil, func() ([]Node, error) {
+	nodes, _, err := read(ctx, c, &c.share.nodes, nil, func() ([]Node, error) {
 		out, err := c.run(ctx, "sinfo", "-h", "-N", "-O", "NodeList:256,Gres:1024,GresUsed:1024,StateLong:64,Partition:256,Features:1024")
 		if err != nil {
 			return nil, err
 		}
 		return ParseSinfoNodes(string(out))
 	})
+	return nodes, err
 }
 
 // Partitions implements Client.
 func (c *CLI) Partitions(ctx context.Context) ([]Partition, error) {
-	return read(ctx, c, &c.share.parts, nil, func() ([]Partition, error) {
+	parts, _, err := read(ctx, c, &c.share.parts, nil, func() ([]Partition, error) {
 		out, err := c.run(ctx, "scontrol", "show", "partition", "-o")
 		if err != nil {
 			return nil, err
 		}
 		return ParsePartitions(string(out))
 	})
+	return parts, err
 }
 
 // writes says whether command name args changes Slurm: anything but the

@@ -81,6 +81,13 @@ type Scheduler interface {
 	Requeue(ctx context.Context, jobID uint32) error
 }
 
+// JobsAter is a Scheduler that also says when the queue it returns was
+// read: a shared read (CLI.ShareReads, QueueSince) can be older than the
+// call.
+type JobsAter interface {
+	JobsAt(ctx context.Context) ([]Job, time.Time, error)
+}
+
 // CLI runs sinfo and scontrol: formatted output of these is stable across
 // Slurm versions and needs nothing but the client package.
 type CLI struct {
