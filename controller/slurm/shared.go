@@ -47,12 +47,13 @@ type queueSince struct {
 
 // QueueSince lets ctx's queue read (Jobs) take one that began after since
 // and less than maxAge ago, whatever was written through the controller
-// meanwhile. It is for the managers (chains, fault tolerance, services):
-// they follow jobs' states and their own jobs, not a round's retypes, so
-// a tick during a round takes the round's read instead of packing the
-// whole queue again under slurmctld's job lock while submissions wait.
-// since is the end of the reader's previous look, so it still sees what
-// it wrote itself. Other reads (nodes, partitions) are not affected.
+// meanwhile. It is for the managers (chains, fault tolerance, services)
+// and the trend sampler: they follow jobs' states and their own jobs, not
+// a round's retypes, so a tick during a round takes the round's read
+// instead of packing the whole queue again under slurmctld's job lock
+// while submissions wait. since is the end of the reader's previous
+// look, so it still sees what it wrote itself. Other reads (nodes,
+// partitions) are not affected.
 func QueueSince(ctx context.Context, since time.Time, maxAge time.Duration) context.Context {
 	return context.WithValue(ctx, queueSinceKey{}, queueSince{since: since, maxAge: maxAge})
 }
