@@ -21,9 +21,9 @@ type QueueCache struct {
 }
 
 // Jobs is Slurm's pending and running jobs, with their Rota decision ids,
-// as read at most MaxAge ago, and when that read began (a client's shared
-// read, as ctx allows, can be older than this call); concurrent callers
-// wait for one read.
+// as read at most MaxAge ago (and as a QueueSince in ctx allows), and
+// when that read began (a client's shared read can be older than this
+// call); concurrent callers wait for one read.
 func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
 	sched, ok := q.Client.(Scheduler)
 	if !ok {
@@ -31,7 +31,8 @@ func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.at.IsZero() && time.Since(q.at) < q.MaxAge {
+	qs, since := queueSinceOf(ctx)
+	if !q.at.IsZero() && time.Since(q.at) < q.MaxAge && (!since || qs.takes(q.at)) {
 		return q.jobs, q.at, nil
 	}
 	at := time.Now()

@@ -82,3 +82,23 @@ func TestQueueCacheDatesASharedRead(t *testing.T) {
 		t.Errorf("a plain read after the update: at %v, %d squeue, %v", at, calls.Count("squeue"), err)
 	}
 }
+
+// Its own entry serves a QueueSince reader only when it fits: a sampler
+// that asks for a read newer than its last sample gets one.
+func TestQueueCacheHonoursQueueSince(t *testing.T) {
+	t.Parallel()
+	q := &countingQueue{}
+	c := &QueueCache{Client: q, MaxAge: time.Hour}
+	ctx := context.Background()
+	_, at, err := c.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Jobs(QueueSince(ctx, time.Time{}, time.Hour)); err != nil || q.reads != 1 {
+		t.Fatalf("a fitting entry: %d reads, %v", q.reads, err)
+	}
+	_, again, err := c.Jobs(QueueSince(ctx, at, time.Hour))
+	if err != nil || q.reads != 2 || !again.After(at) {
+		t.Fatalf("an entry no newer than since: %d reads (want 2), read at %v after %v, %v", q.reads, again, at, err)
+	}
+}
