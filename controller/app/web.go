@@ -181,10 +181,14 @@ func (c *Controller) sampleTrend(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, every)
 		jobs, at, err := c.queue.Jobs(slurm.QueueSince(rctx, last, every))
 		cancel()
-		if err == nil && at.After(last) {
+		switch {
+		case err == nil && at.After(last):
 			last = at
 			c.trend.Observe(at, c.trendJobs(jobs))
-		} else if ctx.Err() == nil {
+		case err == nil:
+			// The read the last sample took (shared within a second):
+			// nothing new to sample.
+		case ctx.Err() == nil:
 			c.log.Debug().Err(err).Msg("no fairness sample this round: the queue could not be read")
 		}
 		select {
