@@ -158,7 +158,8 @@ INTEGRATION_RUN ?=
 INTEGRATION_LOG  = /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
 integration: build
 	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 45m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; \
-		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) exit $$rc
+		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) \
+		if [ $$rc != 0 ]; then echo "--- integration$(if $(SLURM), on $(SLURM)) failed (exit $$rc); the last 60 lines of $(INTEGRATION_LOG): ---"; tail -n 60 $(INTEGRATION_LOG); fi; exit $$rc
 
 # The first end-to-end look: dev cluster + controller, a handful of plain
 # GPU jobs, and what Rota did with each.
