@@ -24,25 +24,13 @@ func TestManagersTakeTheRoundsRead(t *testing.T) {
 		tick func(*slurm.CLI) (func(context.Context) error, error)
 	}{
 		{"chains", func(c *slurm.CLI) (func(context.Context) error, error) {
-			m, err := chains.New(chains.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			return m.Tick, nil
+			return tickOf(chains.New(chains.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
 		}},
 		{"faulttol", func(c *slurm.CLI) (func(context.Context) error, error) {
-			m, err := faulttol.New(faulttol.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			return m.Tick, nil
+			return tickOf(faulttol.New(faulttol.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
 		}},
 		{"serve", func(c *slurm.CLI) (func(context.Context) error, error) {
-			m, err := serve.New(serve.DefaultConfig(), zerolog.Nop(), c, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			return m.Tick, nil
+			return tickOf(serve.New(serve.DefaultConfig(), zerolog.Nop(), c, nil, nil))
 		}},
 	}
 	for _, mg := range managers {
@@ -51,12 +39,6 @@ func TestManagersTakeTheRoundsRead(t *testing.T) {
 			c := &slurm.CLI{ShareReads: time.Hour}
 			ctx := context.Background()
 			nice := int32(1)
-			update := func() { // a round's update: after it, plain reads are fresh
-				t.Helper()
-				if err := c.Update(ctx, 7, slurm.JobUpdate{Nice: &nice}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			if _, err := c.Jobs(ctx); err != nil { // the round's read
 				t.Fatal(err)
 			}
@@ -64,15 +46,30 @@ func TestManagersTakeTheRoundsRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, want := range []int{1, 2} {
-				update()
+			for i, step := range []struct {
+				update bool // a round's update first: after it, plain reads are fresh
+				want   int  // queue reads in all after the tick
+			}{{true, 1}, {true, 2}, {false, 2}} {
+				if step.update {
+					if err := c.Update(ctx, 7, slurm.JobUpdate{Nice: &nice}); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if err := tick(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if n := calls.Count("squeue"); n != want {
-					t.Errorf("tick %d: %d queue reads in all, want %d", i+1, n, want)
+				if n := calls.Count("squeue"); n != step.want {
+					t.Errorf("tick %d: %d queue reads in all, want %d", i+1, n, step.want)
 				}
 			}
 		})
 	}
+}
+
+// tickOf is a new manager's Tick, or the error that made it.
+func tickOf[M interface{ Tick(context.Context) error }](m M, err error) (func(context.Context) error, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m.Tick, nil
 }

@@ -540,9 +540,10 @@ func (p *Plan) pendingInOrder(jobs []JobView, take func(JobView, *Action) bool) 
 // job that starts now or that the first GPUs to free up reach. Among
 // pending jobs the policy treats alike (none has run yet), the type it
 // hands each one flips from round to round as the queue changes, and
-// every flip is an update of Slurm's job: at 10,000 pending, 320 of the 1,700 updates of a round that
-// retyped 1,000 jobs were such flips, and 640 of the 1,600 of a round
-// after 1,000 new jobs (docs/rounds.md, "Waiting jobs keep their type").
+// every flip is an update of Slurm's job: at 10,000 pending, 320 of the
+// 1,700 updates of a round that retyped 1,000 jobs were such flips, and
+// 640 of the 1,600 of a round after 1,000 new jobs (docs/rounds.md,
+// "Waiting jobs keep their type").
 func keepWaitingTypes(plan *Plan, jobs []JobView) {
 	order := plan.pendingInOrder(jobs, func(_ JobView, a *Action) bool { return a.Priority > 0 })
 	room := 0
