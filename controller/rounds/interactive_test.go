@@ -56,7 +56,7 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 				j.Priority = 5000 // multifactor's, alike
 			}
 			f.jobs[1].Reason = c.reason
-			cfg := testConfig()
+			cfg := DefaultConfig()
 			cfg.Round, cfg.MinLease, cfg.MoveCost, cfg.Order = time.Minute, 10*time.Minute, 30*time.Second, c.order
 			ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
 			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, ck)
@@ -240,7 +240,7 @@ func TestSessionsPass(t *testing.T) {
 			for _, j := range f.jobs {
 				j.Priority = 5000
 			}
-			cfg := testConfig()
+			cfg := DefaultConfig()
 			cfg.Order = c.order
 			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
 			if err != nil {

@@ -217,17 +217,8 @@ func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.D
 	return c.outcome, nil
 }
 
-// testConfig is the default configuration without the apply's spread:
-// the fakes answer at once, and each round would wait for it
-// (TestRoundSpreadWithinAQuarterRound checks the spread).
-func testConfig() Config {
-	cfg := DefaultConfig()
-	cfg.Pace.Spread = 0
-	return cfg
-}
-
 func newLoop(t *testing.T, f slurm.Scheduler, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
-	cfg := testConfig()
+	cfg := DefaultConfig()
 	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
 	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, est, ck)
 	if err != nil {
@@ -810,41 +801,6 @@ func (p *pacedSched) UpdatePaced(ctx context.Context, ch []slurm.Change, gap fun
 // A round's updates go to Slurm through one paced call where the
 // Scheduler takes one (slurm.PacedUpdater), with the same outcome, a
 // failed job included, as one by one.
-// TestRoundSpreadWithinAQuarterRound: a round's updates are spread
-// evenly over round_apply_spread, but over no more than a quarter of the
-// round, so that the next round's read finds them sent.
-func TestRoundSpreadWithinAQuarterRound(t *testing.T) {
-	t.Parallel()
-	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
-	for id := uint32(1); id <= 6; id++ {
-		f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
-	}
-	l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, nil)
-	clock := time.Unix(0, 0)
-	var pauses []time.Duration
-	l.cfg.Round = 4 * time.Second
-	l.cfg.Pace = Pace{Batch: 1, Share: 1, Spread: 8 * time.Second,
-		now:   func() time.Time { return clock },
-		sleep: func(_ context.Context, d time.Duration) { pauses = append(pauses, d); clock = clock.Add(d) }}
-	if err := l.Round(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// Six updates over 1 s (not 8): one due every 1/6 s, none after
-	// the last.
-	if n := l.Stats().LastUpdates; n != 6 {
-		t.Fatalf("%d updates, want 6", n)
-	}
-	want := time.Second / 6
-	for i, d := range pauses {
-		if d < want-time.Millisecond || d > want+time.Millisecond {
-			t.Errorf("pause %d: %s, want %s", i, d, want)
-		}
-	}
-	if len(pauses) != 5 {
-		t.Errorf("%d pauses (%v), want 5: one between each two updates", len(pauses), pauses)
-	}
-}
-
 func TestRoundUpdatesPaced(t *testing.T) {
 	t.Parallel()
 	run := func(paced bool) (*fakeSched, Stats, *pacedSched) {

@@ -58,7 +58,7 @@ func TestOrderModes(t *testing.T) {
 				f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600 * uint64(id)}}}, decs)
 			}
 			f.jobs[5].Nice = 300 // its user's --nice=300
-			cfg := testConfig()
+			cfg := DefaultConfig()
 			cfg.Order, cfg.OrderNiceSpan = c.order, 1000
 			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
 			if err != nil {
@@ -128,7 +128,7 @@ func TestMigratedJobPriorityHandedBack(t *testing.T) {
 			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 			f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
 				Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
-			cfg := testConfig()
+			cfg := DefaultConfig()
 			cfg.Order = order
 			cfg.MinLease, cfg.MoveCost = 0, 1
 			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
@@ -198,7 +198,7 @@ func TestEntityWeightsFromShares(t *testing.T) {
 				f.jobs[id].Account = []string{"lab-a", "lab-b"}[id%2]
 			}
 			s := &shareSched{fakeSched: f, w: lab, err: c.err}
-			cfg := testConfig()
+			cfg := DefaultConfig()
 			cfg.Policy, cfg.Shares = c.policy, c.shares
 			l, err := New(cfg, zerolog.Nop(), s, decs, noMeasurements{}, &tableEst{}, nil)
 			if err != nil {
@@ -302,7 +302,7 @@ func TestIdleRoundsUpdateNothing(t *testing.T) {
 	for id := uint32(1); id <= 30; id++ {
 		f.add(id, "PENDING", "", "", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 36000}}}, decs)
 	}
-	cfg := testConfig()
+	cfg := DefaultConfig()
 	cfg.Order, cfg.OrderNiceSpan = OrderNice, 10000
 	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
 	if err != nil {
