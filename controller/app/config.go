@@ -208,7 +208,6 @@ func LoadConfig(path string) (Config, error) {
 	v.String("shares", &c.Rounds.Shares)
 	v.Int("round_apply_batch", &c.Rounds.Pace.Batch, 1, 100_000)
 	v.Float("round_apply_share", &c.Rounds.Pace.Share, 0.01, 1)
-	v.Duration("round_apply_spread", &c.Rounds.Pace.Spread, 0, time.Hour)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
 	v.Bool("chains_off", &c.Chains.Off)
 	v.Bool("chain_auto", &c.Chains.Auto)

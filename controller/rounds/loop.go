@@ -883,16 +883,13 @@ type pendingUpdate struct {
 
 // updateMany sends a round's changes, paced (pace.go): through one
 // client where the Scheduler can (slurm.PacedUpdater: both backends),
-// else one by one. The updates are spread over at most a quarter of the
-// round, so that the next round's read finds them sent.
+// else one by one.
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
 	ch := make([]slurm.Change, len(pend))
 	for i, p := range pend {
 		ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
 	}
-	pace := l.cfg.Pace
-	pace.Spread = min(pace.Spread, l.cfg.Round/4)
-	gap := pace.gaps(ctx, len(ch))
+	gap := l.cfg.Pace.gaps(ctx)
 	if s, ok := l.sched.(slurm.PacedUpdater); ok {
 		return s.UpdatePaced(ctx, ch, gap)
 	}

@@ -16,12 +16,8 @@ import (
 // of them waits (1-Share)/Share times as long as they took, at most
 // MaxPause: slurmctld is busy with the round at most Share of the time,
 // and a submission waits behind one batch at most, one update by
-// default. A round with time to spare waits longer: its updates are
-// spread evenly over Spread, since a round minutes apart loses nothing
-// by taking a few seconds more, and each pause is a stretch in which
-// submissions have slurmctld (and the host's CPUs) to themselves.
-// docs/rounds.md, "Pacing the apply", has the figures behind the
-// defaults.
+// default. docs/rounds.md, "Pacing the apply", has the figures behind
+// the defaults.
 type Pace struct {
 	// Batch is the updates sent between pauses (round_apply_batch).
 	Batch int
@@ -30,10 +26,6 @@ type Pace struct {
 	Share float64
 	// MaxPause bounds one pause, so a slow batch does not stall the round.
 	MaxPause time.Duration
-	// Spread is how long the apply may take when the share alone would
-	// end it sooner (round_apply_spread): the pauses grow so that the
-	// updates go out evenly over it. 0: the share alone paces.
-	Spread time.Duration
 
 	// sleep waits d or until ctx ends (tests replace it).
 	sleep func(ctx context.Context, d time.Duration)
@@ -42,14 +34,11 @@ type Pace struct {
 }
 
 // DefaultPace: one update at a time, slurmctld busy with the round at
-// most half the time, pauses of at most a second, the updates spread
-// over 8 s when there is time (a round of 1,000 retypes then still ends
-// within the 10 s of issue #17). Two thirds sent 45% more updates a
-// second but raised sbatch's median during the round from 1.13x to 1.24x
-// at 10,000 pending (docs/rounds.md, "One update at a time").
-func DefaultPace() Pace {
-	return Pace{Batch: 1, Share: 0.5, MaxPause: time.Second, Spread: 8 * time.Second}
-}
+// most half the time, pauses of at most a second. Two thirds sent 45%
+// more updates a second but raised sbatch's median during the round from
+// 1.13x to 1.24x at 10,000 pending (docs/rounds.md, "One update at a
+// time").
+func DefaultPace() Pace { return Pace{Batch: 1, Share: 0.5, MaxPause: time.Second} }
 
 // Check rejects a pace that cannot work. The zero Pace never pauses.
 func (p Pace) Check() error {
@@ -58,9 +47,6 @@ func (p Pace) Check() error {
 	}
 	if p.Share < 0 || p.Share > 1 {
 		return fmt.Errorf("round_apply_share = %g: want more than 0 and at most 1", p.Share)
-	}
-	if p.Spread < 0 {
-		return fmt.Errorf("round_apply_spread = %s: want 0 or more", p.Spread)
 	}
 	return nil
 }
@@ -77,12 +63,10 @@ func (p Pace) pause(took time.Duration) time.Duration {
 	return wait
 }
 
-// gaps is the gap function for a slurm.PacedUpdater sending n updates:
-// it is called after each update sent, and after every Batch of them it
-// pauses as each does, or until the next update is due on an even
-// spread of the n over Spread, whichever is longer (at most MaxPause);
-// false once ctx has ended.
-func (p Pace) gaps(ctx context.Context, n int) func() bool {
+// gaps is the gap function for a slurm.PacedUpdater: it is called after
+// each update sent, and after every Batch of them it pauses as each
+// does; false once ctx has ended.
+func (p Pace) gaps(ctx context.Context) func() bool {
 	batch := max(p.Batch, 1)
 	now, sleep := p.now, p.sleep
 	if now == nil {
@@ -91,20 +75,10 @@ func (p Pace) gaps(ctx context.Context, n int) func() bool {
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) { tick.Sleep(ctx, d) }
 	}
-	first := now()
-	start, sent := first, 0
+	start, sent := now(), 0
 	return func() bool {
 		if sent++; sent%batch == 0 {
-			t := now()
-			wait := p.pause(t.Sub(start))
-			if p.Spread > 0 && n > 0 {
-				due := first.Add(time.Duration(float64(p.Spread) * float64(sent) / float64(n)))
-				wait = max(wait, due.Sub(t))
-				if p.MaxPause > 0 {
-					wait = min(wait, p.MaxPause)
-				}
-			}
-			if wait > 0 {
+			if wait := p.pause(now().Sub(start)); wait > 0 {
 				sleep(ctx, wait)
 			}
 			start = now()
