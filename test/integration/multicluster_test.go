@@ -215,10 +215,14 @@ func TestMultiCluster(t *testing.T) {
 	// Moves of running checkpointable jobs (mc_moves): a is filled with
 	// p100-only jobs, which b cannot take, while b is idle.
 	t.Run("not moved over a link measured slow", func(t *testing.T) {
+		// Whatever becomes of this case, the next ones get the link fast.
+		defer p.link.SetRate(100e6)
 		// The link has run at 300 kB/s from the start: the probes measure
-		// it, and 20 MB of checkpoint would take about a minute over it.
+		// it (up to 0.8 MB/s seen: a probe is short), and 200 MB of
+		// checkpoint would take 4 to 11 minutes over it. (20 MB, at a
+		// probe of 804 kB/s, made the move pay by 6 s once.)
 		waitFor(t, time.Minute, "a slow link measured", func() bool { bw := p.measured(t); return bw > 0 && bw < 1e6 })
-		j := p.moveJob(t, "mcit-move-slow", "0.02", 600)
+		j := p.moveJob(t, "mcit-move-slow", "0.2", 600)
 		p.waitRunning(t, j)
 		p.fillA(t, 14)
 		var e string
@@ -234,14 +238,15 @@ func TestMultiCluster(t *testing.T) {
 		}
 		p.a.run("scancel", "-n", "mcit-fill")
 		p.a.run("scancel", "-n", "mcit-move-slow")
-		// The link back at mc_link's 100 MB/s for the moves: measured fast
-		// again within a few probes (a probe through this host's relay and
-		// two NATS servers measures some 10 MB/s of it).
-		p.link.SetRate(100e6)
-		waitFor(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
 	})
 
 	t.Run("moves once, not when slow, link cut mid-move", func(t *testing.T) {
+		// The link back at mc_link's 100 MB/s for the moves: measured fast
+		// again within a few probes (a probe through this host's relay and
+		// two NATS servers measures some 10 MB/s of it).
+		p.a.run("scancel", "-n", "mcit-fill")
+		p.a.run("scancel", "-n", "mcit-move-slow")
+		waitFor(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
 		// b is full at first (16 jobs Rota leaves alone on its 16 GPUs):
 		// a move would gain nothing, and none is made until b frees up.
 		for i := 0; i < 16; i++ {
