@@ -215,8 +215,13 @@ func TestMultiCluster(t *testing.T) {
 	// Moves of running checkpointable jobs (mc_moves): a is filled with
 	// p100-only jobs, which b cannot take, while b is idle.
 	t.Run("not moved over a link measured slow", func(t *testing.T) {
-		// Whatever becomes of this case, the next ones get the link fast.
-		defer p.link.SetRate(100e6)
+		// Whatever becomes of this case, the next ones get a and the link
+		// as they want them.
+		defer func() {
+			p.a.run("scancel", "-n", "mcit-fill")
+			p.a.run("scancel", "-n", "mcit-move-slow")
+			p.link.SetRate(100e6)
+		}()
 		// The link has run at 300 kB/s from the start: the probes measure
 		// it (up to 0.8 MB/s seen: a probe is short), and 200 MB of
 		// checkpoint would take 4 to 11 minutes over it. (20 MB, at a
@@ -236,16 +241,12 @@ func TestMultiCluster(t *testing.T) {
 		if l := j.log(); strings.Count(l, " start ") != 1 || strings.Contains(l, " checkpoint ") {
 			t.Errorf("the job was checkpointed or restarted:\n%s", l)
 		}
-		p.a.run("scancel", "-n", "mcit-fill")
-		p.a.run("scancel", "-n", "mcit-move-slow")
 	})
 
 	t.Run("moves once, not when slow, link cut mid-move", func(t *testing.T) {
 		// The link back at mc_link's 100 MB/s for the moves: measured fast
 		// again within a few probes (a probe through this host's relay and
 		// two NATS servers measures some 10 MB/s of it).
-		p.a.run("scancel", "-n", "mcit-fill")
-		p.a.run("scancel", "-n", "mcit-move-slow")
 		waitFor(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
 		// b is full at first (16 jobs Rota leaves alone on its 16 GPUs):
 		// a move would gain nothing, and none is made until b frees up.
