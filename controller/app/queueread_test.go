@@ -14,23 +14,24 @@ import (
 	"github.com/rota-hpc/rota/controller/slurm/slurmtest"
 )
 
-// A manager's tick takes a queue read that began after its previous
-// tick, even with a round's updates since (slurm.QueueSince): during a
-// round, the round's own read. A read from before its last tick it does
-// not take.
+// A manager that follows no job (a fresh one) reads the queue at its
+// first tick, taking the round's read, and after that only when the round
+// loop wakes it (slurm.TickQueue), taking the waking round's read even
+// with the round's updates since: an idle manager costs slurmctld no
+// queue read of its own.
 func TestManagersTakeTheRoundsRead(t *testing.T) {
 	managers := []struct {
 		name string
-		tick func(*slurm.CLI) (func(context.Context) error, error)
+		new  func(*slurm.CLI) (manager, error)
 	}{
-		{"chains", func(c *slurm.CLI) (func(context.Context) error, error) {
-			return tickOf(chains.New(chains.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
+		{"chains", func(c *slurm.CLI) (manager, error) {
+			return asManager(chains.New(chains.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
 		}},
-		{"faulttol", func(c *slurm.CLI) (func(context.Context) error, error) {
-			return tickOf(faulttol.New(faulttol.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
+		{"faulttol", func(c *slurm.CLI) (manager, error) {
+			return asManager(faulttol.New(faulttol.DefaultConfig(), zerolog.Nop(), c, nil, nil, nil))
 		}},
-		{"serve", func(c *slurm.CLI) (func(context.Context) error, error) {
-			return tickOf(serve.New(serve.DefaultConfig(), zerolog.Nop(), c, nil, nil))
+		{"serve", func(c *slurm.CLI) (manager, error) {
+			return asManager(serve.New(serve.DefaultConfig(), zerolog.Nop(), c, nil, nil))
 		}},
 	}
 	for _, mg := range managers {
@@ -39,23 +40,25 @@ func TestManagersTakeTheRoundsRead(t *testing.T) {
 			c := &slurm.CLI{ShareReads: time.Hour}
 			ctx := context.Background()
 			nice := int32(1)
-			if _, err := c.Jobs(ctx); err != nil { // the round's read
-				t.Fatal(err)
-			}
-			tick, err := mg.tick(c)
+			m, err := mg.new(c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i, step := range []struct {
-				update bool // a round's update first: after it, plain reads are fresh
-				want   int  // queue reads in all after the tick
-			}{{true, 1}, {true, 2}, {false, 2}} {
-				if step.update {
+				round bool // a round reads the queue, updates a job and wakes the manager
+				want  int  // queue reads in all after the tick
+			}{{true, 1}, {false, 1}, {true, 2}, {false, 2}} {
+				if step.round {
+					_, at, err := c.JobsAt(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
 					if err := c.Update(ctx, 7, slurm.JobUpdate{Nice: &nice}); err != nil {
 						t.Fatal(err)
 					}
+					m.Wake(at)
 				}
-				if err := tick(ctx); err != nil {
+				if err := m.Tick(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if n := calls.Count("squeue"); n != step.want {
@@ -66,10 +69,16 @@ func TestManagersTakeTheRoundsRead(t *testing.T) {
 	}
 }
 
-// tickOf is a new manager's Tick, or the error that made it.
-func tickOf[M interface{ Tick(context.Context) error }](m M, err error) (func(context.Context) error, error) {
+// manager is what the test drives of a manager.
+type manager interface {
+	Tick(context.Context) error
+	Wake(time.Time)
+}
+
+// asManager is a new manager, or the error that made it.
+func asManager[M manager](m M, err error) (manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.Tick, nil
+	return m, nil
 }

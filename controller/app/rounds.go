@@ -112,6 +112,7 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	if c.inst != nil {
 		m.SetGapObserver(c.inst.ChainGap)
 	}
+	loop.AfterBind(m.Wake)
 	loop.SetChains(m)
 	c.chains.Store(m)
 	go m.Run(ctx)
@@ -130,6 +131,7 @@ func (c *Controller) startFaultTol(ctx context.Context, sched slurm.Scheduler, l
 		c.log.Error().Err(err).Msg("cannot start the fault tolerance manager; no periodic checkpoints")
 		return
 	}
+	loop.AfterBind(m.Wake)
 	c.faulttol.Store(m)
 	go m.Run(ctx)
 }
@@ -164,6 +166,7 @@ func (c *Controller) startServe(ctx context.Context, sched slurm.Scheduler, loop
 		c.log.Error().Err(err).Msg("cannot start the service manager; service replicas are neither spread nor rolled over")
 		return
 	}
+	loop.AfterBind(m.Wake)
 	c.services.Store(m)
 	go m.Run(ctx)
 }

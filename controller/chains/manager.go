@@ -86,7 +86,10 @@ type Manager struct {
 	// time); readers get the view published after each change.
 	chains map[uint32]*Chain // by chain id
 	bySeg  map[uint32]uint32 // segment job id -> chain id
-	looked time.Time         // when the last tick ended (slurm.QueueSince)
+	// candidates are jobs that declare a checkpoint signal and may need a
+	// chain once their rate is measured: judged again at every tick.
+	candidates map[uint32]bool
+	queue      slurm.TickQueue
 
 	mu       sync.Mutex
 	pub      map[uint32]*wire.ChainStatus // published: by chain id
@@ -117,7 +120,7 @@ func New(cfg Config, log zerolog.Logger, sched Slurm, info JobInfo, ckpt checkpo
 	obs := NewObservedWaits()
 	return &Manager{cfg: cfg, log: log, sched: sched, info: info, ckpt: ckpt, store: store, pred: obs, obs: obs,
 		now: time.Now, spank: true, nudgeFor: cfg.Grace + 30*time.Second, chains: map[uint32]*Chain{}, bySeg: map[uint32]uint32{},
-		pub: map[uint32]*wire.ChainStatus{}, pubSeg: map[uint32]segRef{},
+		pub: map[uint32]*wire.ChainStatus{}, pubSeg: map[uint32]segRef{}, candidates: map[uint32]bool{},
 		refused: map[uint32]refusal{}, busy: map[uint32]bool{}, ckptDone: map[uint32]string{}}, nil
 }
 
@@ -196,16 +199,38 @@ func (m *Manager) publish() {
 	m.mu.Unlock()
 }
 
+// Wake has the next tick look at the queue, taking the read that began at
+// readAt or a later one: the round loop calls it once a round has bound
+// its jobs, which may include new chains.
+func (m *Manager) Wake(readAt time.Time) { m.queue.Wake(readAt) }
+
+// following says whether a tick has work whatever the round loop does:
+// running chains, or jobs that may need one soon.
+func (m *Manager) following() bool {
+	if len(m.candidates) > 0 {
+		return true
+	}
+	for _, c := range m.chains {
+		if c.State == StateRunning {
+			return true
+		}
+	}
+	return false
+}
+
 // Tick looks at the queue once and acts.
 func (m *Manager) Tick(ctx context.Context) error {
 	if m.cfg.Off {
 		return nil
 	}
 	now := m.now()
-	defer func() { m.looked = time.Now() }()
-	jobs, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
+	defer m.queue.Ticked()
+	jobs, read, err := m.queue.Read(ctx, m.sched, m.cfg.Tick, m.following())
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
+	}
+	if !read {
+		return nil // nothing followed, no round since the last look
 	}
 	byID := make(map[uint32]*slurm.Job, len(jobs))
 	for i := range jobs {
@@ -232,6 +257,7 @@ func (m *Manager) Tick(ctx context.Context) error {
 	for _, c := range active {
 		m.follow(ctx, c, byID, now)
 	}
+	clear(m.candidates)
 	for i := range jobs {
 		m.consider(ctx, &jobs[i], now)
 	}
@@ -284,7 +310,12 @@ func (m *Manager) consider(ctx context.Context, j *slurm.Job, now time.Time) {
 	segEnd := time.Duration(j.TimeLimitMin)*time.Minute - ran - m.cfg.CheckpointLead
 	needs := known && remaining > segEnd
 	if h.Chain != "on" && !(m.cfg.Auto && needs) {
-		return // may change as its rate is measured: asked again next tick
+		// May change as its rate is measured: asked again next tick
+		// (next round for a job that could not checkpoint anyway).
+		if m.cfg.Auto && h.CheckpointSignal != "" {
+			m.candidates[j.ID] = true
+		}
+		return
 	}
 	if h.CheckpointSignal == "" {
 		m.refuse(j.ID, "no chain: the job declares no checkpoint signal (--rota-checkpoint-signal), so a segment could not save its work before its time limit", true)

@@ -160,7 +160,7 @@ type Manager struct {
 	store state.Store
 	now   func() time.Time
 
-	looked time.Time // when the last tick ended (slurm.QueueSince)
+	queue slurm.TickQueue
 
 	mu    sync.Mutex
 	rate  Rate
@@ -224,14 +224,24 @@ func (m *Manager) interval(j *job) (time.Duration, time.Duration, time.Duration)
 	return Interval(cost, jm, m.cfg.MinInterval, m.cfg.MaxInterval), cost, node
 }
 
+// Wake has the next tick look at the queue, taking the read that began at
+// readAt or a later one: the round loop calls it once a round has bound
+// its jobs, which may include checkpointable ones.
+func (m *Manager) Wake(readAt time.Time) { m.queue.Wake(readAt) }
+
 // Tick reads the nodes and the queue once and acts.
 func (m *Manager) Tick(ctx context.Context) error {
 	now := m.now()
-	defer func() { m.looked = time.Now() }()
+	defer m.queue.Ticked()
 	// The queue first: Slurm marks a node down before it requeues its
 	// jobs, so a job seen requeued here has its node seen down below
-	// (a queue read shared with another part is older still).
-	jobs, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
+	// (a queue read shared with another part is older still). With no
+	// job followed and no round since the last look there is none to
+	// read: the nodes are still read, for the failure rate.
+	m.mu.Lock()
+	following := len(m.jobs) > 0
+	m.mu.Unlock()
+	jobs, _, err := m.queue.Read(ctx, m.sched, m.cfg.Tick, following)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}

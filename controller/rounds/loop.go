@@ -155,6 +155,9 @@ type Loop struct {
 	// OnSnapshot, when set, gets each round's cluster picture (the submit
 	// path answers from it).
 	OnSnapshot func(*cluster.Snapshot, *Plan)
+	// onBound hear, once a round has bound its jobs, when its queue read
+	// began (AfterBind).
+	onBound []func(readAt time.Time)
 
 	// kick asks Run for a sessions pass between rounds (Kick).
 	kick chan struct{}
@@ -247,6 +250,17 @@ type Stats struct {
 func (l *Loop) SetChains(c ChainSegments) {
 	l.mu.Lock()
 	l.chains = c
+	l.mu.Unlock()
+}
+
+// AfterBind has f told, once each round has bound its jobs to their
+// decisions, when that round's queue read began: the managers (chains,
+// fault tolerance, services) act only on bound jobs, so one that follows
+// none looks at the queue after a round only, taking the round's read.
+// Call before Run.
+func (l *Loop) AfterBind(f func(readAt time.Time)) {
+	l.mu.Lock()
+	l.onBound = append(l.onBound, f)
 	l.mu.Unlock()
 }
 
@@ -398,7 +412,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
-	jobs, err := l.sched.Jobs(ctx)
+	jobs, readAt, err := slurm.ReadQueue(ctx, l.sched)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}
@@ -437,6 +451,12 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		l.log.Warn().Err(err).Msg("cannot read jobs' Rota annotations; jobs already known are still scheduled")
 	}
 	readTime += time.Since(bindStart)
+	l.mu.Lock()
+	onBound := l.onBound
+	l.mu.Unlock()
+	for _, f := range onBound {
+		f(readAt)
+	}
 
 	var usage *limits.Usage
 	var counted map[uint32]bool

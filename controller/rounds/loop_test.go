@@ -368,6 +368,35 @@ func TestBindReadsDecisionsOnce(t *testing.T) {
 	}
 }
 
+// Each round tells AfterBind's listeners, once its jobs are bound, when
+// its queue read began: a manager woken then finds the round's jobs
+// bound.
+func TestAfterBindHearsEachRound(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
+	l := newLoop(t, f, decs, &tableEst{rates: map[string][]float64{}}, nil)
+	var heard []time.Time
+	l.AfterBind(func(readAt time.Time) {
+		if l.Decision(1) == nil {
+			t.Error("told before job 1 was bound")
+		}
+		heard = append(heard, readAt)
+	})
+	for range 2 {
+		before := time.Now()
+		if err := l.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(heard); n == 0 || heard[n-1].Before(before) || heard[n-1].After(time.Now()) {
+			t.Fatalf("after a round begun at %s: heard %v", before, heard)
+		}
+	}
+	if len(heard) != 2 {
+		t.Errorf("heard %d times in two rounds, want 2", len(heard))
+	}
+}
+
 func TestMigrationRules(t *testing.T) {
 	for _, c := range []struct {
 		name       string

@@ -123,7 +123,7 @@ type Manager struct {
 	byJob    map[uint32]uint32   // job id -> replica id
 	nodes    []slurm.Node        // this tick's, read when needed
 	nodesOK  bool
-	looked   time.Time // when the last tick ended (slurm.QueueSince)
+	queue    slurm.TickQueue
 
 	mu    sync.Mutex
 	pub   map[string]*wire.ServiceStatus // by service
@@ -147,16 +147,24 @@ func (m *Manager) Run(ctx context.Context) {
 		TickFailed:    "service tick failed; the next one tries again"}.Run(ctx)
 }
 
+// Wake has the next tick look at the queue, taking the read that began at
+// readAt or a later one: the round loop calls it once a round has bound
+// its jobs, which may include replicas to adopt.
+func (m *Manager) Wake(readAt time.Time) { m.queue.Wake(readAt) }
+
 // Tick reads the queue once and acts.
 func (m *Manager) Tick(ctx context.Context) error {
 	if m.cfg.Off {
 		return nil
 	}
 	now := m.now()
-	defer func() { m.looked = time.Now() }()
-	queue, err := m.sched.Jobs(slurm.QueueSince(ctx, m.looked, m.cfg.Tick))
+	defer m.queue.Ticked()
+	queue, read, err := m.queue.Read(ctx, m.sched, m.cfg.Tick, len(m.replicas) > 0)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
+	}
+	if !read {
+		return nil // no replica followed, no round since the last look
 	}
 	m.nodes, m.nodesOK = nil, false
 	byID := make(map[uint32]*slurm.Job, len(queue))

@@ -35,14 +35,7 @@ func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
 	if !q.at.IsZero() && time.Since(q.at) < q.MaxAge && (!since || qs.takes(q.at)) {
 		return q.jobs, q.at, nil
 	}
-	at := time.Now()
-	var jobs []Job
-	var err error
-	if ja, ok := sched.(JobsAter); ok {
-		jobs, at, err = ja.JobsAt(ctx)
-	} else {
-		jobs, err = sched.Jobs(ctx)
-	}
+	jobs, at, err := ReadQueue(ctx, sched)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
