@@ -283,7 +283,7 @@ func TestCoverHead(t *testing.T) {
 		{JobID: 3, Type: "k80", Priority: 9}, {JobID: 4, Type: "v100", Priority: 8},
 		{JobID: 5, Type: "k80", Priority: 7}, {JobID: 6, Type: "k80", Priority: 10},
 	}}
-	coverHead(plan, jobs)
+	coverHead(plan, jobs, 0)
 	for id, want := range map[uint32]string{3: "v100", 4: "k80", 5: "k80", 6: "k80"} {
 		if got := plan.Actions[id-1].Type; got != want {
 			t.Errorf("job %d: %s, want %s", id, got, want)

@@ -281,7 +281,7 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	}
 	fill(&plan, jobs)
 	if p.cfg.NiceSpan > 0 {
-		coverHead(&plan, jobs)
+		coverHead(&plan, jobs, p.cfg.Round)
 	}
 	if len(p.cfg.InteractiveReserve) > 0 {
 		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
@@ -453,7 +453,15 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 // the types the policy hands out (blind to accounts) decide, and an
 // account below its share overtakes (measured: lab-a 0.52 of GPU time
 // for a 0.75 share). Jobs beyond the cluster's GPUs keep their type.
-func coverHead(plan *Plan, jobs []JobView) {
+//
+// A job keeps the type it has when that type's GPU frees within tie of
+// the first (tie: a round, below which the plan cannot tell), and when no
+// GPU is left for it, so that a queue where nothing changes sees no
+// update: the policy's shares among pending jobs it treats alike turn
+// from round to round, and the head of the queue followed them (on the
+// 12-GPU dev cluster, the same ten jobs retyped back and forth every
+// round; TestSteadyQueueKeepsItsTypes).
+func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 	K := len(plan.Types)
 	slots := make([][]float64, K)
 	used := make([]int, K)
@@ -492,20 +500,38 @@ func coverHead(plan *Plan, jobs []JobView) {
 		for k := range j.RateSource {
 			known = known && j.RateSource[k] != estimate.SourceRelative
 		}
-		best, bestKey, bestRate := -1, math.Inf(1), 0.0
+		keys := make([]float64, K)
+		first := math.Inf(1)
 		for k := 0; k < K; k++ {
+			keys[k] = math.Inf(1)
 			if len(slots[k]) < g || k >= len(j.Rates) || j.Rates[k] <= 0 || (j.Fits != nil && !j.Fits[k]) {
 				continue
 			}
-			key := slots[k][g-1]
+			keys[k] = slots[k][g-1]
 			if known {
-				key += j.StepsLeft / j.Rates[k]
+				keys[k] += j.StepsLeft / j.Rates[k]
 			}
-			if key < bestKey || (key == bestKey && j.Rates[k] > bestRate) {
-				best, bestKey, bestRate = k, key, j.Rates[k]
+			first = min(first, keys[k])
+		}
+		// Within tie of the first: the type it has, else the fastest.
+		best, cur := -1, indexOf(plan.Types, j.Type)
+		for k := 0; k < K && !math.IsInf(first, 1); k++ {
+			switch {
+			case keys[k] > first+tie.Seconds():
+			case k == cur && j.Target == "":
+				best = k
+			case best < 0 || (best != cur && (j.Rates[k] > j.Rates[best] || (j.Rates[k] == j.Rates[best] && keys[k] < keys[best]))):
+				best = k
+			}
+			if best == cur && best >= 0 {
+				break
 			}
 		}
 		if best < 0 {
+			if keepable(plan, j, a) {
+				a.Why = fmt.Sprintf("%s; it keeps %s: the first GPUs to free up go to the jobs ahead of it", a.Why, j.Type)
+				a.Type = j.Type
+			}
 			continue
 		}
 		if t := plan.Types[best]; t != a.Type {
@@ -555,18 +581,25 @@ func keepWaitingTypes(plan *Plan, jobs []JobView) {
 		j, a := jobs[i], &plan.Actions[i]
 		before := ahead
 		ahead += max(j.GPUs, 1)
-		if before < room || j.UserTyped || !policyJob(j) || j.Target != "" || a.Type == j.Type {
-			continue
-		}
-		k, m := indexOf(plan.Types, j.Type), indexOf(plan.Types, a.Type)
-		if k < 0 || m < 0 || k >= len(j.Rates) || m >= len(j.Rates) || j.Rates[k] <= 0 || j.Rates[k] < j.Rates[m]/2 ||
-			(j.Fits != nil && !j.Fits[k]) {
+		if before < room || !keepable(plan, j, a) {
 			continue
 		}
 		a.Why = fmt.Sprintf("%s; it keeps %s while it waits behind %d GPUs' worth of jobs (the cluster has %d): a round types it again when it nears the head",
 			a.Why, j.Type, before, room)
 		a.Type = j.Type
 	}
+}
+
+// keepable says whether pending job j may keep the type it has instead
+// of the plan's (a): Rota types it, it is not being moved to a target,
+// its type may still hold it, and runs it at least half as fast.
+func keepable(plan *Plan, j JobView, a *Action) bool {
+	if j.UserTyped || !policyJob(j) || j.Target != "" || a.Type == j.Type {
+		return false
+	}
+	k, m := indexOf(plan.Types, j.Type), indexOf(plan.Types, a.Type)
+	return k >= 0 && m >= 0 && k < len(j.Rates) && m < len(j.Rates) && j.Rates[k] > 0 && j.Rates[k] >= j.Rates[m]/2 &&
+		(j.Fits == nil || j.Fits[k])
 }
 
 // slurmOrder gives pending jobs their nice from Rota's order and then

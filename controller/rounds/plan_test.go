@@ -1,6 +1,9 @@
 package rounds
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,7 +164,7 @@ func TestKeptTypesYieldToFillAndCoverHead(t *testing.T) {
 		after func(*Plan, []JobView)
 	}{
 		{"fill starts it on the free v100", true, fill},
-		{"coverHead gives it the v100 that frees first", false, coverHead},
+		{"coverHead gives it the v100 that frees first", false, func(p *Plan, j []JobView) { coverHead(p, j, 0) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -195,6 +198,92 @@ func TestKeptTypesYieldToFillAndCoverHead(t *testing.T) {
 			c.after(&plan, jobs)
 			if last.Type != "v100" {
 				t.Errorf("then %s, want v100 (%s)", last.Type, last.Why)
+			}
+		})
+	}
+}
+
+// A cluster where nothing changes: every GPU busy with jobs of unknown
+// length that started seconds apart, and pending jobs the policy treats
+// alike. After the first round has typed and ordered them, a round
+// retypes none: which of the first GPUs to free up a job at the head of
+// the queue waits for, when they free within a round of each other, is
+// not worth an update of Slurm's job (measured on the 12-GPU dev cluster:
+// the same ten head jobs retyped back and forth every round).
+func TestSteadyQueueKeepsItsTypes(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	rel := []string{estimate.SourceRelative, estimate.SourceRelative, estimate.SourceRelative}
+	pol, err := policy.New("las", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlanner(PlanConfig{Round: 5 * time.Minute, MinLease: 10 * time.Minute, PriorityBase: 1000000, NiceSpan: 10000, SlurmOrder: true}, pol)
+	var jobs []JobView
+	id := uint32(1)
+	for k, typ := range types { // per type: two one-GPU jobs, one of two GPUs
+		for _, g := range []int{1, 1, 2} {
+			jobs = append(jobs, JobView{ID: id, Running: true, Type: typ, GPUs: g, Rates: []float64{1, 2, 4}, RateSource: rel,
+				RunningFor: time.Hour - time.Duration(3*k+int(id))*time.Second, StepsLeft: 5000})
+			id++
+		}
+	}
+	for i := 0; i < 40; i++ {
+		jobs = append(jobs, JobView{ID: 100 + uint32(i), Type: types[i%3], GPUs: 1 + i%2, Rates: []float64{1, 2, 4}, RateSource: rel,
+			Submit: time.Unix(int64(i), 0), BasePriority: 5000, StepsLeft: float64(1000 + (i*7919)%200000)})
+	}
+	for round := 1; round <= 6; round++ {
+		plan, err := p.Decide(types, []int{4, 4, 4}, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+			return pol.Allocate(context.Background(), pr)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var changed []string
+		for i, a := range plan.Actions {
+			if !jobs[i].Running && a.Type != jobs[i].Type {
+				changed = append(changed, fmt.Sprintf("%d %s->%s (%s)", jobs[i].ID, jobs[i].Type, a.Type, a.Why))
+				jobs[i].Type = a.Type // Slurm's job as the loop leaves it
+			}
+			if jobs[i].Running {
+				jobs[i].RunningFor += 5 * time.Minute
+			}
+		}
+		if round > 1 && len(changed) > 0 {
+			t.Errorf("round %d retyped %d jobs in a queue where nothing changed:\n%s", round, len(changed), strings.Join(changed, "\n"))
+		}
+	}
+}
+
+// coverHead: a job at the head keeps its type when that type's GPU frees
+// within a round of the first; later than that, or with no round to
+// judge by, it takes the first.
+func TestCoverHeadKeepsATypeThatFreesWithinARound(t *testing.T) {
+	t.Parallel()
+	types := []string{"p100", "v100"}
+	src := []string{"measured", "measured"}
+	for _, c := range []struct {
+		name    string
+		p100Ran time.Duration // the running p100 job's run so far (frees as long again)
+		tie     time.Duration
+		want    string
+	}{
+		{"p100 frees 10 s after the v100, round 5 min: keeps p100", time.Hour + 10*time.Second, 5 * time.Minute, "p100"},
+		{"p100 frees 10 min after the v100: v100", time.Hour + 10*time.Minute, 5 * time.Minute, "v100"},
+		{"no round to judge by: the first, v100", time.Hour + 10*time.Second, 0, "v100"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			jobs := []JobView{
+				{ID: 1, Running: true, Type: "p100", GPUs: 1, Rates: []float64{2, 4}, RateSource: src, RunningFor: c.p100Ran},
+				{ID: 2, Running: true, Type: "v100", GPUs: 1, Rates: []float64{2, 4}, RateSource: src, RunningFor: time.Hour},
+				{ID: 3, Type: "p100", GPUs: 1, Rates: []float64{2, 4}, RateSource: src},
+			}
+			plan := Plan{Types: types, Capacity: []int{1, 1}, Actions: []Action{
+				{JobID: 1, Type: "p100", Running: true}, {JobID: 2, Type: "v100", Running: true}, {JobID: 3, Type: "v100", Priority: 5}}}
+			coverHead(&plan, jobs, c.tie)
+			if got := plan.Actions[2].Type; got != c.want {
+				t.Errorf("%s, want %s (%s)", got, c.want, plan.Actions[2].Why)
 			}
 		})
 	}
