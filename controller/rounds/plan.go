@@ -493,6 +493,7 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 		sort.Float64s(slots[k])
 	}
 	order := plan.pendingInOrder(jobs, func(j JobView, a *Action) bool { return !j.UserTyped && policyJob(j) && a.Type != "" })
+	keys := make([]float64, K) // per type, when the job would start (or finish); reused
 	for _, i := range order {
 		j, a := jobs[i], &plan.Actions[i]
 		g := max(j.GPUs, 1)
@@ -500,7 +501,6 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 		for k := range j.RateSource {
 			known = known && j.RateSource[k] != estimate.SourceRelative
 		}
-		keys := make([]float64, K)
 		first := math.Inf(1)
 		for k := 0; k < K; k++ {
 			keys[k] = math.Inf(1)
@@ -513,18 +513,16 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 			}
 			first = min(first, keys[k])
 		}
-		// Within tie of the first: the type it has, else the fastest.
-		best, cur := -1, indexOf(plan.Types, j.Type)
-		for k := 0; k < K && !math.IsInf(first, 1); k++ {
-			switch {
-			case keys[k] > first+tie.Seconds():
-			case k == cur && j.Target == "":
-				best = k
-			case best < 0 || (best != cur && (j.Rates[k] > j.Rates[best] || (j.Rates[k] == j.Rates[best] && keys[k] < keys[best]))):
-				best = k
-			}
-			if best == cur && best >= 0 {
-				break
+		// Within tie of the first: the type it has, else the fastest
+		// (a type without a GPU for it has an infinite key).
+		best, within := -1, first+tie.Seconds()
+		if cur := indexOf(plan.Types, j.Type); cur >= 0 && j.Target == "" && !math.IsInf(keys[cur], 1) && keys[cur] <= within {
+			best = cur
+		} else {
+			for k := 0; k < K; k++ {
+				if !math.IsInf(keys[k], 1) && keys[k] <= within && (best < 0 || j.Rates[k] > j.Rates[best] || (j.Rates[k] == j.Rates[best] && keys[k] < keys[best])) {
+					best = k
+				}
 			}
 		}
 		if best < 0 {
