@@ -187,6 +187,11 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("metrics_listen %s: %w (set metrics_listen = \"\" to turn /metrics off)", c.cfg.MetricsListen, err)
 		}
 	}
+	if c.cfg.ProfileListen != "" {
+		if err := c.serveProfile(ctx, c.cfg.ProfileListen); err != nil {
+			return fmt.Errorf("profile_listen %s: %w (leave profile_listen unset to turn profiles off)", c.cfg.ProfileListen, err)
+		}
+	}
 	// Every controller serves the view, a standby too (it says so).
 	if c.cfg.Web.Listen != "" {
 		if err := c.serveWeb(ctx); err != nil {

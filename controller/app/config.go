@@ -100,6 +100,9 @@ type Config struct {
 	Serve serve.Config
 	// MetricsListen is where /metrics is served ("" off).
 	MetricsListen string
+	// ProfileListen is where Go's profiles (/debug/pprof/) are served
+	// ("" off, the default).
+	ProfileListen string
 	// Web is the read-only web view (controller/web, web.go).
 	Web WebConfig
 	// Estimators names external estimators (external.go).
@@ -188,6 +191,7 @@ func LoadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	v.String("metrics_listen", &c.MetricsListen)
+	v.String("profile_listen", &c.ProfileListen)
 	v.String("web_listen", &c.Web.Listen)
 	v.String("web_auth", &c.Web.Auth)
 	v.String("web_token_file", &c.Web.TokenFile)
