@@ -80,6 +80,10 @@ type Config struct {
 	// jobs to the submit-time placement alone.
 	Rounds    rounds.Config
 	RoundsOff bool
+	// ApplyAroundSaves holds a round's updates while slurmctld's job
+	// state save is due (round_apply_around_saves; slurm.StateSaves),
+	// where the controller can read its StateSaveLocation.
+	ApplyAroundSaves bool
 	// MC is several clusters under one Rota (docs/multicluster.md): this
 	// cluster's name, the links, the routing rule; off without a name.
 	MC multicluster.Config
@@ -125,23 +129,24 @@ type Config struct {
 // DefaultConfig is what no file and no flags mean.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:      "/var/lib/rota",
-		Listen:        "127.0.0.1:4222",
-		Replicas:      1,
-		LeaseTTL:      leader.DefaultTTL,
-		Refresh:       time.Minute,
-		StateInterval: 2 * time.Second,
-		DecisionTTL:   30 * 24 * time.Hour,
-		LogLevel:      "info",
-		Placement:     placer.DefaultConfig(),
-		Rounds:        rounds.DefaultConfig(),
-		Chains:        chains.DefaultConfig(),
-		FaultTol:      faulttol.DefaultConfig(),
-		Serve:         serve.DefaultConfig(),
-		MC:            multicluster.DefaultConfig(),
-		MCHold:        time.Minute,
-		HistoryWindow: 7 * 24 * time.Hour,
-		Web:           WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
+		StateDir:         "/var/lib/rota",
+		Listen:           "127.0.0.1:4222",
+		Replicas:         1,
+		LeaseTTL:         leader.DefaultTTL,
+		Refresh:          time.Minute,
+		StateInterval:    2 * time.Second,
+		DecisionTTL:      30 * 24 * time.Hour,
+		LogLevel:         "info",
+		Placement:        placer.DefaultConfig(),
+		Rounds:           rounds.DefaultConfig(),
+		ApplyAroundSaves: true,
+		Chains:           chains.DefaultConfig(),
+		FaultTol:         faulttol.DefaultConfig(),
+		Serve:            serve.DefaultConfig(),
+		MC:               multicluster.DefaultConfig(),
+		MCHold:           time.Minute,
+		HistoryWindow:    7 * 24 * time.Hour,
+		Web:              WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
 	}
 }
 
@@ -212,6 +217,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("shares", &c.Rounds.Shares)
 	v.Int("round_apply_batch", &c.Rounds.Pace.Batch, 1, 100_000)
 	v.Float("round_apply_share", &c.Rounds.Pace.Share, 0.01, 1)
+	v.Bool("round_apply_around_saves", &c.ApplyAroundSaves)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
 	v.Bool("chains_off", &c.Chains.Off)
 	v.Bool("chain_auto", &c.Chains.Auto)

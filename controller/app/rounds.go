@@ -54,6 +54,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	if c.inst != nil {
 		loop.SetTimings(c.inst)
 	}
+	c.holdAroundSaves(ctx, loop)
 	c.startChains(ctx, sched, loop, st)
 	c.startFaultTol(ctx, sched, loop, st)
 	c.startServe(ctx, sched, loop, st)
@@ -87,6 +88,32 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	c.log.Info().Str("policy", c.cfg.Rounds.Policy).Str("round", c.cfg.Rounds.Round.String()).
 		Str("min_lease", c.cfg.Rounds.MinLease.String()).Msg("round loop started: the policy drives Slurm's GPU jobs")
 	return loop
+}
+
+// holdAroundSaves has the round's apply leave slurmctld's job state
+// saves alone (slurm.StateSaves; docs/rounds.md, "Slurm's state saves"),
+// where this controller can read the file slurmctld saves them to: on
+// slurmctld's host, as root or SlurmUser.
+func (c *Controller) holdAroundSaves(ctx context.Context, loop *rounds.Loop) {
+	if !c.cfg.ApplyAroundSaves {
+		return
+	}
+	cli, ok := c.slurm.(interface {
+		StateSaveDir(context.Context) (string, error)
+	})
+	if !ok {
+		return
+	}
+	dir, err := cli.StateSaveDir(ctx)
+	if err == nil {
+		s := slurm.NewStateSaves(dir)
+		if err = s.Check(); err == nil {
+			loop.SetHold(s.Hold)
+			c.log.Info().Str("state_save_location", dir).Msg("a round's updates wait while slurmctld's job state save is due")
+			return
+		}
+	}
+	c.log.Info().Err(err).Msg("cannot read slurmctld's job state file here; a round's updates do not wait for its state saves (round_apply_around_saves)")
 }
 
 // startChains runs the chain manager beside the round loop

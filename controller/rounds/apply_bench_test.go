@@ -128,7 +128,7 @@ func TestBenchApply(t *testing.T) {
 							}
 							ch[i] = slurm.Change{JobID: ids[rand.Intn(len(ids))], Update: u}
 						}
-						for _, err := range cli.UpdatePaced(wctx, ch, pace.gaps(wctx)) {
+						for _, err := range cli.UpdatePaced(wctx, ch, pace.gaps(wctx, nil)) {
 							switch {
 							case err == nil:
 								r.updates++

@@ -151,6 +151,9 @@ type Loop struct {
 	pol     policy.Policy
 	chains  ChainSegments
 	timings Timings
+	// hold keeps the apply's updates away from slurmctld's own heavy
+	// moments (SetHold); nil: none.
+	hold Hold
 
 	// OnSnapshot, when set, gets each round's cluster picture (the submit
 	// path answers from it).
@@ -299,6 +302,10 @@ func (l *Loop) Decision(id uint32) *wire.Decision {
 
 // SetTimings makes the loop report its timings to t; call it before Run.
 func (l *Loop) SetTimings(t Timings) { l.timings = t }
+
+// SetHold makes each round's apply wait, between updates, for as long as
+// h says (its job state saves: slurm.StateSaves.Hold); call it before Run.
+func (l *Loop) SetHold(h Hold) { l.hold = h }
 
 // SetStore makes the loop save its state after every round and restore
 // it when it starts.
@@ -909,7 +916,7 @@ func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
 	for i, p := range pend {
 		ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
 	}
-	gap := l.cfg.Pace.gaps(ctx)
+	gap := l.cfg.Pace.gaps(ctx, l.hold)
 	if s, ok := l.sched.(slurm.PacedUpdater); ok {
 		return s.UpdatePaced(ctx, ch, gap)
 	}

@@ -63,10 +63,21 @@ func (p Pace) pause(took time.Duration) time.Duration {
 	return wait
 }
 
+// Hold says how long, from now, the next update should wait for a moment
+// of slurmctld's own that updates would make worse for users' sbatch (a
+// job state save: slurm.StateSaves); 0: none. Asked again after each wait.
+type Hold func(now time.Time) time.Duration
+
+// holdPoll bounds one wait on a Hold, which is asked again after it: the
+// moment it waits for ends when slurmctld says so (a file written), not
+// at a time known ahead.
+const holdPoll = 20 * time.Millisecond
+
 // gaps is the gap function for a slurm.PacedUpdater: it is called after
 // each update sent, and after every Batch of them it pauses as each
-// does; false once ctx has ended.
-func (p Pace) gaps(ctx context.Context) func() bool {
+// does, then for as long as hold (nil: none) says; false once ctx has
+// ended.
+func (p Pace) gaps(ctx context.Context, hold Hold) func() bool {
 	batch := max(p.Batch, 1)
 	now, sleep := p.now, p.sleep
 	if now == nil {
@@ -80,6 +91,13 @@ func (p Pace) gaps(ctx context.Context) func() bool {
 		if sent++; sent%batch == 0 {
 			if wait := p.pause(now().Sub(start)); wait > 0 {
 				sleep(ctx, wait)
+			}
+			for hold != nil && ctx.Err() == nil {
+				h := hold(now())
+				if h <= 0 {
+					break
+				}
+				sleep(ctx, min(h, holdPoll))
 			}
 			start = now()
 		}

@@ -42,7 +42,7 @@ func TestPaceGaps(t *testing.T) {
 			p := c.pace
 			p.now = func() time.Time { return clock }
 			p.sleep = func(_ context.Context, d time.Duration) { pauses += d.String() + " "; clock = clock.Add(d) }
-			gap := p.gaps(context.Background())
+			gap := p.gaps(context.Background(), nil)
 			for range c.n {
 				clock = clock.Add(10 * time.Millisecond) // the update
 				if !gap() {
@@ -60,8 +60,37 @@ func TestPaceGaps(t *testing.T) {
 		clock := time.Unix(0, 0)
 		p := Pace{Batch: 1, Share: 0.5, sleep: func(context.Context, time.Duration) { cancel() },
 			now: func() time.Time { clock = clock.Add(time.Millisecond); return clock }}
-		if p.gaps(ctx)() {
+		if p.gaps(ctx, nil)() {
 			t.Error("gap went on after the context ended mid-pause")
 		}
 	})
+}
+
+// TestPaceHolds: after an update's pause the gap waits, in polls of at
+// most holdPoll, for as long as the hold asks, and asks again after each.
+func TestPaceHolds(t *testing.T) {
+	t.Parallel()
+	clock := time.Unix(0, 0)
+	var pauses string
+	p := Pace{Batch: 1, Share: 0.5, now: func() time.Time { return clock },
+		sleep: func(_ context.Context, d time.Duration) { pauses += d.String() + " "; clock = clock.Add(d) }}
+	// A save due at 30 ms, written (the hold ends) at 75 ms.
+	hold := func(now time.Time) time.Duration {
+		if ms := now.Sub(time.Unix(0, 0)).Milliseconds(); ms >= 30 && ms < 75 {
+			return time.Duration(75-ms) * time.Millisecond
+		}
+		return 0
+	}
+	gap := p.gaps(context.Background(), hold)
+	for range 3 {
+		clock = clock.Add(10 * time.Millisecond)
+		if !gap() {
+			t.Fatal("gap stopped with the context live")
+		}
+	}
+	// 10 ms update, 10 ms pause (20); 10 ms, 10 ms (40), held 20+15 to 75;
+	// 10 ms, 10 ms.
+	if want := "10ms 10ms 20ms 15ms 10ms "; pauses != want {
+		t.Errorf("pauses %q, want %q", pauses, want)
+	}
 }

@@ -1,8 +1,6 @@
 package slurm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,26 +42,9 @@ func (c *CLI) Limits(ctx context.Context) (*limits.Set, error) {
 // has no limits to read.
 var ErrNoAccounting = errors.New("no accounting (AccountingStorageType is not slurmdbd)")
 
-// clusterName is slurmctld's ClusterName (scontrol show config), read
-// once: it never changes while slurmctld runs on its state.
+// clusterName is slurmctld's ClusterName (scontrol show config).
 func (c *CLI) clusterName(ctx context.Context) (string, error) {
-	if n, ok := c.cluster.Load().(string); ok {
-		return n, nil
-	}
-	out, err := c.run(ctx, "scontrol", "show", "config")
-	if err != nil {
-		return "", err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if ok && strings.TrimSpace(k) == "ClusterName" {
-			n := strings.TrimSpace(v)
-			c.cluster.Store(n)
-			return n, nil
-		}
-	}
-	return "", fmt.Errorf("scontrol show config: no ClusterName")
+	return c.configValue(ctx, "ClusterName")
 }
 
 // ParseLimits reads the three sacctmgr outputs Limits asks for.

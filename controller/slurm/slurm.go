@@ -99,8 +99,8 @@ type CLI struct {
 	// commentField indexes commentFields: the name this squeue knows
 	// AdminComment by, found on first use (len: none).
 	commentField atomic.Int32
-	// cluster caches ClusterName (limits.go).
-	cluster atomic.Value
+	// config caches `scontrol show config` (configValue, statesave.go).
+	config atomic.Value
 
 	// ShareReads lets the controller's parts that read the queue, the
 	// nodes and the partitions on their own ticks (rounds, chains, fault
