@@ -31,11 +31,17 @@ func TestInteractiveSessions(t *testing.T) {
 	waitTypeWritten(t)
 	explain := func(id string) string {
 		t.Helper()
-		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
-		if err != nil {
-			t.Fatalf("rota explain %s: %v %s", id, err, out)
+		// The plugin sends its decision to the controller after it has
+		// answered slurmctld: salloc may return before it is recorded.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+			if err == nil {
+				return out
+			}
+			if !strings.Contains(out, "no decision recorded") || time.Now().After(deadline) {
+				t.Fatalf("rota explain %s: %v %s", id, err, out)
+			}
 		}
-		return out
 	}
 	kindLine := regexp.MustCompile(`(?m)^kind +interactive$`)
 
