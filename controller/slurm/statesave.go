@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,9 +45,16 @@ func NewStateSaves(dir string) *StateSaves {
 }
 
 // Check says whether the state file can be read here: an error names
-// why not (the controller on another host, or without the rights).
+// why not (the controller on another host, or without the rights). A
+// file not written yet, in a directory that is there, can be: a new
+// slurmctld writes its first save once a job comes.
 func (s *StateSaves) Check() error {
 	_, err := s.stat(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if fi, derr := s.stat(filepath.Dir(s.path)); derr == nil && fi.IsDir() {
+			return nil
+		}
+	}
 	return err
 }
 

@@ -16,8 +16,12 @@ func TestStateSavesHold(t *testing.T) {
 	s := NewStateSaves(dir)
 	s.Lead, s.Late = 300*time.Millisecond, time.Second
 	written := time.Unix(1_800_000_000, 0)
-	if err := s.Check(); err == nil {
-		t.Fatal("Check passed with no job_state file")
+	if err := NewStateSaves(filepath.Join(dir, "elsewhere")).Check(); err == nil {
+		t.Fatal("Check passed with no StateSaveLocation here")
+	}
+	// A new slurmctld writes its first save once a job comes.
+	if err := s.Check(); err != nil {
+		t.Fatalf("Check before the first save: %v", err)
 	}
 	if h := s.Hold(written.Add(5 * time.Second)); h != 0 {
 		t.Errorf("no file: hold %v, want 0", h)
