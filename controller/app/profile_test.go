@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/rota-hpc/rota/internal/freeport"
 )
 
 // Profiles are served only where profile_listen names an address, and
@@ -29,7 +31,11 @@ func TestProfileOnlyWhereAsked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &Controller{log: zerolog.Nop()}
-	prof, met := freeAddr(t), freeAddr(t)
+	port, err := freeport.Consecutive(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, met := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", port+1)
 	if err := c.serveProfile(ctx, prof); err != nil {
 		t.Fatal(err)
 	}
@@ -48,35 +54,6 @@ func TestProfileOnlyWhereAsked(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s/debug/pprof/cmdline: %d, want %d", tc.addr, resp.StatusCode, tc.want)
-		}
-	}
-}
-
-// freeAddr is a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// round_apply_around_saves is on unless turned off.
-func TestApplyAroundSavesConfig(t *testing.T) {
-	path := t.TempDir() + "/c.conf"
-	for _, c := range []struct {
-		conf string
-		want bool
-	}{{"", true}, {"round_apply_around_saves = no\n", false}, {"round_apply_around_saves = yes\n", true}} {
-		writeFile(t, path, c.conf)
-		cfg, err := LoadConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.ApplyAroundSaves != c.want {
-			t.Errorf("%q: ApplyAroundSaves %v, want %v", c.conf, cfg.ApplyAroundSaves, c.want)
 		}
 	}
 }
