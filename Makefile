@@ -21,8 +21,11 @@ PLUGIN_BIN  := $(BIN)
 SLURM_INCLUDE ?= /usr/include/slurm
 else
 PLUGIN_BIN  := $(BIN)/slurm-$(SLURM)
+# A copy of the chroot's slurm/ alone: -I above the chroot's own would
+# take its libc headers too (the chroot has libc6-dev), not this host's.
 ifndef SLURM_INCLUDE
-SLURM_INCLUDE := $(shell scripts/slurm-release include $(SLURM))/slurm
+SLURM_INCLUDE := $(PLUGIN_BIN)/include/slurm
+SLURM_HEADERS_FROM = $(shell scripts/slurm-release include $(SLURM))/slurm
 endif
 endif
 
@@ -89,27 +92,40 @@ proto:
 		{ echo "needs protoc, protoc-gen-go, protoc-gen-go-grpc (apt-get install protobuf-compiler protoc-gen-go protoc-gen-go-grpc)"; exit 1; }
 	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative $(PROTO)
 
-# The job_submit plugin is a Go c-shared object with the C shim from cgo/;
-# the SPANK plugin is plain C. Both build against $(SLURM_INCLUDE)/..
-# (slurm/slurm.h), which must be the Slurm that will load them.
+# The job_submit plugin is the C shim (cgo/job_submit_rota.c, the only code
+# that reads Slurm's structures) linked with the Go half, a c-archive that
+# needs no Slurm header and so is built once for every release:
+# $(GO_LIB)/librota_go.a. packaging/slurm-plugins/plugins.mk is the one
+# recipe that compiles the shim and the SPANK plugin against
+# $(SLURM_INCLUDE)/slurm.h and links them; the source package a site
+# builds (make srpm, make debsrc) runs the same file.
 plugins: $(PLUGIN_BIN)/job_submit_rota.so $(PLUGIN_BIN)/spank_rota.so
 
-# plugin/jobsubmit/shim.c and plugin/shelf/shelf_c.c #include the C in
-# cgo/ and Slurm's headers, neither of which Go's build cache hashes: the
-# defines make an edit of either change the cache key, else the build keeps
-# the old object (a plugin for another Slurm release, byte for byte).
-# (Setting CGO_CFLAGS drops Go's default -O2 -g, so they are given again.)
+GO_LIB := $(BIN)/go
+# cgo/rota_shelf.c is compiled into the archive through
+# plugin/shelf/shelf_c.c, an #include Go's build cache does not hash: the
+# define makes an edit of cgo/ change the cache key. (Setting CGO_CFLAGS
+# drops Go's default -O2 -g, so they are given again.)
 SHIM_CFLAGS = -O2 -g -DROTA_SHIM_SUM=$$(cat cgo/*.c cgo/*.h | sha256sum | cut -c1-16) $$CGO_CFLAGS
-SLURM_HEADERS_SUM = $$(cat $(SLURM_INCLUDE)/*.h | sha256sum | cut -c1-16)
 
-$(PLUGIN_BIN)/job_submit_rota.so: FORCE
+.PHONY: go-archive
+go-archive: $(GO_LIB)/librota_go.a
+$(GO_LIB)/librota_go.a: FORCE
+	@mkdir -p $(GO_LIB)
+	CGO_CFLAGS="$(SHIM_CFLAGS)" $(GO) build -trimpath -tags rota_split -buildmode=c-archive -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
+	mv $(GO_LIB)/librota_go.h $(GO_LIB)/_cgo_export.h
+
+PLUGINS_MK = $(MAKE) --no-print-directory -f packaging/slurm-plugins/plugins.mk SRC=cgo GO_LIB=$(GO_LIB) OUT=$(PLUGIN_BIN) SLURM_INCLUDE=$(SLURM_INCLUDE)
+.PHONY: slurm-headers
+slurm-headers:
+	$(if $(SLURM_HEADERS_FROM),rm -rf $(SLURM_INCLUDE) && mkdir -p $(SLURM_INCLUDE) && cp $(SLURM_HEADERS_FROM)/*.h $(SLURM_INCLUDE)/)
+
+$(PLUGIN_BIN)/job_submit_rota.so: $(GO_LIB)/librota_go.a slurm-headers FORCE
 	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
-	CGO_CFLAGS="-I$(SLURM_INCLUDE)/.. -DROTA_SLURM_HEADERS_SUM=$(SLURM_HEADERS_SUM) $(SHIM_CFLAGS)" $(GO) build -trimpath -buildmode=c-shared -ldflags '$(LDFLAGS)' -o $@ ./plugin/jobsubmit
-	rm -f $(PLUGIN_BIN)/job_submit_rota.h
+	$(PLUGINS_MK) $@
 
-$(PLUGIN_BIN)/spank_rota.so: FORCE
-	@mkdir -p $(PLUGIN_BIN)
-	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -I$(SLURM_INCLUDE)/.. -o $@ cgo/spank_rota.c
+$(PLUGIN_BIN)/spank_rota.so: slurm-headers FORCE
+	$(PLUGINS_MK) $@
 
 FORCE:
 
@@ -128,7 +144,7 @@ FORCE:
 # that release alone.
 test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases)
 
-SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob)$$
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins)$$
 .PHONY: test-releases
 test-releases:
 	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards|MultiCluster|RestdBackend)$$'
@@ -156,7 +172,7 @@ failover-test:
 INTEGRATION_EXEC = $(if $(filter $(BIN),$(PLUGIN_BIN)),,-exec '$(CURDIR)/scripts/slurm-release exec $(SLURM)')
 INTEGRATION_RUN ?=
 INTEGRATION_LOG  = /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
-integration: build
+integration: build srpm debsrc
 	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 45m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; \
 		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) \
 		if [ $$rc != 0 ]; then echo "--- integration$(if $(SLURM), on $(SLURM)) failed (exit $$rc); the last 60 lines of $(INTEGRATION_LOG): ---"; tail -n 60 $(INTEGRATION_LOG); fi; exit $$rc
@@ -216,16 +232,73 @@ PKG_BUILD           = $(DIST)/build
 # RPM and .deb of every part into $(DIST)/: rota-agent, rota-controller (with
 # the rota CLI, its man pages and completions, and Gavel's throughput table),
 # rota-slurm-plugins (for Slurm $(SLURM_VERSION)).
-packages: build man
+packages: man ship
 	@[ -n "$(SLURM_VERSION)" ] || { echo "no Slurm version from $(SLURM_INCLUDE)/slurm_version.h"; exit 1; }
 	mkdir -p $(PKG_BUILD)/rpm $(PKG_BUILD)/deb
 	cp contrib/slurm/plugstack.conf.snippet $(PKG_BUILD)/rpm/plugstack.conf.snippet
 	sed 's#/usr/lib64/slurm/#/usr/lib/$(DEB_MULTIARCH)/slurm-wlm/#' contrib/slurm/plugstack.conf.snippet >$(PKG_BUILD)/deb/plugstack.conf.snippet
 	set -e; export PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) SLURM_VERSION=$(SLURM_VERSION) \
-		SLURM_VERSION_NEXT=$(SLURM_VERSION_NEXT) DEB_MULTIARCH=$(DEB_MULTIARCH) PKG_BUILD=$(PKG_BUILD) PLUGIN_BIN=$(PLUGIN_BIN); \
+		SLURM_VERSION_NEXT=$(SLURM_VERSION_NEXT) DEB_MULTIARCH=$(DEB_MULTIARCH) PKG_BUILD=$(PKG_BUILD) PLUGIN_BIN=$(SHIP_PLUGIN_BIN) SHIP_BIN=$(SHIP_BIN); \
 	for part in $(PKG_PARTS); do for p in rpm deb; do \
 		$(NFPM) package --config packaging/$$part/nfpm.yaml --packager $$p --target $(DIST)/; \
 	done; done
+
+# --- what is shipped: built for glibc 2.28 (RHEL/Rocky 8 and newer) ---
+# The packaged binaries and plugins are built in a Debian 11 root
+# (scripts/build-root): built on this Debian 12 host they would need
+# GLIBC_2.34. bin/ship/ holds them (the plugins for a release not the
+# host's in bin/ship/slurm-<release>/), built against a copy of
+# $(SLURM_INCLUDE) that the root can see. test/packages checks every ELF
+# file of every package with objdump -T.
+SHIP_BIN        := $(BIN)/ship
+SHIP_GO         := rota-controller rota rota-agent rota-estimator-speedtable
+SHIP_PLUGIN_BIN  = $(patsubst $(BIN)%,$(SHIP_BIN)%,$(PLUGIN_BIN))
+SHIP_INCLUDE     = $(SHIP_BIN)/include-$(or $(SLURM),host)/slurm
+IN_BUILD_ROOT    = scripts/build-root exec $(MAKE) --no-print-directory BIN=$(SHIP_BIN) HOST_SLURM=$(HOST_SLURM) VERSION=$(VERSION)
+.PHONY: ship ship-go-archive
+ship: slurm-headers
+	@test -f $(SLURM_INCLUDE)/slurm.h || { echo "no $(SLURM_INCLUDE)/slurm.h: run 'make deps' (libslurm-dev) or set SLURM_INCLUDE"; exit 1; }
+	rm -rf $(SHIP_INCLUDE) && mkdir -p $(SHIP_INCLUDE) && cp $(SLURM_INCLUDE)/*.h $(SHIP_INCLUDE)/
+	$(IN_BUILD_ROOT) SLURM=$(SLURM) SLURM_INCLUDE=$(SHIP_INCLUDE) $(addprefix $(SHIP_BIN)/,$(SHIP_GO)) plugins
+
+# The Go half of job_submit_rota.so alone (bin/ship/go/librota_go.a), for
+# the source package.
+ship-go-archive:
+	$(IN_BUILD_ROOT) go-archive
+
+# --- the source package a site builds against its own Slurm ---
+# make srpm: dist/rota-slurm-plugins-$(PKG_VERSION)-1.src.rpm
+# (rpmbuild --rebuild it with the site's slurm-devel); make debsrc:
+# dist/rota-slurm-plugins_$(PKG_VERSION).dsc and .tar.xz (dpkg-source -x,
+# then dpkg-buildpackage -us -uc -b, with libslurm-dev). Both hold the C
+# sources, packaging/slurm-plugins/plugins.mk as their Makefile, and the Go
+# half compiled for glibc 2.28 (no Go toolchain at the site). docs/install.md.
+SRC_PKG   := rota-slurm-plugins-$(PKG_VERSION)
+SRC_STAGE  = $(PKG_BUILD)/src/$(SRC_PKG)
+.PHONY: srpm debsrc src-tree
+src-tree: ship-go-archive
+	rm -rf $(SRC_STAGE) && mkdir -p $(SRC_STAGE)/src $(SRC_STAGE)/lib $(SRC_STAGE)/contrib $(SRC_STAGE)/docs
+	cp packaging/slurm-plugins/plugins.mk $(SRC_STAGE)/Makefile
+	cp cgo/job_submit_rota.c cgo/rota_shim.h cgo/spank_rota.c $(SRC_STAGE)/src/
+	cp $(SHIP_BIN)/go/librota_go.a $(SHIP_BIN)/go/_cgo_export.h $(SRC_STAGE)/lib/
+	cp contrib/job_submit_rota.conf contrib/slurm/slurm.conf.snippet contrib/slurm/plugstack.conf.snippet $(SRC_STAGE)/contrib/
+	cp docs/install.md docs/building-plugins.md $(SRC_STAGE)/docs/
+	cp -r packaging/slurm-plugins/debian $(SRC_STAGE)/
+	sed -i 's/@ROTA_VERSION@/$(PKG_VERSION)/' $(SRC_STAGE)/debian/changelog
+	sed 's/@ROTA_VERSION@/$(PKG_VERSION)/' packaging/slurm-plugins/rota-slurm-plugins.spec >$(SRC_STAGE)/rota-slurm-plugins.spec
+
+srpm: src-tree
+	@command -v rpmbuild >/dev/null || { echo "rpmbuild missing: run scripts/setup-deps (rpm)"; exit 1; }
+	mkdir -p $(DIST)
+	tar -C $(dir $(SRC_STAGE)) --owner=0 --group=0 --sort=name $(if $(MAN_DATE),--mtime=@$(MAN_DATE)) -czf $(PKG_BUILD)/src/$(SRC_PKG).tar.gz $(SRC_PKG)
+	rpmbuild -bs --define "_topdir $(abspath $(PKG_BUILD))/src/rpmbuild" --define "_sourcedir $(abspath $(PKG_BUILD))/src" \
+		--define "_srcrpmdir $(abspath $(DIST))" --define "rota_srpm 1" $(SRC_STAGE)/rota-slurm-plugins.spec
+
+debsrc: src-tree
+	@command -v dpkg-source >/dev/null || { echo "dpkg-source missing: run scripts/setup-deps (dpkg-dev)"; exit 1; }
+	mkdir -p $(DIST)
+	cd $(dir $(SRC_STAGE)) && dpkg-source -b $(SRC_PKG) >/dev/null
+	mv $(dir $(SRC_STAGE))rota-slurm-plugins_$(PKG_VERSION).dsc $(dir $(SRC_STAGE))rota-slurm-plugins_$(PKG_VERSION).tar.xz $(DIST)/
 
 # Installs the .debs on this machine, runs a job through the installed
 # plugin and controller on a dev cluster, removes them again (root); then
@@ -243,9 +316,9 @@ $(BIN)/rota-agent: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./agent/cmd/rota-agent
 
 .PHONY: rpm deb bench-agent
-rpm deb: $(BIN)/rota-agent
+rpm deb: ship
 	mkdir -p $(DIST)
-	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(NFPM) package --config packaging/agent/nfpm.yaml --packager $@ --target $(DIST)/
+	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) SHIP_BIN=$(SHIP_BIN) $(NFPM) package --config packaging/agent/nfpm.yaml --packager $@ --target $(DIST)/
 
 # CPU and RSS of the agent sampling 8 mock GPUs with 16 jobs at 1 Hz.
 bench-agent:

@@ -13,10 +13,19 @@
  * (and a job_submit plugin that fails to load stops slurmctld). See
  * docs/building-plugins.md.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -34,7 +43,113 @@ extern char *slurm_get_extra_conf_path(const char *conf_name);
 
 const char plugin_name[] = "Rota heterogeneity-aware GPU placement";
 const char plugin_type[] = "job_submit/rota";
-const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+/* Not const: the upgrade guard below may set it before slurmctld reads it. */
+uint32_t plugin_version = SLURM_VERSION_NUMBER;
+
+/*
+ * The upgrade guard. slurmctld loads a job_submit plugin only when its
+ * plugin_version is slurmctld's own release, micro included, and stops
+ * ("fatal: failed to initialize job_submit plugin") when one fails to load:
+ * a site that upgrades Slurm and forgets to rebuild Rota would have no
+ * controller. slurmctld reads plugin_version after dlopen, and dlopen runs
+ * constructors first; so this one asks the slurmctld binary that loads us
+ * for its release (`slurmctld -V`) and, when that is not the release these
+ * headers are of, takes that release as plugin_version and makes the plugin
+ * a pass-through that never looks inside a job (job_desc_msg_t's layout may
+ * differ), saying at init what to rebuild. Compiled out with
+ * -DROTA_NO_VERSION_GUARD (to see what Slurm does without it).
+ */
+static uint32_t running_version;	/* != 0: the guard is on, pass everything */
+
+/* release_of parses "slurm 24.11.6" or "slurm-wlm 22.05.8": 0 if neither. */
+static uint32_t release_of(const char *out)
+{
+	const char *p = strrchr(out, ' ');
+	unsigned maj, min, mic;
+
+	if (!p || sscanf(p + 1, "%u.%u.%u", &maj, &min, &mic) != 3 ||
+	    maj > 255 || min > 255 || mic > 255)
+		return 0;
+	return SLURM_VERSION_NUM(maj, min, mic);
+}
+
+/* slurmctld_release runs EXE -V (it prints its release and exits before
+ * reading any configuration) and reads its answer, waiting at most 5 s. */
+static uint32_t slurmctld_release(const char *exe)
+{
+	extern char **environ;
+	char *argv[] = { (char *) exe, "-V", NULL };
+	char out[128] = { 0 };
+	size_t got = 0;
+	int fds[2], null_fd;
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	uint32_t v = 0;
+
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return 0;
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	if (null_fd >= 0) {
+		posix_spawn_file_actions_adddup2(&fa, null_fd, 0);
+		posix_spawn_file_actions_adddup2(&fa, null_fd, 2);
+	}
+	if (posix_spawn(&pid, exe, &fa, NULL, argv, environ) != 0)
+		pid = -1;
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (null_fd >= 0)
+		close(null_fd);
+	if (pid > 0) {
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		while (got < sizeof(out) - 1 && poll(&pfd, 1, 5000) == 1) {
+			ssize_t n = read(fds[0], out + got, sizeof(out) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t) n;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		out[strcspn(out, "\n")] = '\0';
+		v = release_of(out);
+	}
+	close(fds[0]);
+	return v;
+}
+
+#ifndef ROTA_NO_VERSION_GUARD
+__attribute__((constructor)) static void version_guard(void)
+{
+	char exe[PATH_MAX];
+	const char *base;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	uint32_t v;
+
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	/* Only slurmctld loads job_submit plugins; anything else (a test, a
+	 * tool that opens every plugin) keeps the compiled-in release.
+	 * Debian's /usr/sbin/slurmctld is a link to slurmctld-wlm. */
+	if (strncmp(base, "slurmctld", strlen("slurmctld")) != 0)
+		return;
+	v = slurmctld_release(exe);
+	if (v == 0 || v == SLURM_VERSION_NUMBER)
+		return;
+	running_version = v;
+	plugin_version = v;
+}
+#endif
+
+static void version_str(uint32_t v, char *buf, size_t n)
+{
+	snprintf(buf, n, "%u.%02u.%u", v >> 16, (v >> 8) & 0xff, v & 0xff);
+}
 
 void rota_log(int error, const char *msg)
 {
@@ -46,7 +161,18 @@ void rota_log(int error, const char *msg)
 
 int init(void)
 {
-	char *path = slurm_get_extra_conf_path("job_submit_rota.conf");
+	char *path;
+
+	if (running_version) {
+		char built[16], running[16];
+
+		version_str(SLURM_VERSION_NUMBER, built, sizeof(built));
+		version_str(running_version, running, sizeof(running));
+		slurm_error("job_submit/rota: built for Slurm %s but this slurmctld is %s: every job passes unchanged (Rota places none) until rota-slurm-plugins is rebuilt against Slurm %s's headers (rpmbuild --rebuild rota-slurm-plugins-*.src.rpm with slurm-devel %s installed; docs/install.md)",
+			    built, running, running, running);
+		return SLURM_SUCCESS;
+	}
+	path = slurm_get_extra_conf_path("job_submit_rota.conf");
 	/* Go never fails init: a bad config means "pass everything through",
 	 * which it logs; refusing to load would stop slurmctld. */
 	rota_go_init(path);
@@ -112,6 +238,8 @@ void rota_shim_counts(uint64_t out[7])
 
 int fini(void)
 {
+	if (running_version)
+		return SLURM_SUCCESS;
 	rota_go_fini(__atomic_exchange_n(&shim_calls, 0, __ATOMIC_RELAXED),
 		     __atomic_exchange_n(&shim_ns, 0, __ATOMIC_RELAXED),
 		     __atomic_exchange_n(&shim_max_ns, 0, __ATOMIC_RELAXED),
@@ -312,6 +440,8 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
 	(void) err_msg;
+	if (running_version)
+		return SLURM_SUCCESS;
 	return handle(job_desc, submit_uid, 0);
 }
 
@@ -322,12 +452,16 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 {
 	(void) job_ptr;
 	(void) err_msg;
+	if (running_version)
+		return SLURM_SUCCESS;
 	return handle(job_desc, submit_uid, 1);
 }
 #else
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
 	(void) job_ptr;
+	if (running_version)
+		return SLURM_SUCCESS;
 	return handle(job_desc, submit_uid, 1);
 }
 #endif

@@ -36,8 +36,10 @@ var (
 	// release is $ROTA_SLURM (empty: the host's): `make packages` builds the
 	// plugin package for it, from its chroot's headers, and the plugins come
 	// from pluginBin.
-	release   string
-	pluginBin = "bin"
+	release string
+	// pluginBin: where `make packages` puts the plugins it packages (built
+	// in scripts/build-root, like every shipped binary).
+	pluginBin = "bin/ship"
 	// manPages: the rota CLI's pages `make man` wrote, as installed.
 	manPages []string
 )
@@ -74,7 +76,7 @@ func setup() error {
 			return fmt.Errorf("scripts/slurm-release include %s: %v", release, err)
 		}
 		include = strings.TrimSpace(string(out))
-		pluginBin = "bin/slurm-" + release
+		pluginBin = "bin/ship/slurm-" + release
 	}
 	var err error
 	if slurmVersion, err = headerVersion(filepath.Join(include, "slurm/slurm_version.h")); err != nil {
@@ -344,7 +346,7 @@ func TestDebPluginsDependOnExactSlurm(t *testing.T) {
 	}
 	// The installed Slurm of the release built for: the host's, or its chroot's.
 	query := []string{"dpkg-query", "-W", "-f", "${Version}", "slurm-wlm-basic-plugins"}
-	if pluginBin != "bin" {
+	if pluginBin != "bin/ship" {
 		query = append([]string{"exec", release}, query...)
 		query = append([]string{filepath.Join(repo, "scripts/slurm-release")}, query...)
 	}
@@ -439,5 +441,137 @@ func TestUnitsVerify(t *testing.T) {
 		if err != nil || !regexp.MustCompile(`(?m)^`+v).Match(b) {
 			t.Errorf("%s does not set %s: %v", file, v, err)
 		}
+	}
+}
+
+// maxGlibc is the newest GLIBC_x.y symbol version that objdump -T says an
+// ELF file needs ("" when it needs none).
+func maxGlibc(t *testing.T, path string) string {
+	t.Helper()
+	out := run(t, "objdump", "-T", path)
+	best := ""
+	for _, m := range regexp.MustCompile(`GLIBC_([0-9]+(?:\.[0-9]+)*)`).FindAllStringSubmatch(out, -1) {
+		if best == "" || versionLess(best, m[1]) {
+			best = m[1]
+		}
+	}
+	return best
+}
+
+// versionLess compares dotted numbers: 2.3.4 < 2.28 < 2.34.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	n, _ := f.Read(magic)
+	return n == 4 && string(magic) == "\x7fELF"
+}
+
+// glibcGoal: RHEL/Rocky 8's glibc. Every ELF file shipped must load there.
+const glibcGoal = "2.28"
+
+// TestShippedELFNeedGlibc228 opens every package, RPM and .deb, and checks
+// each ELF file in it with objdump -T: none may need a glibc symbol newer
+// than GLIBC_2.28 (the binaries are built in scripts/build-root's Debian 11
+// root; built on this Debian 12 host they need GLIBC_2.34).
+func TestShippedELFNeedGlibc228(t *testing.T) {
+	short(t)
+	if _, err := exec.LookPath("objdump"); err != nil {
+		t.Fatal("objdump not installed (binutils: scripts/setup-deps installs gcc, which brings it)")
+	}
+	if !versionLess("2.3.4", "2.28") || !versionLess("2.28", "2.34") || versionLess("2.28", "2.28") {
+		t.Fatal("versionLess is wrong")
+	}
+	for _, part := range parts {
+		for _, packager := range []string{"rpm", "deb"} {
+			root := t.TempDir()
+			if packager == "rpm" {
+				cmd := exec.Command("sh", "-c", "rpm2cpio \"$0\" | cpio -idm --quiet", pkgs[part]["rpm"])
+				cmd.Dir = root
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("rpm2cpio %s: %v\n%s", pkgs[part]["rpm"], err, out)
+				}
+			} else {
+				run(t, "dpkg-deb", "-x", pkgs[part]["deb"], root)
+			}
+			n := 0
+			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() || !isELF(p) {
+					return nil
+				}
+				n++
+				rel := strings.TrimPrefix(p, root)
+				if v := maxGlibc(t, p); v != "" && versionLess(glibcGoal, v) {
+					t.Errorf("%s %s: %s needs GLIBC_%s (goal: at most GLIBC_%s)", part, packager, rel, v, glibcGoal)
+				} else {
+					t.Logf("%s %s: %s needs at most GLIBC_%s", part, packager, rel, v)
+				}
+				return nil
+			})
+			if n == 0 {
+				t.Errorf("%s %s holds no ELF file", part, packager)
+			}
+		}
+	}
+}
+
+// TestShippedRunOnDebian11 runs the packaged binaries in a Debian 11 root
+// (glibc 2.31, the one scripts/build-root builds in): the CLI's help and a
+// small simulation of the controller's policies, the controller's and the
+// agent's flags.
+func TestShippedRunOnDebian11(t *testing.T) {
+	short(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (chroot into the Debian 11 root)")
+	}
+	// Under /tmp, which the root sees at the same path.
+	dir, err := os.MkdirTemp("/tmp", "rota-bullseye-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for _, part := range []string{"rota-controller", "rota-agent"} {
+		run(t, "dpkg-deb", "-x", pkgs[part]["deb"], dir)
+	}
+	table := filepath.Join(dir, "usr/share/rota/simulation_throughputs.json")
+	for _, c := range [][]string{
+		{"usr/bin/rota", "--version"},
+		{"usr/bin/rota", "sim", "--static", "20", "--throughput-table", table, "--seed", "1"},
+		{"usr/bin/rota-controller", "--help"},
+		{"usr/bin/rota-agent", "--help"},
+	} {
+		args := append([]string{"exec", "sh", "-c", `cat /etc/debian_version; exec "$@"`, "sh", filepath.Join(dir, c[0])}, c[1:]...)
+		cmd := exec.Command(filepath.Join(repo, "scripts/build-root"), args...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s on Debian 11: %v\n%s", strings.Join(c, " "), err, out)
+			continue
+		}
+		if !strings.HasPrefix(string(out), "11.") {
+			t.Errorf("%s did not run in the Debian 11 root: %s", c[0], out)
+		}
+		first := strings.SplitN(string(out), "\n", 3)
+		t.Logf("Debian %s: %s: %s", first[0], strings.Join(c, " "), first[1])
 	}
 }
