@@ -67,7 +67,7 @@ func TestSiteBuiltPlugins(t *testing.T) {
 	}
 	rpmRoot := filepath.Join(tmp, "rpmroot")
 	os.MkdirAll(rpmRoot, 0o755)
-	mustRun(t, rpmRoot, "sh", "-c", "rpm2cpio "+rpms[0]+" | cpio -idm --quiet")
+	mustRun(t, rpmRoot, "sh", "-c", "rpm2cpio "+rpms[0]+" | cpio -idm --quiet --no-absolute-filenames")
 	rpmPlugins := filepath.Join(rpmRoot, "usr/lib64/slurm")
 
 	// The Debian source package, unpacked and built here, then installed.

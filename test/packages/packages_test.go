@@ -506,7 +506,7 @@ func TestShippedELFNeedGlibc228(t *testing.T) {
 		for _, packager := range []string{"rpm", "deb"} {
 			root := t.TempDir()
 			if packager == "rpm" {
-				cmd := exec.Command("sh", "-c", "rpm2cpio \"$0\" | cpio -idm --quiet", pkgs[part]["rpm"])
+				cmd := exec.Command("sh", "-c", "rpm2cpio \"$0\" | cpio -idm --quiet --no-absolute-filenames", pkgs[part]["rpm"])
 				cmd.Dir = root
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("rpm2cpio %s: %v\n%s", pkgs[part]["rpm"], err, out)
@@ -558,9 +558,14 @@ func TestShippedRunOnDebian11(t *testing.T) {
 		{"usr/bin/rota", "--version"},
 		{"usr/bin/rota", "sim", "--static", "20", "--throughput-table", table, "--seed", "1"},
 		{"usr/bin/rota-controller", "--help"},
-		{"usr/bin/rota-agent", "--help"},
+		// Runs until stopped: three seconds of sampling simulated GPUs.
+		{"usr/bin/rota-agent", "--config", "/dev/null", "--backend", "sim", "--sim-gpus", "2", "--gpu-type", "v100", "--log-level", "info", "--node", "n1", "--nats", "nats://127.0.0.1:1", "--interval", "1s"},
 	} {
-		args := append([]string{"exec", "sh", "-c", `cat /etc/debian_version; exec "$@"`, "sh", filepath.Join(dir, c[0])}, c[1:]...)
+		script := `cat /etc/debian_version; exec "$@"`
+		if strings.HasSuffix(c[0], "rota-agent") {
+			script = `cat /etc/debian_version; timeout 3 "$@"; rc=$?; [ $rc = 124 ] && exit 0; exit $rc`
+		}
+		args := append([]string{"exec", "sh", "-c", script, "sh", filepath.Join(dir, c[0])}, c[1:]...)
 		cmd := exec.Command(filepath.Join(repo, "scripts/build-root"), args...)
 		cmd.Dir = repo
 		out, err := cmd.CombinedOutput()
@@ -571,7 +576,31 @@ func TestShippedRunOnDebian11(t *testing.T) {
 		if !strings.HasPrefix(string(out), "11.") {
 			t.Errorf("%s did not run in the Debian 11 root: %s", c[0], out)
 		}
+		if strings.HasSuffix(c[0], "rota-agent") && !strings.Contains(string(out), "agent started") {
+			t.Errorf("the agent did not start on Debian 11:\n%s", out)
+		}
 		first := strings.SplitN(string(out), "\n", 3)
 		t.Logf("Debian %s: %s: %s", first[0], strings.Join(c, " "), first[1])
+	}
+}
+
+// TestRPMDependenciesAreRHELNames: what each RPM requires, recommends or
+// suggests (rpm -qpR and friends) names packages of a RHEL-family system
+// with SchedMD's slurm.spec packages (slurm, slurm-slurmd, ...), or
+// rpmlib/ELF capabilities; never a Debian-only name.
+func TestRPMDependenciesAreRHELNames(t *testing.T) {
+	short(t)
+	rhel := regexp.MustCompile(`^(slurm(-(slurmctld|slurmd|slurmdbd|devel|contribs|libpmi|pam_slurm|perlapi|sackd|slurmrestd))?( [<>=]+ \S+)?|rpmlib\(.*\).*|/bin/sh|/usr/bin/sh|libc\.so\.6.*|rtld\(GNU_HASH\)|config\(rota-.*\).*|systemd.*)$`)
+	for _, part := range parts {
+		out := run(t, "rpm", "-qp", "--requires", "--recommends", "--suggests", pkgs[part]["rpm"])
+		for _, dep := range strings.Split(strings.TrimSpace(out), "\n") {
+			if dep = strings.TrimSpace(dep); dep == "" {
+				continue
+			}
+			if !rhel.MatchString(dep) {
+				t.Errorf("%s: %q is not a package or capability of RHEL with SchedMD's Slurm packages", part, dep)
+			}
+		}
+		t.Logf("%s: %s", part, strings.Join(strings.Fields(out), " "))
 	}
 }
