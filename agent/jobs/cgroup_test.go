@@ -17,32 +17,92 @@ var cgroupCases = []struct {
 	want Ref
 	ok   bool
 }{
-	{"v2 step", "0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n", Ref{123, "0", -1, false, ""}, true},
-	{"v2 batch", "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0", Ref{77, "batch", -1, false, ""}, true},
-	{"v2 per-node scope", "0::/system.slice/slurmstepd_node1.scope/job_9/step_extern/slurm\n", Ref{9, "extern", -1, true, ""}, true},
-	{"v2 job level", "0::/system.slice/slurmstepd.scope/job_5\n", Ref{5, "", -1, false, ""}, true},
+	{"v2 step", "0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n", Ref{JobID: 123, Step: "0", UID: -1}, true},
+	{"v2 batch", "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0", Ref{JobID: 77, Step: "batch", UID: -1}, true},
+	{"v2 per-node scope", "0::/system.slice/slurmstepd_node1.scope/job_9/step_extern/slurm\n", Ref{JobID: 9, Step: "extern", UID: -1, Stepd: true}, true},
+	{"v2 job level", "0::/system.slice/slurmstepd.scope/job_5\n", Ref{JobID: 5, UID: -1}, true},
 	{"v2 slurmstepd itself", "0::/system.slice/slurmstepd.scope/system\n", Ref{}, false},
-	{"v2 step's slurmstepd", "0::/system.slice/slurmstepd.scope/job_8/step_0/slurm\n", Ref{8, "0", -1, true, ""}, true},
-	{"v1", "12:pids:/user.slice\n7:devices:/slurm/uid_1000/job_123/step_4/task_0\n4:freezer:/slurm/uid_1000/job_123/step_4\n", Ref{123, "4", 1000, false, ""}, true},
-	{"v1 per node", "4:memory:/slurm_n1/uid_0/job_42/step_interactive\n", Ref{42, "interactive", 0, false, "n1"}, true},
-	{"user nested fake job", "0::/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/job_2/step_0\n", Ref{1, "0", -1, false, ""}, true},
+	{"v2 step's slurmstepd", "0::/system.slice/slurmstepd.scope/job_8/step_0/slurm\n", Ref{JobID: 8, Step: "0", UID: -1, Stepd: true}, true},
+	{"v1", "12:pids:/user.slice\n7:devices:/slurm/uid_1000/job_123/step_4/task_0\n4:freezer:/slurm/uid_1000/job_123/step_4\n", Ref{JobID: 123, Step: "4", UID: 1000}, true},
+	{"v1 per node", "4:memory:/slurm_n1/uid_0/job_42/step_interactive\n", Ref{JobID: 42, Step: "interactive", UID: 0, Node: "n1"}, true},
+	{"user nested fake job", "0::/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/job_2/step_0\n", Ref{JobID: 1, Step: "0", UID: -1}, true},
 	{"not slurm", "0::/user.slice/user-1000.slice/session-3.scope\n", Ref{}, false},
 	{"job outside slurm", "0::/user.slice/job_12/step_0\n", Ref{}, false},
 	{"job 0", "0::/slurmstepd.scope/job_0/step_0\n", Ref{}, false},
 	{"job overflow", "0::/slurmstepd.scope/job_4294967296/step_0\n", Ref{}, false},
 	{"job garbage", "0::/slurmstepd.scope/job_12a/step_0\n", Ref{}, false},
-	{"colon in path", "0::/weird:name/slurmstepd.scope/job_3/step_1\n", Ref{3, "1", -1, false, ""}, true},
+	{"colon in path", "0::/weird:name/slurmstepd.scope/job_3/step_1\n", Ref{JobID: 3, Step: "1", UID: -1}, true},
 	{"empty", "", Ref{}, false},
 	{"no colons", "garbage\n\n", Ref{}, false},
-	{"bad step", "0::/slurmstepd.scope/job_3/step_\n", Ref{3, "", -1, false, ""}, true},
+	{"bad step", "0::/slurmstepd.scope/job_3/step_\n", Ref{JobID: 3, UID: -1}, true},
+	// Several slurmd on one host with cgroup/v2 (MULTIPLE_SLURMD builds).
+	{"v2 node scope", "0::/system.slice/node-a_slurmstepd.scope/job_12/step_batch/user/task_special\n", Ref{JobID: 12, Step: "batch", UID: -1, Node: "node-a"}, true},
+	// Slurm 26.05 cgroup/v2: the job level named by SLUID.
+	{"v2 sluid", "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_batch/user/task_special\n", Ref{Step: "batch", UID: -1, SLUID: "sEKNKTV3WPV500"}, true},
+	{"v2 sluid stepd", "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/slurm\n", Ref{Step: "0", UID: -1, Stepd: true, SLUID: "sEKNKTV3WPV500"}, true},
+	{"v2 node scope sluid", "0::/system.slice/n1_slurmstepd.scope/s0123456789ABC/step_extern/user/task_special\n", Ref{Step: "extern", UID: -1, Node: "n1", SLUID: "s0123456789ABC"}, true},
 }
 
 func TestParseCgroup(t *testing.T) {
+	t.Parallel()
 	for _, tc := range cgroupCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := ParseCgroup([]byte(tc.in))
 			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ParseCgroup(%q) = %+v,%v want %+v,%v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	t.Parallel()
+	const sluid = "sEKNKTV3WPV500"
+	for _, tc := range []struct {
+		name string
+		in   string
+		want Ref
+		ok   bool
+	}{
+		{"node scope job", "/system.slice/node-a_slurmstepd.scope/job_12/step_batch/user/task_special", Ref{JobID: 12, Step: "batch", UID: -1, Node: "node-a"}, true},
+		{"node scope odd name", "/system.slice/gpu_01.rack-2_slurmstepd.scope/job_3/step_0/user/task_0", Ref{JobID: 3, Step: "0", UID: -1, Node: "gpu_01.rack-2"}, true},
+		{"node named slurm", "/system.slice/slurm_slurmstepd.scope/job_3/step_0", Ref{JobID: 3, Step: "0", UID: -1, Node: "slurm"}, true},
+		{"node scope stepd", "/system.slice/n1_slurmstepd.scope/job_4/step_extern/slurm", Ref{JobID: 4, Step: "extern", UID: -1, Stepd: true, Node: "n1"}, true},
+		{"node scope sluid", "/system.slice/node-a_slurmstepd.scope/" + sluid + "/step_batch/user/task_special", Ref{Step: "batch", UID: -1, Node: "node-a", SLUID: sluid}, true},
+		{"plain scope sluid", "/system.slice/slurmstepd.scope/" + sluid + "/step_batch/user/task_special", Ref{Step: "batch", UID: -1, SLUID: sluid}, true},
+		{"plain scope sluid stepd", "/system.slice/slurmstepd.scope/" + sluid + "/step_batch/slurm", Ref{Step: "batch", UID: -1, Stepd: true, SLUID: sluid}, true},
+		{"sluid job level", "/system.slice/slurmstepd.scope/" + sluid, Ref{UID: -1, SLUID: sluid}, true},
+		{"sluid all digits", "/system.slice/slurmstepd.scope/s0000000000000/step_0/user/task_0", Ref{Step: "0", UID: -1, SLUID: "s0000000000000"}, true},
+		{"user-delegated slurm dir", "/user.slice/user-1000.slice/user@1000.service/app.slice/slurm/job_42/step_0", Ref{}, false},
+		{"user-delegated node scope", "/user.slice/user-1000.slice/user@1000.service/x_slurmstepd.scope/job_42/step_0", Ref{}, false},
+		{"user-delegated sluid", "/user.slice/user-1000.slice/user@1000.service/slurmstepd.scope/" + sluid + "/step_0/slurm", Ref{}, false},
+		{"service subtree", "/system.slice/foo.service/slurm/job_42/step_0", Ref{}, false},
+		{"container then slurm", "/docker.slice/docker-ab12.scope/system.slice/slurmstepd.scope/job_7/step_0/user/task_0", Ref{JobID: 7, Step: "0", UID: -1}, true},
+		{"slurmstepd system", "/system.slice/slurmstepd.scope/system", Ref{}, false},
+		{"node scope system", "/system.slice/n1_slurmstepd.scope/system", Ref{}, false},
+		{"empty node", "/system.slice/_slurmstepd.scope/job_3/step_0", Ref{}, false},
+		{"bad node char", "/system.slice/n!1_slurmstepd.scope/job_3/step_0", Ref{}, false},
+		{"node scope typo", "/system.slice/n1_slurmstepd.slice/job_3/step_0", Ref{}, false},
+		{"sluid short", "/system.slice/slurmstepd.scope/sEKNKTV3WPV50/step_0/user/task_0", Ref{}, false},
+		{"sluid long", "/system.slice/slurmstepd.scope/sEKNKTV3WPV5000/step_0/user/task_0", Ref{}, false},
+		{"sluid lowercase", "/system.slice/slurmstepd.scope/seknktv3wpv500/step_0/user/task_0", Ref{}, false},
+		{"sluid capital S", "/system.slice/slurmstepd.scope/SEKNKTV3WPV500/step_0/user/task_0", Ref{}, false},
+		{"sluid I", "/system.slice/slurmstepd.scope/sEKNKTV3WPV50I/step_0/user/task_0", Ref{}, false},
+		{"sluid L", "/system.slice/slurmstepd.scope/sLKNKTV3WPV500/step_0/user/task_0", Ref{}, false},
+		{"sluid O", "/system.slice/slurmstepd.scope/sEKNKTV3WPVO00/step_0/user/task_0", Ref{}, false},
+		{"sluid U", "/system.slice/slurmstepd.scope/sEKNKUV3WPV500/step_0/user/task_0", Ref{}, false},
+		{"sluid outside slurm", "/user.slice/" + sluid + "/step_0", Ref{}, false},
+		// Cgroups a user creates below the task level never win.
+		{"user fake job under sluid", "/system.slice/slurmstepd.scope/" + sluid + "/step_0/user/task_0/job_2/step_0/slurm", Ref{Step: "0", UID: -1, SLUID: sluid}, true},
+		{"user fake sluid under job", "/system.slice/slurmstepd.scope/job_1/step_0/user/task_0/s0123456789ABC/step_0/slurm", Ref{JobID: 1, Step: "0", UID: -1}, true},
+		{"user fake node scope", "/system.slice/n1_slurmstepd.scope/job_1/step_0/user/task_0/n2_slurmstepd.scope/job_2/step_0", Ref{JobID: 1, Step: "0", UID: -1, Node: "n1"}, true},
+		{"user fake sluid under sluid", "/system.slice/slurmstepd.scope/" + sluid + "/step_0/user/task_0/s0123456789ABC/step_1/slurm", Ref{Step: "0", UID: -1, SLUID: sluid}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ParsePath(tc.in)
+			if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParsePath(%q) = %+v,%v want %+v,%v", tc.in, got, ok, tc.want, tc.ok)
 			}
 		})
 	}
@@ -60,11 +120,16 @@ func FuzzParseCgroup(f *testing.F) {
 			}
 			return
 		}
-		if ref.JobID == 0 {
-			t.Fatalf("ok with job 0")
+		if (ref.JobID == 0) == (ref.SLUID == "") {
+			t.Fatalf("ok with job %d and SLUID %q", ref.JobID, ref.SLUID)
 		}
-		if !strings.Contains(string(data), "job_") || !strings.Contains(string(data), "slurm") {
-			t.Fatalf("job %d found in %q", ref.JobID, data)
+		if ref.SLUID != "" && !isSLUID(ref.SLUID) {
+			t.Fatalf("bad SLUID %q", ref.SLUID)
+		}
+		if ref.JobID != 0 && !strings.Contains(string(data), "job_") ||
+			ref.SLUID != "" && !strings.Contains(string(data), "/"+ref.SLUID) ||
+			!strings.Contains(string(data), "slurm") {
+			t.Fatalf("job %d / %q found in %q", ref.JobID, ref.SLUID, data)
 		}
 		if ref.Step != "" && !validStep(ref.Step) {
 			t.Fatalf("bad step %q", ref.Step)

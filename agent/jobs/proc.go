@@ -27,8 +27,13 @@ const maxProcFile = 256 << 10
 type Proc struct {
 	Root string
 	// Node is this agent's Slurm node name. Processes whose cgroup names
-	// another node's slurmd (/slurm_<other>/...) are not this node's.
+	// another node's slurmd (/slurm_<other>/..., <other>_slurmstepd.scope)
+	// are not this node's.
 	Node string
+	// CgroupRoot is where the cgroup v2 hierarchy is mounted, to find the
+	// slurmstepd of a job whose cgroup is named by SLUID. Empty: the cgroup2
+	// mounts in <Root>/self/mountinfo.
+	CgroupRoot string
 }
 
 func (p Proc) root() string {
@@ -39,23 +44,36 @@ func (p Proc) root() string {
 }
 
 // JobOf says which job pid belongs to. It returns ErrNoJob for a process
-// outside Slurm and an fs.ErrNotExist error for one that has gone.
+// outside Slurm and an fs.ErrNotExist error for one that has gone. For a
+// cgroup named by SLUID it fills in JobID from the step's slurmstepd (see
+// resolveSLUID), and returns ErrNoJob, with the reason, when it cannot.
 func (p Proc) JobOf(pid uint32) (Ref, error) {
 	data, err := readBounded(filepath.Join(p.root(), strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	if err != nil {
 		return Ref{}, err
 	}
-	ref, ok := ParseCgroup(data)
+	ref, prefix, v2, ok := parseCgroup(data)
 	if !ok {
 		return Ref{}, ErrNoJob
 	}
 	if ref.Node != "" && p.Node != "" && ref.Node != p.Node {
 		return Ref{}, ErrOtherNode
 	}
+	if ref.SLUID != "" {
+		if !v2 {
+			return Ref{}, fmt.Errorf("%w: SLUID %s outside the cgroup v2 hierarchy", ErrNoJob, ref.SLUID)
+		}
+		id, err := p.resolveSLUID(prefix)
+		if err != nil {
+			return Ref{}, err
+		}
+		ref.JobID = id
+	}
 	return ref, nil
 }
 
-// PIDsOf lists the processes whose cgroup puts them in job, this node only.
+// PIDsOf lists the processes whose cgroup puts them in job, this node only
+// (cgroups named by SLUID included, through JobOf).
 func (p Proc) PIDsOf(job uint32) ([]int, error) {
 	d, err := os.Open(p.root())
 	if err != nil {

@@ -34,13 +34,8 @@ exec 9<>` + marker + `.fifo; while true; do read -t 0.2 -u 9 _; done`
 // of that job, identified from their cgroups: not a second job on the same
 // node, not a process outside Slurm, and nothing on another node.
 func TestCheckpointReachesOnlyThatJob(t *testing.T) {
-	conf, err := os.ReadFile(filepath.Join(devDir, "slurm.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(conf), "ProctrackType=proctrack/cgroup") {
-		t.Fatal("the dev cluster runs without cgroups (no writable cgroup v1 freezer on this machine), so no agent can tell jobs' processes apart")
-	}
+	nodeCgroupRoot(t, devDir, node("v100")) // fails when Slurm tracks no cgroups
+	t.Logf("jobs tracked in cgroup %s", cgroupMode(devDir))
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	markA, markB, markHost := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "host")
@@ -111,12 +106,19 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	}
 	// The job's own tasks, as Slurm placed them: its step cgroups (the
 	// job-level cgroup holds Slurm's slurmstepd, which must not be hit).
-	steps, _ := filepath.Glob("/sys/fs/cgroup/freezer/slurm_" + node("v100") + "/uid_*/job_" + jobA + "/step_*/cgroup.procs")
+	// On cgroup v2 a step's tasks are in step_<s>/user/..., its slurmstepd
+	// in step_<s>/slurm.
+	jobDir := jobCgroup(t, testCluster, node("v100"), jobA)
+	t.Logf("job %s's cgroup: %s", jobA, jobDir)
 	tasks := 0
-	for _, f := range steps {
-		b, _ := os.ReadFile(f)
+	filepath.WalkDir(jobDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Name() != "cgroup.procs" || !strings.Contains(p, "/step_") || strings.Contains(p, "/slurm/") {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
 		tasks += len(strings.Fields(string(b)))
-	}
+		return nil
+	})
 	r := ask(node("v100"), jobA)
 	if !r.Accepted || r.Processes == 0 || r.Signal != "SIGUSR2" {
 		t.Fatalf("checkpoint reply %+v", r)

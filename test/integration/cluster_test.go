@@ -437,3 +437,81 @@ func pluginStats(t *testing.T) map[string]int {
 	t.Logf("plugin stats: %s", strings.TrimSpace(string(b)))
 	return stats
 }
+
+// cgroupMode is how cluster dir's Slurm tracks jobs: "v2", "v1", or ""
+// (linuxproc), read from the cgroup.conf scripts/dev-cluster wrote
+// (ROTA_DEV_CGROUP).
+func cgroupMode(dir string) string {
+	conf, _ := os.ReadFile(filepath.Join(dir, "slurm.conf"))
+	if !strings.Contains(string(conf), "ProctrackType=proctrack/cgroup") {
+		return ""
+	}
+	cg, _ := os.ReadFile(filepath.Join(dir, "cgroup.conf"))
+	if strings.Contains(string(cg), "CgroupPlugin=cgroup/v2") {
+		return "v2"
+	}
+	return "v1"
+}
+
+// cgroupMountpoint is CgroupMountpoint in cluster dir's cgroup.conf.
+func cgroupMountpoint(dir string) string {
+	cg, _ := os.ReadFile(filepath.Join(dir, "cgroup.conf"))
+	if m := regexp.MustCompile(`(?m)^CgroupMountpoint=(\S+)`).FindSubmatch(cg); m != nil {
+		return string(m[1])
+	}
+	return "/sys/fs/cgroup"
+}
+
+// nodeCgroupRoot is the cgroup directory under which Slurm puts every job
+// of node (several slurmd share this host, so each has its own):
+// v1 /sys/fs/cgroup/freezer/slurm_<node>, v2
+// <mount>/system.slice/<node>_slurmstepd.scope.
+func nodeCgroupRoot(t *testing.T, dir, node string) string {
+	t.Helper()
+	switch cgroupMode(dir) {
+	case "v1":
+		return "/sys/fs/cgroup/freezer/slurm_" + node
+	case "v2":
+		return filepath.Join(cgroupMountpoint(dir), "system.slice", node+"_slurmstepd.scope")
+	}
+	t.Fatal("the dev cluster runs without cgroups (proctrack/linuxproc), so no agent can tell jobs' processes apart")
+	return ""
+}
+
+var sluidRe = regexp.MustCompile(`\bSLUID=(s[0-9A-Z]{13})\b`)
+
+// jobCgroup is job id's own cgroup directory on node: job_<id>, or on
+// Slurm 26.05's cgroup v2 the job's SLUID (scontrol -d show job) unless
+// CgroupJobIdPaths=yes.
+func jobCgroup(t *testing.T, c devCluster, node, id string) string {
+	t.Helper()
+	root := nodeCgroupRoot(t, c.dir, node)
+	if cgroupMode(c.dir) == "v1" {
+		m, _ := filepath.Glob(filepath.Join(root, "uid_*", "job_"+id))
+		if len(m) != 1 {
+			t.Fatalf("job %s's v1 cgroup under %s: %v", id, root, m)
+		}
+		return m[0]
+	}
+	if d := filepath.Join(root, "job_"+id); dirExists(d) {
+		return d
+	}
+	out, _ := c.run("scontrol", "-d", "show", "job", id)
+	if m := sluidRe.FindStringSubmatch(out); m != nil {
+		if d := filepath.Join(root, m[1]); dirExists(d) {
+			return d
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	t.Fatalf("no cgroup of job %s under %s (%v)", id, root, names)
+	return ""
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

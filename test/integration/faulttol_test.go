@@ -175,9 +175,10 @@ func killNode(t *testing.T, node string) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	// Every process Slurm started for the node's jobs sits in its freezer
-	// cgroup tree (/slurm_<node>/uid_U/job_J/...).
-	root := "/sys/fs/cgroup/freezer/slurm_" + node
+	// Every process Slurm started for the node's jobs sits in its cgroup
+	// tree (v1 /slurm_<node>/uid_U/job_J/..., v2
+	// <node>_slurmstepd.scope/<job>/...).
+	root := nodeCgroupRoot(t, devDir, node)
 	if _, err := os.Stat(root); err != nil {
 		t.Fatalf("no cgroup tree for %s (%v): the dev cluster must track jobs in cgroups", node, err)
 	}
