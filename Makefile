@@ -139,16 +139,25 @@ FORCE:
 # the web view and dashboards (host tools: 22.05 runs them), two clusters
 # joined (eight minutes; passed on 26.05 by hand, docs/multicluster.md)
 # and the slurmrestd backend (its 26.05 answers are checked by unit tests
-# against recordings); the submit path, the round loop and typed limits
-# on 24.11. ROTA_SLURM=24.11 make test runs every test on
-# that release alone.
-test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases)
+# against recordings); the submit path, the round loop, typed limits, the
+# plugins built from their source packages (and the upgrade guard) and the
+# agent's cgroup paths on 24.11. The dev clusters track jobs in cgroup v2;
+# test-cgroup-v1 runs the agent's tests on v1 too. ROTA_SLURM=24.11 make
+# test runs every test on that release alone.
+test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases test-cgroup-v1)
 
-SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins)$$
-.PHONY: test-releases
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume)$$
+.PHONY: test-releases test-cgroup-v1
 test-releases:
 	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards|MultiCluster|RestdBackend)$$'
 	$(MAKE) integration SLURM=24.11 INTEGRATION_RUN='$(SUBMIT_AND_ROUNDS)'
+
+# The dev cluster tracks jobs in cgroup v2 where the machine allows it (the
+# integration runs above); the agent's paths on cgroup v1's freezer, kept
+# for sites that still run it, on the host's release.
+AGENT_CGROUP_TESTS := ^Test(AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume)$$
+test-cgroup-v1:
+	ROTA_DEV_CGROUP=v1 $(MAKE) integration INTEGRATION_RUN='$(AGENT_CGROUP_TESTS)'
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -352,6 +352,21 @@ static int may_ask_gpu(const job_desc_msg_t *d)
 }
 
 /*
+ * names_nodes: the job may run only on nodes it names (-w), not on nodes it
+ * excludes (--exclude), or only in a reservation. Then only those nodes'
+ * GPU types can run it, and Rota does not know here which those are: a
+ * type it chose might exist on none of them (sbatch -w <k80 node> given a
+ * v100 would be refused: "Requested node configuration is not
+ * available"). Such a job passes as asked, as under plain Slurm, with no
+ * decision, so the controller's rounds leave it too.
+ */
+static int names_nodes(const job_desc_msg_t *d)
+{
+	return (d->req_nodes && d->req_nodes[0]) || (d->exc_nodes && d->exc_nodes[0]) ||
+	       (d->reservation && d->reservation[0]);
+}
+
+/*
  * The job id job_modify is given: 25.11 moved it into step_id, and from
  * 24.11 an `scontrol update` brings it only as the string job_id_str (the
  * number is NO_VAL). A job_submit sees NO_VAL: Slurm assigns the id after.
@@ -385,7 +400,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 		__atomic_add_fetch(&shim_trusted, 1, __ATOMIC_RELAXED);
 		return SLURM_SUCCESS;
 	}
-	if (!may_ask_gpu(job_desc)) {
+	if (!may_ask_gpu(job_desc) || names_nodes(job_desc)) {
 		__atomic_add_fetch(&shim_skipped, 1, __ATOMIC_RELAXED);
 		return SLURM_SUCCESS;
 	}

@@ -142,6 +142,9 @@ func (c devCluster) start(rota bool) error {
 		os.RemoveAll(filepath.Join(c.dir, f))
 	}
 	if out, err := c.dev("up"); err != nil {
+		// What up started before it failed (munged, MariaDB, slurmdbd...)
+		// would hold its ports and pid files for the next run.
+		c.dev("down")
 		return fmt.Errorf("dev-cluster up: %v\n%s", err, out)
 	}
 	if !rota {

@@ -67,6 +67,38 @@ var diffJobs = []diffJob{
 	{name: "gpus-N2-per-node", args: []string{"-N2", "--gpus-per-node=2"}, sleep: 15},
 	{name: "gpus8-N2", args: []string{"-N2", "--gpus=8"}, sleep: 15},
 	{name: "array", args: []string{"--array=0-2", "--gres=gpu:1"}, sleep: 15, tasks: 3},
+	// Jobs that name their nodes may run only on those nodes' types
+	// ({k80}: the cluster's first k80 node; none on a shape without one,
+	// where plain Slurm refuses the job too).
+	{name: "nodelist-k80", args: []string{"-w", "{k80}", "--gres=gpu:1"}, sleep: 15},
+	{name: "nodelist-v100", args: []string{"--nodelist={v100}", "--gpus=1"}, sleep: 15},
+	{name: "exclude-v100", args: []string{"--exclude={v100}", "--gres=gpu:1"}, sleep: 15},
+}
+
+// nodeArgs puts the cluster's node names in for {k80}, {p100}, {v100}: the
+// first node of that type, or a name no node has.
+func nodeArgs(c devCluster, args []string) []string {
+	out, _ := c.run("sinfo", "-h", "-N", "-o", "%N")
+	names := strings.Fields(out)
+	sort.Strings(names)
+	res := make([]string, len(args))
+	for i, a := range args {
+		for _, typ := range []string{"k80", "p100", "v100"} {
+			if !strings.Contains(a, "{"+typ+"}") {
+				continue
+			}
+			name := "no-" + typ + "-node"
+			for _, n := range names {
+				if strings.HasSuffix(n, "-"+typ) || strings.Contains(n, "-"+typ+"-") {
+					name = n
+					break
+				}
+			}
+			a = strings.ReplaceAll(a, "{"+typ+"}", name)
+		}
+		res[i] = a
+	}
+	return res
 }
 
 // diffShape is a cluster shape: scripts/dev-cluster settings and its node
@@ -215,7 +247,7 @@ func runJobSet(t *testing.T, c devCluster, label string) *diffRun {
 	r := &diffRun{refused: map[string]string{}, jobs: map[string]map[string]slurmJob{}, logs: map[string]string{}, reached: map[string]int{}}
 	for _, j := range diffJobs {
 		// The name is the job's key: a chain's segments keep it.
-		args := append([]string{"--parsable", "-J", j.name, "-o", filepath.Join(dir, j.name+"-%j.out"), "-t", diffLimit}, j.args...)
+		args := append([]string{"--parsable", "-J", j.name, "-o", filepath.Join(dir, j.name+"-%j.out"), "-t", diffLimit}, nodeArgs(c, j.args)...)
 		if j.steps > 0 {
 			r.logs[j.name] = filepath.Join(dir, j.name+".log")
 			args = append(args, trainScript(t, dir, j.name+".sh", j.steps, r.logs[j.name]))
