@@ -65,6 +65,17 @@ func TestSiteBuiltPlugins(t *testing.T) {
 			t.Errorf("the RPM requires a Debian package name (%s):\n%s", debianOnly, reqs)
 		}
 	}
+	// Without Slurm headers both refuse, saying what to install.
+	for _, c := range []*exec.Cmd{
+		exec.Command("rpmbuild", "--rebuild", "--nodeps", "--define", "_topdir "+filepath.Join(tmp, "rpm-none"), "--define", "slurm_include /nonexistent/slurm", srpms[0]),
+		exec.Command("sh", "-c", "dpkg-source -x \"$0\" debsrc-none >/dev/null && cd debsrc-none && SLURM_INCLUDE=/nonexistent/slurm dpkg-buildpackage -us -uc -b", dscs[0]),
+	} {
+		c.Dir = tmp
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "rota-slurm-plugins: no Slurm headers found") {
+			t.Errorf("%s without Slurm headers: %v, want a refusal that says so:\n%s", c.Args, err, out)
+		}
+	}
 	rpmRoot := filepath.Join(tmp, "rpmroot")
 	os.MkdirAll(rpmRoot, 0o755)
 	mustRun(t, rpmRoot, "sh", "-c", "rpm2cpio "+rpms[0]+" | cpio -idm --quiet --no-absolute-filenames")
