@@ -146,7 +146,7 @@ FORCE:
 # test runs every test on that release alone.
 test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases test-cgroup-v1)
 
-SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume)$$
+SUBMIT_AND_ROUNDS := ^Test(RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume|JobCgroupsMapToJobs|NamedNodesPassAsAsked)$$
 .PHONY: test-releases test-cgroup-v1
 test-releases:
 	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards|MultiCluster|RestdBackend)$$'
@@ -155,7 +155,7 @@ test-releases:
 # The dev cluster tracks jobs in cgroup v2 where the machine allows it (the
 # integration runs above); the agent's paths on cgroup v1's freezer, kept
 # for sites that still run it, on the host's release.
-AGENT_CGROUP_TESTS := ^Test(AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume)$$
+AGENT_CGROUP_TESTS := ^Test(AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume|JobCgroupsMapToJobs)$$
 test-cgroup-v1:
 	ROTA_DEV_CGROUP=v1 $(MAKE) integration INTEGRATION_RUN='$(AGENT_CGROUP_TESTS)'
 

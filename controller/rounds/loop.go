@@ -721,9 +721,11 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				tr.moved = j.Start
 			}
 		}
-		if v.Running && !tr.moveAt.IsZero() && j.Start.After(tr.moveAt) {
+		// Slurm's start times are whole seconds: a restart within the
+		// second of the request (a requeue can take 0.6 s) starts "before" it.
+		if v.Running && !tr.moveAt.IsZero() && !j.Start.Before(tr.moveAt.Truncate(time.Second)) {
 			// Checkpoint request to restart: this job's measured move cost.
-			tr.moveCost, tr.moveAt = j.Start.Sub(tr.moveAt), time.Time{}
+			tr.moveCost, tr.moveAt = max(0, j.Start.Sub(tr.moveAt)), time.Time{}
 			if l.timings != nil {
 				l.timings.Move(tr.moveCost)
 			}

@@ -786,6 +786,34 @@ func TestTimings(t *testing.T) {
 	}
 }
 
+// TestMoveTimedWithinTheSecond: a job that restarts within the second of
+// its checkpoint request has, in Slurm's whole seconds, a start before the
+// request; its move is still timed (as 0 s), not waited for forever.
+func TestMoveTimedWithinTheSecond(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+	rec := &recTimings{}
+	l.SetTimings(rec)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if len(f.requeued) != 1 {
+		t.Fatalf("not moved: requeued %v", f.requeued)
+	}
+	moveAt := l.known[1].moveAt
+	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, moveAt.Truncate(time.Second)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if len(rec.mvs) != 1 || rec.mvs[0] != 0 {
+		t.Errorf("moves timed %v, want one of 0s", rec.mvs)
+	}
+}
+
 func TestHeldElsewhere(t *testing.T) {
 	t.Parallel()
 	types := []string{"k80", "v100"}
