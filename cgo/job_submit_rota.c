@@ -358,12 +358,26 @@ static int may_ask_gpu(const job_desc_msg_t *d)
  * type it chose might exist on none of them (sbatch -w <k80 node> given a
  * v100 would be refused: "Requested node configuration is not
  * available"). Such a job passes as asked, as under plain Slurm, with no
- * decision, so the controller's rounds leave it too.
+ * decision, so the controller's rounds leave it too. Except the successors
+ * of inference services that Rota itself submits (--rota-kind=serve),
+ * which exclude their siblings' nodes to spread (controller/serve): Rota
+ * places those, as before.
  */
+static int is_serve(const job_desc_msg_t *d)
+{
+	static const char kind[] = "_SLURM_SPANK_OPTION_rota_rota_kind=serve";
+
+	for (uint32_t i = 0; d->spank_job_env && i < d->spank_job_env_size; i++)
+		if (d->spank_job_env[i] && !strcmp(d->spank_job_env[i], kind))
+			return 1;
+	return 0;
+}
+
 static int names_nodes(const job_desc_msg_t *d)
 {
-	return (d->req_nodes && d->req_nodes[0]) || (d->exc_nodes && d->exc_nodes[0]) ||
-	       (d->reservation && d->reservation[0]);
+	if ((d->req_nodes && d->req_nodes[0]) || (d->reservation && d->reservation[0]))
+		return 1;
+	return d->exc_nodes && d->exc_nodes[0] && !is_serve(d);
 }
 
 /*
