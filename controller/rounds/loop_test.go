@@ -734,19 +734,7 @@ func (r *recTimings) Move(d time.Duration) { r.mu.Lock(); r.mvs = append(r.mvs, 
 // duration but no solve, and a migration's cost once, when the moved job
 // runs again: from the checkpoint command to its start.
 func TestTimings(t *testing.T) {
-	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
-	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
-		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
-	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
-	rec := &recTimings{}
-	l.SetTimings(rec)
-	if err := l.Round(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l.wg.Wait()
-	if len(f.requeued) != 1 || len(rec.rounds) != 1 || len(rec.solves) != 1 || len(rec.mvs) != 0 {
-		t.Fatalf("after the first round: requeued %v, timings %+v", f.requeued, rec)
-	}
+	f, l, rec := movedOnce(t)
 	moveAt := l.known[1].moveAt
 	start := moveAt.Add(7 * time.Second)
 	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, start
@@ -790,6 +778,22 @@ func TestTimings(t *testing.T) {
 // its checkpoint request has, in Slurm's whole seconds, a start before the
 // request; its move is still timed (as 0 s), not waited for forever.
 func TestMoveTimedWithinTheSecond(t *testing.T) {
+	f, l, rec := movedOnce(t)
+	moveAt := l.known[1].moveAt
+	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, moveAt.Truncate(time.Second)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.wg.Wait()
+	if len(rec.mvs) != 1 || rec.mvs[0] != 0 {
+		t.Errorf("moves timed %v, want one of 0s", rec.mvs)
+	}
+}
+
+// movedOnce runs one round over a checkpointable K80 job that the policy
+// moves: the job is requeued, and the round and solve timed, no move yet.
+func movedOnce(t *testing.T) (*fakeSched, *Loop, *recTimings) {
+	t.Helper()
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 	f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
 		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
@@ -800,18 +804,10 @@ func TestMoveTimedWithinTheSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.wg.Wait()
-	if len(f.requeued) != 1 {
-		t.Fatalf("not moved: requeued %v", f.requeued)
+	if len(f.requeued) != 1 || len(rec.rounds) != 1 || len(rec.solves) != 1 || len(rec.mvs) != 0 {
+		t.Fatalf("after the first round: requeued %v, timings %+v", f.requeued, rec)
 	}
-	moveAt := l.known[1].moveAt
-	f.jobs[1].State, f.jobs[1].Nodes, f.jobs[1].Start = "RUNNING", []string{"node-v100"}, moveAt.Truncate(time.Second)
-	if err := l.Round(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l.wg.Wait()
-	if len(rec.mvs) != 1 || rec.mvs[0] != 0 {
-		t.Errorf("moves timed %v, want one of 0s", rec.mvs)
-	}
+	return f, l, rec
 }
 
 func TestHeldElsewhere(t *testing.T) {

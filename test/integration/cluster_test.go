@@ -489,21 +489,8 @@ var sluidRe = regexp.MustCompile(`\bSLUID=(s[0-9A-Z]{13})\b`)
 func jobCgroup(t *testing.T, c devCluster, node, id string) string {
 	t.Helper()
 	root := nodeCgroupRoot(t, c.dir, node)
-	if cgroupMode(c.dir) == "v1" {
-		m, _ := filepath.Glob(filepath.Join(root, "uid_*", "job_"+id))
-		if len(m) != 1 {
-			t.Fatalf("job %s's v1 cgroup under %s: %v", id, root, m)
-		}
-		return m[0]
-	}
-	if d := filepath.Join(root, "job_"+id); dirExists(d) {
+	if d := jobCgroupOrEmpty(c, node, id); d != "" {
 		return d
-	}
-	out, _ := c.run("scontrol", "-d", "show", "job", id)
-	if m := sluidRe.FindStringSubmatch(out); m != nil {
-		if d := filepath.Join(root, m[1]); dirExists(d) {
-			return d
-		}
 	}
 	entries, _ := os.ReadDir(root)
 	var names []string
