@@ -214,25 +214,52 @@ func TestThroughputForgetsOldest(t *testing.T) {
 	}
 }
 
+// TestThroughputConcurrent: four writers and readers at once (go test
+// -race checks the locking); nothing errs, and every key ends with a
+// measured rate on both observed types within what was observed, and the
+// p100 hint one of the hints given.
 func TestThroughputConcurrent(t *testing.T) {
 	tp := NewThroughputs(ThroughputConfig{})
 	var wg sync.WaitGroup
+	errs := make(chan error, 4*200*4)
 	for g := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 200 {
 				k := key("u", fmt.Sprint(i%7), "")
-				_ = tp.Observe(k, []string{"v100", "k80"}[i%2], float64(1+i%5), t0.Add(time.Duration(i)*time.Second))
-				_ = tp.Hint(k, map[string]float64{"p100": float64(g + 1)})
+				errs <- tp.Observe(k, []string{"v100", "k80"}[i%2], float64(1+i%5), t0.Add(time.Duration(i)*time.Second))
+				errs <- tp.Hint(k, map[string]float64{"p100": float64(g + 1)})
 				_ = tp.Estimate(k, []string{"v100", "k80", "p100"})
 				_ = tp.HintErrors()
 				if i%50 == 0 {
-					data, _ := tp.Export()
-					_ = tp.Import(data)
+					data, err := tp.Export()
+					errs <- err
+					errs <- tp.Import(data)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 7 {
+		k := key("u", fmt.Sprint(i), "")
+		for _, e := range tp.Estimate(k, []string{"v100", "k80", "p100"}) {
+			switch e.GPUType {
+			case "v100", "k80":
+				if e.Source != SourceMeasured || e.StepsPerSec < 1 || e.StepsPerSec > 5 {
+					t.Errorf("%s on %s: %+v, want measured within 1-5 steps/s", k, e.GPUType, e)
+				}
+			case "p100":
+				if e.StepsPerSec < 1 || e.StepsPerSec > 4 {
+					t.Errorf("%s on p100: %+v, want one of the hints 1-4", k, e)
+				}
+			}
+		}
+	}
 }
