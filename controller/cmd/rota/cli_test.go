@@ -68,6 +68,9 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for path, c := range all {
+		// Read before the parallel subtests: cobra merges a command's
+		// flag sets lazily, writing as it reads (go test -race).
+		flags := visibleFlags(c)
 		for _, h := range []string{"-h", "--help"} {
 			t.Run(strings.ReplaceAll(path, " ", "_")+h, func(t *testing.T) {
 				t.Parallel()
@@ -78,7 +81,7 @@ func TestHelp(t *testing.T) {
 				if strings.Contains(stdout, "help requested") || !strings.Contains(stdout, "Usage:\n  "+path) {
 					t.Errorf("no usage of %s in\n%s", path, stdout)
 				}
-				for _, f := range visibleFlags(c) {
+				for _, f := range flags {
 					if !strings.Contains(stdout, "--"+f.Name+" ") && !strings.Contains(stdout, "--"+f.Name+"\n") {
 						t.Errorf("help lacks --%s:\n%s", f.Name, stdout)
 					}
