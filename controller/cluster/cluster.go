@@ -67,6 +67,9 @@ var unusable = map[string]bool{
 	"down": true, "drain": true, "drained": true, "draining": true, "fail": true, "failing": true,
 	"future": true, "inval": true, "invalid": true, "maint": true, "powered_down": true,
 	"powering_down": true, "unknown": true, "not_responding": true, "reboot_issued": true,
+	// In an active reservation: only jobs that ask for it run there, and
+	// Rota places none of those (slurm.MarkReserved).
+	"reserved": true,
 }
 
 // Usable reports whether a node in state s can be given jobs. sinfo's long

@@ -15,6 +15,7 @@ func TestUsable(t *testing.T) {
 		"idle": true, "mixed": true, "allocated": true, "completing": true, "planned": true,
 		"down": false, "drained": false, "idle+drain": false, "mixed*": true, "down*": false,
 		"draining": false, "invalid": false, "idle~": true, "unknown": false,
+		"reserved": false, "idle+reserved": false, "mixed+reserved": false,
 	} {
 		if got := Usable(s); got != want {
 			t.Errorf("Usable(%q) = %v, want %v", s, got, want)

@@ -436,7 +436,24 @@ func (r *Restd) Nodes(ctx context.Context) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseRestdNodes(body)
+	nodes, err := ParseRestdNodes(body)
+	if err != nil {
+		return nil, err
+	}
+	// Reservations through scontrol (one process a refresh): their JSON
+	// records change shape between API versions, the one-line form has
+	// not.
+	reserved, err := r.CLI.reservedNodes(ctx)
+	if err != nil {
+		// The nodes slurmrestd gave still hold; placement then may pick
+		// a type whose nodes are reserved, where a job waits (as before).
+		if _, told := r.fellBack.LoadOrStore("reservations-failed", true); !told {
+			r.Log.Warn().Err(err).Msg("cannot read Slurm's reservations; placing as if there were none (reserved nodes count as free) until it works")
+		}
+		return nodes, nil
+	}
+	r.fellBack.Delete("reservations-failed")
+	return MarkReserved(nodes, reserved), nil
 }
 
 // Partitions implements Client. From v0.0.39 a partition record has no

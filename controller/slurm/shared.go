@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -121,9 +122,28 @@ func (c *CLI) Nodes(ctx context.Context) ([]Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ParseSinfoNodes(string(out))
+		nodes, err := ParseSinfoNodes(string(out))
+		if err != nil {
+			return nil, err
+		}
+		reserved, err := c.reservedNodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return MarkReserved(nodes, reserved), nil
 	})
 	return nodes, err
+}
+
+// reservedNodes: the nodes of the reservations active now (scontrol show
+// reservation). sinfo says "reserved" only of an idle one: once a job of
+// the reservation runs there it says "mixed", as of any node.
+func (c *CLI) reservedNodes(ctx context.Context) (map[string]bool, error) {
+	out, err := c.run(ctx, "scontrol", "show", "reservation", "-o")
+	if err != nil {
+		return nil, fmt.Errorf("scontrol show reservation: %w", err)
+	}
+	return ParseReservedNodes(string(out))
 }
 
 // Partitions implements Client.

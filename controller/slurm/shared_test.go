@@ -32,8 +32,8 @@ func TestShareReads(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := calls.All(); calls.Count("squeue") != 1 || calls.Count("sinfo") != 1 || calls.Count("scontrol") != 1 {
-			t.Fatalf("three rounds of reads ran %v, want one of each", got)
+		if got := calls.All(); calls.Count("squeue") != 1 || calls.Count("sinfo") != 1 || calls.Count("scontrol") != 2 {
+			t.Fatalf("three rounds of reads ran %v, want one of each (scontrol: reservations and partitions)", got)
 		}
 		nice := int32(3)
 		if err := c.Update(ctx, 7, JobUpdate{Nice: &nice}); err != nil {

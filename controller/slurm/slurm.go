@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,6 +180,55 @@ func ParseSinfoNodes(out string) ([]Node, error) {
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	return nodes, nil
+}
+
+// ParseReservedNodes reads `scontrol show reservation -o` (one reservation
+// a line) into the nodes of the active ones that a job must ask for: a job
+// that does not name the reservation cannot run there, and Rota never
+// places a job that names one (the plugin leaves it as asked). A MAGNETIC
+// reservation takes jobs that do not name it, so its nodes stay usable.
+func ParseReservedNodes(out string) (map[string]bool, error) {
+	nodes := map[string]bool{}
+	for i, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "No reservations") {
+			continue
+		}
+		kv := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				kv[k] = v
+			}
+		}
+		if kv["ReservationName"] == "" {
+			return nil, fmt.Errorf("reservation line %d: no ReservationName: %q", i+1, line)
+		}
+		if kv["State"] != "ACTIVE" || slices.Contains(strings.Split(kv["Flags"], ","), "MAGNETIC") {
+			continue
+		}
+		if kv["Nodes"] == "" || kv["Nodes"] == "(null)" {
+			continue // licenses or burst buffer only
+		}
+		names, err := ExpandHostlist(kv["Nodes"])
+		if err != nil {
+			return nil, fmt.Errorf("reservation %s: Nodes: %w", kv["ReservationName"], err)
+		}
+		for _, n := range names {
+			nodes[n] = true
+		}
+	}
+	return nodes, nil
+}
+
+// MarkReserved adds the flag "reserved" to the state of the nodes in
+// reserved (cluster.Usable then leaves them out).
+func MarkReserved(nodes []Node, reserved map[string]bool) []Node {
+	for i := range nodes {
+		if reserved[nodes[i].Name] && !strings.Contains(nodes[i].State, "reserved") {
+			nodes[i].State += "+reserved"
+		}
+	}
+	return nodes
 }
 
 // ParseGres reads a node's gres list as sinfo prints it, e.g.

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 )
@@ -110,5 +111,33 @@ NodeName=g01 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) State=DOWN+DRAIN
 		if _, err := ParseNodeDetails(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Active reservations' nodes are marked reserved (MAGNETIC ones and ones
+// not yet started are not); a node list is expanded.
+func TestParseReservedNodes(t *testing.T) {
+	t.Parallel()
+	out := `ReservationName=maint StartTime=2026-12-06T05:18:01 EndTime=2026-12-06T05:23:01 Duration=00:05:00 Nodes=gpu-[01-02],k80a NodeCnt=3 CoreCnt=48 Features=(null) PartitionName=(null) Flags=IGNORE_JOBS,SPEC_NODES TRES=cpu=48 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)
+ReservationName=later StartTime=2030-01-01T00:00:00 EndTime=2030-01-02T00:00:00 Duration=1-00:00:00 Nodes=gpu-03 NodeCnt=1 CoreCnt=16 Features=(null) PartitionName=(null) Flags=SPEC_NODES TRES=cpu=16 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)
+ReservationName=mag StartTime=2026-12-06T05:18:01 EndTime=2026-12-06T05:23:01 Duration=00:05:00 Nodes=gpu-04 NodeCnt=1 CoreCnt=16 Features=(null) PartitionName=(null) Flags=MAGNETIC,SPEC_NODES TRES=cpu=16 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)
+`
+	got, err := ParseReservedNodes(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"gpu-01": true, "gpu-02": true, "k80a": true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("reserved %v, want %v", got, want)
+	}
+	if got, err := ParseReservedNodes("No reservations in the system\n"); err != nil || len(got) != 0 {
+		t.Fatalf("none: %v %v", got, err)
+	}
+	if _, err := ParseReservedNodes("garbage here\n"); err == nil {
+		t.Fatal("a line without ReservationName was read")
+	}
+	nodes := MarkReserved([]Node{{Name: "gpu-01", State: "mixed"}, {Name: "gpu-05", State: "idle"}}, got)
+	if nodes[0].State != "mixed+reserved" || nodes[1].State != "idle" {
+		t.Fatalf("marked %+v", nodes)
 	}
 }
