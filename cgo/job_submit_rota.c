@@ -373,6 +373,10 @@ static int is_serve(const job_desc_msg_t *d)
 	return 0;
 }
 
+#define NAMES_NODES_NOTE \
+	"rota: gpu as asked, time as asked: the job names its nodes " \
+	"(-w, --exclude or --reservation), which only those nodes' types can run"
+
 static int names_nodes(const job_desc_msg_t *d)
 {
 	if ((d->req_nodes && d->req_nodes[0]) || (d->reservation && d->reservation[0]))
@@ -414,7 +418,17 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 		__atomic_add_fetch(&shim_trusted, 1, __ATOMIC_RELAXED);
 		return SLURM_SUCCESS;
 	}
-	if (!may_ask_gpu(job_desc) || names_nodes(job_desc)) {
+	if (!may_ask_gpu(job_desc)) {
+		__atomic_add_fetch(&shim_skipped, 1, __ATOMIC_RELAXED);
+		return SLURM_SUCCESS;
+	}
+	if (names_nodes(job_desc)) {
+		/* Said in the job, so an admin (and the differential test)
+		 * can tell a job Rota chose to leave from one it never saw
+		 * (failed open, plugin not loaded). No decision id: the
+		 * rounds leave it. */
+		if (!modify)
+			append_admin_comment(job_desc, NAMES_NODES_NOTE);
 		__atomic_add_fetch(&shim_skipped, 1, __ATOMIC_RELAXED);
 		return SLURM_SUCCESS;
 	}

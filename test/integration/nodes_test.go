@@ -42,9 +42,14 @@ func TestNamedNodesPassAsAsked(t *testing.T) {
 		id := strings.TrimSpace(strings.Split(out, ";")[0])
 		shown, _ := run("scontrol", "show", "job", id)
 		run("scancel", id)
-		if strings.Contains(shown, "AdminComment=rota") || !strings.Contains(tresSpelling.Replace(shown), "TresPerNode=gres:gpu:1") ||
-			featureRe.MatchString(jobFeatures(shown)) {
+		if !strings.Contains(tresSpelling.Replace(shown), "TresPerNode=gres:gpu:1") || featureRe.MatchString(jobFeatures(shown)) ||
+			strings.Contains(shown, "[d=") {
 			t.Errorf("sbatch %s --gres=gpu:1: the job was changed:\n%s", strings.Join(c, " "), shown)
+		}
+		// Left by Rota on purpose, and saying so: not a job the plugin
+		// never saw.
+		if !strings.Contains(shown, "AdminComment="+namesNodesNote) {
+			t.Errorf("sbatch %s --gres=gpu:1: no note that Rota left it as asked:\n%s", strings.Join(c, " "), shown)
 		}
 	}
 	// And a plain job beside them is still placed.
@@ -52,6 +57,10 @@ func TestNamedNodesPassAsAsked(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// namesNodesNote is the AdminComment the plugin writes on a GPU job that
+// names its nodes (cgo/job_submit_rota.c, NAMES_NODES_NOTE).
+const namesNodesNote = "rota: gpu as asked, time as asked: the job names its nodes"
 
 func jobFeatures(shown string) string {
 	for _, f := range strings.Fields(shown) {
