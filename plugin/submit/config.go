@@ -67,6 +67,11 @@ type Config struct {
 	TrustedUIDs []uint32
 	// Debug logs every decision at info level in slurmctld's log.
 	Debug bool
+	// FaultPanicJobName: a job of this name makes the plugin panic inside
+	// Go, to show on a live slurmctld that a panic costs the job nothing
+	// (it passes unchanged) and slurmctld stays up. For tests; "" (the
+	// default) never.
+	FaultPanicJobName string
 }
 
 // Placement modes.
@@ -119,6 +124,7 @@ func LoadConfig(path string) (Config, error) {
 	v.List("opt_out_accounts", &c.OptOutAccounts)
 	v.List("trusted_uids", &uids)
 	v.Bool("debug", &c.Debug)
+	v.String("fault_panic_job_name", &c.FaultPanicJobName)
 	if uids != nil {
 		c.TrustedUIDs = nil
 		for _, s := range uids {

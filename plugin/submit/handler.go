@@ -90,6 +90,9 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 	if !h.Config.Enabled {
 		return Change{}, Disabled, nil
 	}
+	if h.Config.FaultPanicJobName != "" && job.Name == h.Config.FaultPanicJobName {
+		panic("fault_panic_job_name: job " + job.Name) // recovered by the caller, as any panic
+	}
 	if job.Modify && h.trusted(job.UID) {
 		return Change{}, Trusted, nil
 	}

@@ -389,6 +389,34 @@ func setPlacement(t *testing.T, mode string) (restore func()) {
 	return func() { set(old) }
 }
 
+// setPluginConf sets key = value in job_submit_rota.conf (adding the line
+// where there is none) and reloads the plugin; it returns the function
+// that puts the file back as it was and reloads it again.
+func setPluginConf(t *testing.T, key, value string) (restore func()) {
+	t.Helper()
+	conf := filepath.Join(devDir, "job_submit_rota.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` = .*$`)
+	line := []byte(key + " = " + value)
+	nb := re.ReplaceAll(b, line)
+	if !re.Match(b) {
+		nb = append(append(append([]byte{}, b...), line...), '\n')
+	}
+	if err := os.WriteFile(conf, nb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reloadPlugin(t)
+	return func() {
+		if err := os.WriteFile(conf, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		reloadPlugin(t)
+	}
+}
+
 // reloadPlugin takes job_submit/rota out of slurm.conf and puts it back
 // (slurmctld reloads a job_submit plugin only when JobSubmitPlugins
 // changes; from 23.11 a reconfigure re-executes slurmctld, which loads it
