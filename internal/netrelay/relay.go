@@ -54,6 +54,15 @@ func (r *Relay) Addr() string {
 	return r.addr
 }
 
+// SetDelay holds each chunk relayed from now on d before passing it on,
+// each way: a link's latency (a slow or far link). Chunks of one
+// connection pass one at a time, so it also bounds that connection's
+// throughput to 16 KiB per d.
+func (r *Relay) SetDelay(d time.Duration) {
+	r.up.setDelay(d)
+	r.down.setDelay(d)
+}
+
 // SetRate sets the bandwidth each way, bytes/s (0: unlimited), for bytes
 // relayed from now on, on open connections too.
 func (r *Relay) SetRate(rate float64) {
@@ -147,6 +156,9 @@ func (r *Relay) pump(dst, src net.Conn, p *pace) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.wait(n)
+			if d := p.latency(); d > 0 {
+				time.Sleep(d)
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -160,9 +172,22 @@ func (r *Relay) pump(dst, src net.Conn, p *pace) {
 // pace spaces the bytes of one direction of the link, shared by every
 // connection on it as a link's bandwidth is.
 type pace struct {
-	mu   sync.Mutex
-	rate float64   // bytes/s; 0: unlimited
-	free time.Time // when the link has sent what it was given
+	mu    sync.Mutex
+	rate  float64   // bytes/s; 0: unlimited
+	free  time.Time // when the link has sent what it was given
+	delay time.Duration
+}
+
+func (p *pace) setDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+func (p *pace) latency() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 func (p *pace) set(rate float64) {

@@ -101,3 +101,27 @@ func TestRelayForwardsPacesCutsRestores(t *testing.T) {
 		t.Errorf("after restore: %v", err)
 	}
 }
+
+// A delay holds every chunk that long each way: a round trip of a small
+// message takes at least twice the delay (a lower bound only: never a
+// timed upper bound on a shared machine).
+func TestRelayDelay(t *testing.T) {
+	t.Parallel()
+	r, err := Listen("127.0.0.1:0", echo(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetDelay(100 * time.Millisecond)
+	d, err := roundTrip(t, r.Addr(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d < 200*time.Millisecond {
+		t.Fatalf("round trip through a 100 ms relay took %v", d)
+	}
+	r.SetDelay(0)
+	if _, err := roundTrip(t, r.Addr(), 100); err != nil {
+		t.Fatal(err)
+	}
+}

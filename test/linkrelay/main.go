@@ -4,7 +4,10 @@
 // bandwidth set on the command line. scripts/clusters stops it to cut
 // the link and restarts it to change its speed. A dev tool, not packaged.
 //
-//	rota-linkrelay --listen 127.0.0.1:22224 --to 127.0.0.1:22223 [--rate 1MB/s]
+//	rota-linkrelay --listen 127.0.0.1:22224 --to 127.0.0.1:22223 [--rate 1MB/s] [--delay 200ms]
+//
+// scripts/failopen-bench also puts it between the job_submit plugin and
+// the controller's NATS, as a slow link (--delay).
 package main
 
 import (
@@ -22,9 +25,10 @@ func main() {
 	listen := flag.String("listen", "", "host:port to listen on")
 	to := flag.String("to", "", "host:port to relay to")
 	rate := flag.String("rate", "", "bandwidth each way, e.g. 1MB/s or 100Mb/s (default unlimited)")
+	delay := flag.Duration("delay", 0, "latency each way, added to every chunk relayed (default none)")
 	flag.Parse()
 	if *listen == "" || *to == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: rota-linkrelay --listen HOST:PORT --to HOST:PORT [--rate BANDWIDTH]")
+		fmt.Fprintln(os.Stderr, "usage: rota-linkrelay --listen HOST:PORT --to HOST:PORT [--rate BANDWIDTH] [--delay DURATION]")
 		os.Exit(2)
 	}
 	var bw float64
@@ -40,6 +44,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "rota-linkrelay: %v\n", err)
 		os.Exit(1)
 	}
+	r.SetDelay(*delay)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
