@@ -3,8 +3,11 @@
 # plain Slurm, from the same sbatch lines.
 #
 # The caller sets REPO, TRAIN (bin/rota-synthtrain), TABLE (Gavel's
-# table), SCALE (the jobs' --time-scale), HINT (all, v100 or none: what
-# each job tells with --rota-throughput), the dev cluster's ROTA_DEV_*
+# table), SCALE (the jobs' --time-scale), HINT (all, v100, noisy or none:
+# what each job tells with --rota-throughput; noisy: every type, each off
+# by its own factor drawn log-uniformly from 0.5 to 2, from HINT_SEED,
+# default 1, and the job's index: the same wrong hints on every run), the
+# dev cluster's ROTA_DEV_*
 # and SLURM_CONF, and defines die; TRAIN_FLAGS, if set, are more flags
 # for every job's rota-synthtrain (e.g. --tick 2s).
 
@@ -51,11 +54,15 @@ EOF
   name=$(echo "$model" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
   local hint=()
   rate() { awk -v s="$steps" -v t="$1" 'BEGIN { printf "%.4g", s / t }'; }
+  # noise K: job I's factor for type K (0, 1, 2), log-uniform in 0.5-2.
+  noise() { awk -v seed="$(( ${HINT_SEED:-1} * 1000003 + i * 7 + $1 ))" 'BEGIN { srand(seed); rand(); printf "%.4f", 2 ^ (2 * rand() - 1) }'; }
+  nrate() { awk -v s="$steps" -v t="$1" -v f="$2" 'BEGIN { printf "%.4g", s / t * f }'; }
   case $HINT in
     v100) hint=(--rota-throughput="v100:$(rate "$sv")") ;;
     all) hint=(--rota-throughput="v100:$(rate "$sv"),p100:$(rate "$sp"),k80:$(rate "$sk")") ;;
+    noisy) hint=(--rota-throughput="v100:$(nrate "$sv" "$(noise 0)"),p100:$(nrate "$sp" "$(noise 1)"),k80:$(nrate "$sk" "$(noise 2)")") ;;
     none) ;;
-    *) die "HINT=$HINT: want v100, all or none" ;;
+    *) die "HINT=$HINT: want v100, all, noisy or none" ;;
   esac
   JOB_ARGS=(-J "$name" -o /dev/null -e "$dir/logs/$i.err" --requeue --time=02:00:00 --gres=gpu:1
     --rota-checkpoint-signal=USR1 --rota-steps="$steps" "${hint[@]}" "$dir/jobs/$i.sh")
