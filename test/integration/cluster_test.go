@@ -131,6 +131,15 @@ func newDevCluster(dir, prefix string, slurmPort, natsPort int, extra ...string)
 		// bin/rota signs in with the dev cluster's read-only credential.
 		"ROTA_NATS_NKEY_SEED="+filepath.Join(dir, "creds", "cli.nk"),
 		"SLURM_CONF="+filepath.Join(dir, "slurm.conf"))
+	// The web view's port, claimed like the rest (dev-cluster's default,
+	// port + 97, may be in another cluster's run of ports).
+	web := true
+	for _, x := range extra {
+		web = web && x != "ROTA_DEV_WEB=off" && !strings.HasPrefix(x, "ROTA_DEV_WEB_PORT=")
+	}
+	if p, err := freeport.Consecutive(1); web && err == nil {
+		e = append(e, fmt.Sprintf("ROTA_DEV_WEB_PORT=%d", p))
+	}
 	return devCluster{dir: dir, env: append(e, extra...)}
 }
 
