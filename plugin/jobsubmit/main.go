@@ -85,6 +85,9 @@ func rota_go_init(path *C.char) {
 	}
 	resetShelf()
 	setTrusted(cfg.TrustedUIDs)
+	// This load's: the Go runtime outlives a reload on 22.05 (nodelete).
+	loadedNs.Store(time.Now().UnixNano())
+	states.Store(0)
 	if stopStats != nil {
 		close(stopStats)
 		stopStats = nil
@@ -113,6 +116,7 @@ func rota_go_init(path *C.char) {
 		PassThrough: func(d time.Duration) { C.rota_away(C.int64_t(d)) },
 		Shelf:       shelf.Shelf{},
 		OnState: func(bytes int, decode time.Duration) {
+			states.Add(1)
 			stateBytes.Store(int64(bytes))
 			stateDecodeNs.Store(decode.Nanoseconds())
 		},

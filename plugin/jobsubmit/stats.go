@@ -24,7 +24,16 @@ type counts struct {
 	stateBytes, stateDecodeNs           int64
 	// Batch jobs the shelf did not serve: empty, expired, unmatched, full.
 	shelfMiss [4]uint64
+	// loadedNs: when this load of the plugin began (unix ns); states: the
+	// controller's states taken in since; ready: a GPU job submitted now
+	// would be placed (Handler.Ready). What tests wait on after a restart
+	// or a reload, instead of submitting until a job is placed.
+	loadedNs, states int64
+	ready            bool
 }
+
+// loadedNs and states: see counts.
+var loadedNs, states atomic.Int64
 
 // stateBytes and stateDecodeNs: the last placement state the controller
 // pushed, its size and its decode time (on the connection's goroutine).
@@ -42,7 +51,14 @@ func readCounts() counts {
 		trusted:    uint64(c[6]),
 		stateBytes: stateBytes.Load(), stateDecodeNs: stateDecodeNs.Load(),
 		shelfMiss: [4]uint64{uint64(m[0]), uint64(m[1]), uint64(m[2]), uint64(m[3])},
+		loadedNs:  loadedNs.Load(), states: states.Load(), ready: handlerReady(),
 	}
+}
+
+func handlerReady() bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	return handler.Ready()
 }
 
 // line is the stats file's one line: the fields of fini's log lines.
@@ -54,10 +70,10 @@ func (c counts) line() string {
 		return ns / n / 1000
 	}
 	return fmt.Sprintf("pid=%d jobs=%d mean_us=%d max_us=%d calls=%d call_mean_us=%d call_max_us=%d from_shelf=%d away=%d no_gpu=%d trusted=%d"+
-		" shelf_empty=%d shelf_expired=%d shelf_unmatched=%d shelf_full=%d state_bytes=%d state_decode_us=%d\n",
+		" shelf_empty=%d shelf_expired=%d shelf_unmatched=%d shelf_full=%d state_bytes=%d state_decode_us=%d loaded_ns=%d states=%d ready=%d\n",
 		os.Getpid(), c.goJobs, mean(c.goNs, c.goJobs), c.goMaxNs/1000, c.calls, mean(int64(c.callNs), int64(c.calls)), c.callMaxNs/1000,
 		c.fromShelf, c.passedWhileAway, c.skipped, c.trusted, c.shelfMiss[0], c.shelfMiss[1], c.shelfMiss[2], c.shelfMiss[3],
-		c.stateBytes, c.stateDecodeNs/1000)
+		c.stateBytes, c.stateDecodeNs/1000, c.loadedNs, c.states, b2i(c.ready))
 }
 
 // writeStats keeps path up to date with the counters, once a second when
@@ -95,4 +111,11 @@ func writeStats(path string, stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -331,6 +331,18 @@ func (l *Local) Feed(data []byte) error {
 	return nil
 }
 
+// Usable says whether a job placed now would be decided from the
+// controller's state (not passed through): a state is held, fresh and
+// sendable, and it sees GPUs (right after slurmctld restarts the
+// controller may see no usable node for a moment).
+func (l *Local) Usable() bool {
+	h := l.state.Load()
+	if l.unusable(h, l.now()) != nil {
+		return false
+	}
+	return h.s.Cluster != nil && len(h.s.Cluster.Types) > 0
+}
+
 // unusable says why no decision may be made at now from held state h
 // (nil: it may).
 func (l *Local) unusable(h *heldState, now time.Time) error {

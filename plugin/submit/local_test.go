@@ -477,3 +477,33 @@ func TestLocalReportsDecideTime(t *testing.T) {
 		})
 	}
 }
+
+// Usable, what the plugin's stats file reports as ready: only with a
+// fresh state that sees GPUs, and a link the decision can be sent on.
+func TestLocalUsable(t *testing.T) {
+	t.Parallel()
+	l := NewLocal(30*time.Second, func([][]byte) error { return nil })
+	defer l.Close()
+	if l.Usable() {
+		t.Fatal("usable with no state")
+	}
+	if err := l.Feed(placeState(0, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Usable() {
+		t.Fatal("not usable with a fresh state")
+	}
+	l.Ready = func() error { return ErrNotConnected }
+	if l.Usable() {
+		t.Fatal("usable with no link to send decisions on")
+	}
+	l.Ready = nil
+	empty, _ := json.Marshal(&wire.PlaceState{V: wire.Version, Controller: "c", Gen: 2, Policy: "las", Rule: wire.PlaceRule{WalltimeMargin: 1.5},
+		Cluster: &wire.ClusterView{DefaultPartition: "gpu"}})
+	if err := l.Feed(empty); err != nil {
+		t.Fatal(err)
+	}
+	if l.Usable() {
+		t.Fatal("usable with a state that sees no GPU (a controller just after slurmctld restarted)")
+	}
+}

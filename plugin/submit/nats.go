@@ -126,6 +126,21 @@ func Open(c Config, hooks Hooks) (*Handler, error) {
 	return h, nil
 }
 
+// Ready says whether a GPU job submitted now would be placed rather than
+// passed through unchanged: connected to the controller's NATS, and with
+// placement = local holding a usable state (Local.Usable); with remote,
+// its breaker closed. For the plugin's stats file, which tests and
+// benchmarks wait on instead of submitting until a job is placed.
+func (h *Handler) Ready() bool {
+	if h == nil || !h.Config.Enabled || h.conn == nil {
+		return false
+	}
+	if l, ok := h.Placer.(*Local); ok {
+		return l.Usable()
+	}
+	return h.conn.Connected() && h.conn.Breaker.State() == breaker.Closed
+}
+
 // Close drops the Handler's connection, if it has one.
 func (h *Handler) Close() {
 	if h.conn != nil {

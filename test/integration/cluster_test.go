@@ -150,6 +150,8 @@ func (c devCluster) start(rota bool) error {
 	for _, f := range []string{"state", "controller"} {
 		os.RemoveAll(filepath.Join(c.dir, f))
 	}
+	// The plugin loaded now, not a stats file of an earlier run.
+	loaded := pluginMark{loaded: time.Now()}
 	if out, err := c.dev("up"); err != nil {
 		// What up started before it failed (munged, MariaDB, slurmdbd...)
 		// would hold its ports and pid files for the next run.
@@ -166,7 +168,7 @@ func (c devCluster) start(rota bool) error {
 	// slurmctld started before the controller, so the plugin connects on
 	// its next reconnect attempt (about a second): wait until a submission
 	// is placed, as a user would see it.
-	if err := c.waitPlaced(); err != nil {
+	if err := c.waitPlacedAfter(loaded); err != nil {
 		c.dev("down")
 		return err
 	}
@@ -204,24 +206,77 @@ var placedRe = regexp.MustCompile(`AdminComment=rota: gpu any->(\w+)`)
 
 func waitPlaced() error { return testCluster.waitPlaced() }
 
+// waitPlaced: the plugin has the controller's state, and a job submitted
+// now is placed (see waitPlacedAfter).
 func (c devCluster) waitPlaced() error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		out, err := c.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
-		if err != nil {
-			return fmt.Errorf("sbatch: %v: %s", err, out)
+	return c.waitPlacedAfter(pluginMark{loaded: time.Time{}, states: 0})
+}
+
+// waitPlacedNext is waitPlaced past an event that just ended (a controller
+// restarted, resumed or started): the plugin must take a state the
+// controller pushed after now, so a state from before the event, or a
+// stats file written before it, never counts.
+func (c devCluster) waitPlacedNext() error { return c.waitPlacedAfter(c.pluginMark()) }
+
+// pluginMark is what the plugin's stats file says of its link to the
+// controller (plugin/jobsubmit/stats.go): when this load of it began, the
+// controller's states it has taken in since, and whether a GPU job
+// submitted now would be placed.
+type pluginMark struct {
+	loaded time.Time
+	states int
+	ready  bool
+}
+
+func (c devCluster) pluginMark() pluginMark {
+	var m pluginMark
+	b, _ := os.ReadFile(filepath.Join(c.dir, "run", "job_submit_rota.stats"))
+	for _, f := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(f, "=")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "loaded_ns":
+			m.loaded = time.Unix(0, n)
+		case "states":
+			m.states = int(n)
+		case "ready":
+			m.ready = n == 1
 		}
-		id := strings.TrimSpace(out)
-		show, _ := c.run("scontrol", "show", "job", id)
-		c.run("scancel", id)
-		// Given a type: right after slurmctld (re)starts, the controller
-		// may briefly see no node usable and leave jobs as asked.
-		if m := placedRe.FindStringSubmatch(show); m != nil && m[1] != "any" {
-			return nil
+	}
+	return m
+}
+
+// waitPlacedAfter waits until the plugin's stats say it is ready with a
+// load no older than after's and more states than after's (with
+// placement = remote no state is pushed: ready alone), then submits one
+// job, which must be placed. Never a job submitted again and again until
+// one is placed: once the plugin is ready, a job that fails open is a
+// failure of the test (issue #37).
+func (c devCluster) waitPlacedAfter(after pluginMark) error {
+	conf, _ := os.ReadFile(filepath.Join(c.dir, "job_submit_rota.conf"))
+	remote := regexp.MustCompile(`(?m)^placement = remote$`).Match(conf)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m := c.pluginMark()
+		if m.ready && !m.loaded.Before(after.loaded) && (remote || m.states > after.states) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the plugin did not get the controller's state within 60 s (its stats: %+v; waiting past %+v)", m, after)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("the plugin never reached the controller within 30 s")
+	out, err := c.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
+	if err != nil {
+		return fmt.Errorf("sbatch: %v: %s", err, out)
+	}
+	id := strings.TrimSpace(out)
+	shown, _ := c.run("scontrol", "show", "job", id)
+	c.run("scancel", id)
+	if m := placedRe.FindStringSubmatch(shown); m == nil || m[1] == "any" {
+		return fmt.Errorf("the plugin was ready (it had the controller's state), yet the job it was given was not typed: it failed open\n%s", shown)
+	}
+	return nil
 }
 
 // restartController restarts the controller with extra environment for
@@ -236,7 +291,7 @@ func restartController(t *testing.T, extra ...string) {
 	}
 	// Until the plugin has reconnected and has the new controller's state,
 	// jobs pass through unplaced: the next test's would fail open.
-	if err := waitPlaced(); err != nil {
+	if err := testCluster.waitPlacedNext(); err != nil {
 		t.Fatalf("after the controller restart %v: %v", extra, err)
 	}
 }
@@ -437,6 +492,7 @@ func reloadPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reloaded := pluginMark{loaded: time.Now()}
 	without := regexp.MustCompile(`(?m)^JobSubmitPlugins=.*\n`).ReplaceAll(sc, nil)
 	for _, c := range [][]byte{without, sc} {
 		if err := os.WriteFile(slurmConf, c, 0o644); err != nil {
@@ -447,7 +503,7 @@ func reloadPlugin(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	if err := waitPlaced(); err != nil {
+	if err := testCluster.waitPlacedAfter(reloaded); err != nil {
 		t.Fatal(err)
 	}
 }

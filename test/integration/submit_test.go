@@ -184,7 +184,7 @@ func TestFailOpenControllerStopped(t *testing.T) {
 			t.Fatalf("restart controller: %v %s", err, out)
 		}
 		// The next test finds jobs placed again.
-		if err := waitPlaced(); err != nil {
+		if err := testCluster.waitPlacedNext(); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -219,7 +219,7 @@ func TestFailOpenControllerFrozen(t *testing.T) {
 		signalController(t, syscall.SIGSTOP)
 		defer func() {
 			signalController(t, syscall.SIGCONT)
-			if err := waitPlaced(); err != nil {
+			if err := testCluster.waitPlacedNext(); err != nil {
 				t.Errorf("after SIGCONT: %v", err)
 			}
 		}()
@@ -302,6 +302,7 @@ func TestBurstWithControllerRestart(t *testing.T) {
 	}
 	// Four submitters at a time, like several users on a login node.
 	sem := make(chan struct{}, 4)
+	var started pluginMark // the plugin's stats as the controller came back
 	for i := 0; i < n; i++ {
 		switch i {
 		case 150:
@@ -314,6 +315,7 @@ func TestBurstWithControllerRestart(t *testing.T) {
 			if out, err := dev("controller", "start"); err != nil {
 				t.Fatalf("%v %s", err, out)
 			}
+			started = testCluster.pluginMark()
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -339,11 +341,11 @@ func TestBurstWithControllerRestart(t *testing.T) {
 		t.Fatalf("squeue lists %d of the %d jobs", got, n)
 	}
 	slurmctldUp(t)
-	// After the restart the controller answers again.
-	waitFor(t, 30*time.Second, "controller placing again", func() bool {
-		j := show(t, sbatch(t, "--gres=gpu:1"))
-		return typed.MatchString(j.TresPerNode)
-	})
+	// After the restart the controller answers again: once the plugin has
+	// its state, the next job is placed (one job: not submitted until one is).
+	if err := testCluster.waitPlacedAfter(started); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A user's update of a pending job's GPU request follows the submission
