@@ -21,7 +21,10 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h, --help: the usage was printed
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "rota-agent:", err)
 		os.Exit(1)
 	}
@@ -59,6 +62,13 @@ func run(args []string) error {
 func options(args []string, defaultConfig string) (agent.Options, string, error) {
 	o := agent.Defaults()
 	fs_ := flag.NewFlagSet("rota-agent", flag.ContinueOnError)
+	fs_.Usage = func() {
+		fmt.Fprintf(fs_.Output(), "rota-agent: Rota's node agent: samples this node's GPUs (NVML) and host, maps their\n"+
+			"processes to Slurm jobs, reports measured throughput to the controller and\n"+
+			"checkpoints jobs by signal (docs/agent.md). Settings come from the config file\n"+
+			"(key = value, default %s) and these flags, which override it.\n\nUsage: rota-agent [flags]\n\n", defaultConfig)
+		fs_.PrintDefaults()
+	}
 	cfg := fs_.String("config", defaultConfig, "config file, key = value (a missing default file is fine)")
 	// Flags are parsed into a scratch copy, then applied over the file for
 	// the flags actually given.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +50,17 @@ func TestOptionsPrecedence(t *testing.T) {
 	t.Logf("bad file:\n%v", err)
 	if err == nil || !strings.Contains(err.Error(), cfg+":1:") || !strings.Contains(err.Error(), cfg+":2:") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// --help prints the usage and is no error (exit 0), as for the other
+// commands; an unknown flag is one.
+func TestHelpIsNoError(t *testing.T) {
+	t.Parallel()
+	if err := run([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v, want flag.ErrHelp (exit 0)", err)
+	}
+	if err := run([]string{"--no-such-flag"}); err == nil || errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("an unknown flag: %v", err)
 	}
 }
