@@ -222,6 +222,23 @@ func TestRestdBackend(t *testing.T) {
 		t.Errorf("requeue: %v", err)
 	}
 
+	// The GPU type written into the request (tres_per_node), as rounds
+	// retype on 24.11 and later, on a job the controller leaves alone
+	// (--rota=off). 22.05 merges a new GPU request with the old one, so
+	// Rota types by constraint there and never writes this.
+	if typeByGres() {
+		gpuOff := sub("--begin=now+1hour", "--rota=off", "--gres=gpu:1", "-t", "30", "--wrap", "sleep 600")
+		for _, typ := range []string{"v100", "k80"} {
+			if err := r.Update(ctx, gpuOff, slurm.JobUpdate{GPU: &slurm.GPURequest{PerNode: "gres/gpu:" + typ + ":1"}}); err != nil {
+				t.Fatalf("GPU type %s through slurmrestd %s: %v", typ, v, err)
+			}
+			show, _ := c.run("scontrol", "show", "job", strconv.Itoa(int(gpuOff)))
+			if got := tresEquals.ReplaceAllString(tresSpelling.Replace(show), "gres:$1:$2"); !strings.Contains(got, "TresPerNode=gres:gpu:"+typ+":1") {
+				t.Errorf("after writing gres/gpu:%s:1 through slurmrestd %s:\n%s", typ, v, show)
+			}
+		}
+	}
+
 	// The controller runs its rounds through slurmrestd: it negotiated,
 	// and its rounds counter moves (3-s rounds) with no error logged.
 	logf := filepath.Join(c.dir, "log", "rota-controller.log")

@@ -518,7 +518,10 @@ func TestPluginPanicFailsOpen(t *testing.T) {
 	}
 	defer setPluginConf(t, "fault_panic_job_name", name)()
 	before := panics()
-	for _, form := range [][]string{{"--gres=gpu:1"}, {"--gpus=2", "--rota-steps=100", "--rota-throughput=v100:10"}} {
+	// Requests no earlier job asked: the shelf (decisions made ahead for
+	// requests like recent ones, whatever their names) would serve a
+	// --gres=gpu:1 without entering Go, so without panicking.
+	for _, form := range [][]string{{"--gres=gpu:3"}, {"--gpus=3", "--rota-steps=100", "--rota-throughput=v100:10"}} {
 		j := show(t, sbatch(t, append([]string{"-J", name}, form...)...))
 		if j.AdminComment != "" || j.Features != "" || typed.MatchString(j.TresPerNode) || typed.MatchString(j.TresPerJob) {
 			t.Errorf("%v: the job was changed though the plugin panicked: %+v", form, j)
