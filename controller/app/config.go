@@ -206,6 +206,7 @@ func LoadConfig(path string) (Config, error) {
 	loadSlurmBackend(v, &c)
 	v.String("policy", &c.Rounds.Policy)
 	v.Bool("rounds_off", &c.RoundsOff)
+	v.Bool("adopt_unplaced", &c.Rounds.AdoptUnplaced)
 	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)
 	v.Duration("min_lease", &c.Rounds.MinLease, 0, 7*24*time.Hour)
 	v.Duration("move_cost", &c.Rounds.MoveCost, 0, 24*time.Hour)

@@ -54,13 +54,18 @@ type Config struct {
 	InteractiveReserve map[string]int
 	// Pace spreads a round's updates (pace.go).
 	Pace Pace
+	// AdoptUnplaced: a pending GPU job that carries no note of Rota's (it
+	// passed a job_submit plugin that failed open, or was not loaded) is
+	// given a decision and becomes Rota's, typed by the round like any
+	// other (adopt.go). adopt_unplaced in controller.conf.
+	AdoptUnplaced bool
 }
 
 // DefaultConfig are the production defaults: minutes-long rounds.
 func DefaultConfig() Config {
 	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
 		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
-		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace()}
+		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace(), AdoptUnplaced: true}
 }
 
 // How Rota's order reaches Slurm (docs/rounds.md, "Order and fair share").
@@ -224,6 +229,9 @@ type tracked struct {
 	stepsLeft float64
 	typ       string
 	rates     map[string]float64
+	// note, when set, is the AdminComment of a decision the loop made for
+	// a job it adopted (adopt.go), still to be written into the job.
+	note string
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -247,6 +255,9 @@ type Stats struct {
 	// Unannotated counts GPU jobs in the queue the last round saw without
 	// a Rota decision (the plugin failed open, or the job opted out).
 	Unannotated uint64
+	// Adopted counts pending GPU jobs that passed the plugin unchanged
+	// and the loop made Rota's (adopt.go).
+	Adopted uint64
 }
 
 // SetChains makes the loop leave chain segments to the chain manager.
@@ -571,8 +582,15 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 		}
 		did, has := ids[j.ID]
 		if !has {
-			// Not annotated: opted out, no GPUs, or submitted while no
-			// controller answered. Rota leaves such jobs alone.
+			if tr := l.adopt(&j); tr != nil {
+				l.mu.Lock()
+				l.known[j.ID] = tr
+				l.stats.Adopted++
+				l.mu.Unlock()
+				continue
+			}
+			// Not Rota's: no GPUs, left as asked on purpose (its note
+			// says why), or running already. Rota leaves it alone.
 			l.mu.Lock()
 			l.known[j.ID] = nil
 			l.mu.Unlock()
@@ -879,7 +897,11 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			u.StartNow = true
 		}
 		l.order(&u, a, j, tr)
-		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority {
+		if tr.note != "" {
+			note := tr.note
+			u.AdminComment = &note
+		}
+		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority && u.AdminComment == nil {
 			continue
 		}
 		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped})
@@ -953,6 +975,9 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 	}
 	if u.ResetPriority {
 		tr.prioFixed = false
+	}
+	if u.AdminComment != nil {
+		tr.note = "" // written: rota explain and a restarted controller find the decision
 	}
 	l.mu.Unlock()
 	switch {

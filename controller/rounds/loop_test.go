@@ -124,6 +124,11 @@ func (f *fakeSched) Update(_ context.Context, id uint32, u slurm.JobUpdate) erro
 		j.TimeLimitMin = *u.TimeLimitMin
 		f.updates = append(f.updates, fmt.Sprintf("%d time=%d", id, *u.TimeLimitMin))
 	}
+	if u.AdminComment != nil {
+		f.decisions[id] = wire.DecisionIDFromComment(*u.AdminComment)
+		j.Noted = slurm.IsRotaNote(*u.AdminComment)
+		f.updates = append(f.updates, fmt.Sprintf("%d comment=%s", id, *u.AdminComment))
+	}
 	return nil
 }
 

@@ -47,6 +47,11 @@ type Job struct {
 	// not, Scheduler.DecisionIDs supplies the ids.
 	Decision     string
 	DecisionRead bool
+	// Noted: its AdminComment carries a note of Rota's ("rota: ..."): a
+	// decision, or why the plugin left it as asked (it names its nodes,
+	// its user opted out). A GPU job without one passed a plugin that
+	// failed open or was not loaded (rounds adopt it). Read with Decision.
+	Noted bool
 }
 
 // Pending is true while Slurm has not started the job.
@@ -101,6 +106,9 @@ type JobUpdate struct {
 	// TimeLimitMin sets the time limit (an admin may raise it too);
 	// slurmtime.Unlimited lifts it.
 	TimeLimitMin *uint32
+	// AdminComment replaces the job's AdminComment: the note of a
+	// decision the round loop made for a job the plugin let through.
+	AdminComment *string
 	// StartNow clears the begin time Slurm puts on a requeued job
 	// (now + the credential lifetime, 121 s by default) so a migrated job
 	// may start at once.
@@ -154,6 +162,9 @@ func (u JobUpdate) args() []string {
 	}
 	if u.StartNow {
 		a = append(a, "StartTime=now")
+	}
+	if u.AdminComment != nil {
+		a = append(a, "AdminComment="+*u.AdminComment)
 	}
 	return a
 }
@@ -256,7 +267,7 @@ func ParseSqueue(out string, loc *time.Location, withComment bool) ([]Job, error
 			return nil, fmt.Errorf("squeue line %d: %w", i+1, err)
 		}
 		if withComment {
-			j.Decision, j.DecisionRead = DecisionInComment(comment), true
+			j.Decision, j.DecisionRead, j.Noted = DecisionInComment(comment), true, IsRotaNote(comment)
 		}
 		jobs = append(jobs, j)
 	}
@@ -410,6 +421,9 @@ var (
 	jobIDRe    = regexp.MustCompile(`(?:^|\s)JobId=(\d+)\s`)
 	decisionRe = regexp.MustCompile(`AdminComment=rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
 )
+
+// IsRotaNote: an AdminComment that starts with a note of Rota's.
+func IsRotaNote(comment string) bool { return strings.HasPrefix(comment, "rota: ") }
 
 // DecisionInComment is the decision id in an AdminComment Rota wrote
 // (wire.Annotation: "rota: ... [d=ID]"), or "" for anyone else's note.

@@ -132,7 +132,11 @@ func TestParseSqueueWithComment(t *testing.T) {
 		if jobs[i].Decision != want || !jobs[i].DecisionRead {
 			t.Errorf("job %d: decision %q read %v, want %q read", jobs[i].ID, jobs[i].Decision, jobs[i].DecisionRead, want)
 		}
-		jobs[i].Decision, jobs[i].DecisionRead = "", false
+		// A note of Rota's only where the comment starts with one.
+		if jobs[i].Noted != (i == 0) {
+			t.Errorf("job %d: noted %v", jobs[i].ID, jobs[i].Noted)
+		}
+		jobs[i].Decision, jobs[i].DecisionRead, jobs[i].Noted = "", false, false
 		if !reflect.DeepEqual(jobs[i], plain[i]) {
 			t.Errorf("job %d: %+v, want %+v with the comment", jobs[i].ID, jobs[i], plain[i])
 		}

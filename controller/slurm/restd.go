@@ -676,7 +676,7 @@ func (r *Restd) Update(ctx context.Context, jobID uint32, u JobUpdate) error {
 			return err
 		}
 	}
-	if rest.ExcNodes != nil || rest.GPU != nil || rest.StartNow {
+	if rest.ExcNodes != nil || rest.GPU != nil || rest.StartNow || rest.AdminComment != nil {
 		r.fallback("update", v, "ExcNodeList or the GPU request (TresPer*) of a pending job")
 	}
 	if rest.ResetPriority {
@@ -781,6 +781,10 @@ func RestdUpdateBody(v string, u JobUpdate, now time.Time) (map[string]any, JobU
 		}
 	}
 	rest.ResetPriority = u.ResetPriority
+	// Through scontrol in every version: a rare write (a job the plugin
+	// let through), and admin_comment's place in the JSON moved between
+	// versions.
+	rest.AdminComment = u.AdminComment
 	return body, rest
 }
 

@@ -255,7 +255,7 @@ func restdJobs(recs []restJob, now time.Time) ([]Job, error) {
 				return nil, fmt.Errorf("slurmrestd job %d node list: %w", j.ID, err)
 			}
 		}
-		j.Decision = DecisionInComment(rj.AdminComment)
+		j.Decision, j.Noted = DecisionInComment(rj.AdminComment), IsRotaNote(rj.AdminComment)
 		jobs = append(jobs, j)
 	}
 	return jobs, nil

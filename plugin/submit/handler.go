@@ -53,6 +53,25 @@ type Change struct {
 	HoldS uint32
 }
 
+// Notes the plugin writes into a GPU job it leaves as asked on purpose
+// (AdminComment, at submission only), so the round loop, which adopts GPU
+// jobs that passed a plugin that failed open or was not loaded, leaves
+// these alone, and an admin can tell the two apart.
+const (
+	OptedOutNote = "rota: gpu as asked, time as asked: opted out (--rota=off, or an account in opt_out_accounts)"
+	DisabledNote = "rota: gpu as asked, time as asked: the job_submit plugin is disabled (enabled = false, or its config is unusable)"
+)
+
+// leftNote is the Change that only notes why a submission is left as
+// asked; nothing for an update (slurmctld refuses a user's update that
+// sets admin_comment).
+func leftNote(job *Job, note string) Change {
+	if job.Modify {
+		return Change{}
+	}
+	return Change{AdminComment: note}
+}
+
 // Outcome says what happened to a job, for logs and counters.
 type Outcome string
 
@@ -88,7 +107,7 @@ type Handler struct {
 // Change is empty, the Outcome FailOpen and err says why.
 func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error) {
 	if !h.Config.Enabled {
-		return Change{}, Disabled, nil
+		return leftNote(job, DisabledNote), Disabled, nil
 	}
 	if h.Config.FaultPanicJobName != "" && job.Name == h.Config.FaultPanicJobName {
 		panic("fault_panic_job_name: job " + job.Name) // recovered by the caller, as any panic
@@ -111,7 +130,7 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 		return Change{}, FailOpen, err
 	}
 	if opts.Off || (job.Account != "" && slices.Contains(h.Config.OptOutAccounts, job.Account)) {
-		return Change{}, OptedOut, nil
+		return leftNote(job, OptedOutNote), OptedOut, nil
 	}
 	if job.Modify && !req.Untyped() {
 		// A user update that names its type is the user's choice.

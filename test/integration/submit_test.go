@@ -73,7 +73,9 @@ func TestRequestForms(t *testing.T) {
 		}},
 		{"rota off", []string{"--gres=gpu:1", "--rota=off"}, func(t *testing.T, j job) {
 			wantEq(t, "TresPerNode", j.TresPerNode, "gres:gpu:1")
-			wantEq(t, "AdminComment", j.AdminComment, "")
+			// Left as asked, and saying why: the rounds adopt only GPU
+			// jobs that carry no note of Rota's.
+			wantContains(t, j.AdminComment, "rota: gpu as asked, time as asked: opted out")
 		}},
 		{"time kept without estimate", []string{"--gres=gpu:1", "--time=30"}, func(t *testing.T, j job) {
 			wantEq(t, "TimeLimit", j.TimeLimit, "00:30:00")
@@ -532,5 +534,72 @@ func TestPluginPanicFailsOpen(t *testing.T) {
 	// Nothing left broken: a job of another name is placed.
 	if j := show(t, sbatch(t, "--gres=gpu:1")); !typed.MatchString(j.TresPerNode) {
 		t.Errorf("after the panics a plain GPU job was not placed: %+v", j)
+	}
+}
+
+// Jobs that failed open while the controller was away are Rota's again
+// at its next round (issue #37): they carry no note of Rota's, so the round
+// adopts them, records a decision, writes its note and types them; a job
+// its user opted out says so and is left as asked.
+func TestFailedOpenJobsAdopted(t *testing.T) {
+	logOff := controllerLogSize()
+	if out, err := dev("controller", "stop"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	started := false
+	defer func() {
+		if !started {
+			dev("controller", "start")
+			testCluster.waitPlacedNext()
+		}
+	}()
+	// Pending (not held: the rounds leave held jobs to their holder).
+	sub := func(args ...string) string {
+		out, err := run("sbatch", append(append([]string{"--parsable", "-o", "/dev/null", "--begin=now+1hour"}, args...), "--wrap", "sleep 1")...)
+		if err != nil {
+			t.Fatalf("sbatch %v: %v %s", args, err, out)
+		}
+		id := strings.TrimSpace(out)
+		t.Cleanup(func() { run("scancel", id) })
+		return id
+	}
+	jobOf := func(id string) job {
+		n, _ := strconv.ParseUint(id, 10, 32)
+		return show(t, uint32(n))
+	}
+	failed := []string{sub("--gres=gpu:1"), sub("--gres=gpu:2", "-J", "adopt-me")}
+	off := sub("--gres=gpu:1", "--rota=off")
+	for _, id := range failed {
+		if j := jobOf(id); j.AdminComment != "" || rotaType(j) != "" {
+			t.Fatalf("job %s was changed with the controller stopped: %+v", id, j)
+		}
+	}
+	if out, err := dev("controller", "start"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	started = true
+	if err := testCluster.waitPlacedNext(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range failed {
+		var j job
+		ok := false
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if j = jobOf(id); strings.Contains(j.AdminComment, "adopted") && strings.Contains(j.AdminComment, "[d=") && rotaType(j) != "" {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			logWhy(t, id, logOff)
+			t.Fatalf("job %s that failed open was not adopted and typed by the rounds: %+v", id, j)
+		}
+		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+		if err != nil || !strings.Contains(out, "adopted by the round loop") {
+			t.Errorf("rota explain %s does not show the adopted decision: %v\n%s", id, err, out)
+		}
+	}
+	if j := jobOf(off); !strings.Contains(j.AdminComment, "opted out") || strings.Contains(j.AdminComment, "[d=") || rotaType(j) != "" {
+		t.Errorf("the opted-out job was adopted: %+v", j)
 	}
 }
