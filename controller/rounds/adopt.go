@@ -62,7 +62,7 @@ func (l *Loop) adopt(j *slurm.Job) *tracked {
 		asks = strings.Join(t, ",")
 	}
 	note := wire.Annotation(asks, asks, timeAsked, timeAsked, l.pol.Name()+", adopted: it passed the plugin unchanged", id)
-	l.log.Info().Uint32("job", j.ID).Str("decision", id).Msg("adopted a pending GPU job that passed the job_submit plugin unchanged (failed open, or not loaded); the round chooses its type")
+	l.log.Debug().Uint32("job", j.ID).Str("decision", id).Msg("adopted a pending GPU job that passed the job_submit plugin unchanged")
 	key := estimate.Identity{User: j.User, Name: j.Name}.Key()
 	return &tracked{decision: d, key: key, baseNice: j.Nice, niceRead: true, note: note}
 }

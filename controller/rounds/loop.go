@@ -573,6 +573,12 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 	if err != nil {
 		return err
 	}
+	adopted := 0
+	defer func() {
+		if adopted > 0 { // one line, however many a restart's gap let through
+			l.log.Info().Int("jobs", adopted).Msg("adopted pending GPU jobs that passed the job_submit plugin unchanged (it failed open, or was not loaded); the rounds choose their types")
+		}
+	}()
 	for _, j := range jobs {
 		l.mu.Lock()
 		_, ok := l.known[j.ID]
@@ -587,6 +593,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 				l.known[j.ID] = tr
 				l.stats.Adopted++
 				l.mu.Unlock()
+				adopted++
 				continue
 			}
 			// Not Rota's: no GPUs, left as asked on purpose (its note
