@@ -21,6 +21,7 @@ var (
 	mLastUpdates = desc("round_last_updates", "Pending jobs the last round updated in Slurm (one RPC each).")
 	mUpdates     = desc("round_updates_total", "Pending jobs' updates sent to Slurm by rounds.")
 	mUnannotated = desc("gpu_jobs_without_decision", "GPU jobs in the queue with no Rota annotation: submitted while the plugin failed open (controller unreachable, deadline) or opted out.")
+	mAdopted     = desc("adopted_total", "Pending GPU jobs that passed the job_submit plugin unchanged (it failed open, or was not loaded) and the rounds made Rota's (adopt_unplaced).")
 )
 
 // Rounds reads the round loop's counters.
@@ -30,7 +31,7 @@ type Rounds struct {
 }
 
 func (Rounds) Describe(ch chan<- *prometheus.Desc) {
-	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mLastRound, mLastEnd, mPhase, mLastUpdates, mUpdates)
+	describe(ch, mRounds, mRoundErrors, mRetyped, mReprio, mMigrations, mMigFail, mLimits, mSlurmErrors, mUnannotated, mAdopted, mLastRound, mLastEnd, mPhase, mLastUpdates, mUpdates)
 }
 
 func (r Rounds) Collect(ch chan<- prometheus.Metric) {
@@ -48,6 +49,7 @@ func (r Rounds) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, mLimits, float64(s.LimitsRaised))
 	counter(ch, mSlurmErrors, float64(s.SlurmErrors))
 	gauge(ch, mUnannotated, float64(s.Unannotated))
+	counter(ch, mAdopted, float64(s.Adopted))
 	gauge(ch, mLastRound, s.LastRound.Seconds())
 	if !s.LastEnd.IsZero() {
 		gauge(ch, mLastEnd, float64(s.LastEnd.UnixNano())/1e9)
