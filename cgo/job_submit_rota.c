@@ -385,6 +385,31 @@ static int names_nodes(const job_desc_msg_t *d)
 }
 
 /*
+ * may_opt_out: the job may be opted out of Rota (a --rota option, or an
+ * account while opt_out_accounts is set), which Go decides and notes in
+ * the job even while the controller is away: the rounds adopt GPU jobs
+ * with no note (controller/rounds/adopt.go), and must not adopt these.
+ */
+static int opt_out_accounts_set;
+
+void rota_set_opt_out(int accounts)
+{
+	__atomic_store_n(&opt_out_accounts_set, accounts, __ATOMIC_RELEASE);
+}
+
+static int may_opt_out(const job_desc_msg_t *d)
+{
+	static const char opt[] = "_SLURM_SPANK_OPTION_rota_rota=";
+
+	if (d->account && d->account[0] && __atomic_load_n(&opt_out_accounts_set, __ATOMIC_ACQUIRE))
+		return 1;
+	for (uint32_t i = 0; d->spank_job_env && i < d->spank_job_env_size; i++)
+		if (d->spank_job_env[i] && !strncmp(d->spank_job_env[i], opt, sizeof(opt) - 1))
+			return 1;
+	return 0;
+}
+
+/*
  * The job id job_modify is given: 25.11 moved it into step_id, and from
  * 24.11 an `scontrol update` brings it only as the string job_id_str (the
  * number is NO_VAL). A job_submit sees NO_VAL: Slurm assigns the id after.
@@ -433,7 +458,7 @@ static int handle(job_desc_msg_t *job_desc, uint32_t submit_uid, int modify)
 		return SLURM_SUCCESS;
 	}
 	start = now_ns();
-	if (start < __atomic_load_n(&away_until_ns, __ATOMIC_ACQUIRE)) {
+	if (start < __atomic_load_n(&away_until_ns, __ATOMIC_ACQUIRE) && !may_opt_out(job_desc)) {
 		__atomic_add_fetch(&shim_away, 1, __ATOMIC_RELAXED);
 		count_call(now_ns() - start);
 		return SLURM_SUCCESS;

@@ -130,6 +130,10 @@ void rota_away(int64_t for_ns);
  * passes them (submit.Trusted). 0 when there are too many to hold (Go
  * then keeps answering them itself, and sets none). */
 int rota_trusted(const uint32_t *uids, uint32_t n);
+/* Whether opt_out_accounts is set: while the controller is away the shim
+ * still hands Go a job that names an account, so an opted-out one gets
+ * its note. */
+void rota_set_opt_out(int accounts);
 /* The shim's counters (calls, ns, max_ns, skipped, shelf, away, trusted)
  * so far. */
 void rota_shim_counts(uint64_t out[7]);

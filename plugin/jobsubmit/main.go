@@ -85,6 +85,11 @@ func rota_go_init(path *C.char) {
 	}
 	resetShelf()
 	setTrusted(cfg.TrustedUIDs)
+	optOut := 0
+	if len(cfg.OptOutAccounts) > 0 {
+		optOut = 1
+	}
+	C.rota_set_opt_out(C.int(optOut))
 	// This load's: the Go runtime outlives a reload on 22.05 (nodelete).
 	loadedNs.Store(time.Now().UnixNano())
 	states.Store(0)
