@@ -1,6 +1,7 @@
 package rounds
 
 import (
+	"context"
 	"os/user"
 	"strconv"
 	"strings"
@@ -21,6 +22,14 @@ type Recorder interface {
 	Record(d *wire.Decision)
 }
 
+// NodeRestrictions says whether a job names its nodes, excludes some or
+// runs in a reservation (slurm.CLI.RestrictsNodes; slurm.Restd has it
+// too). A Scheduler without it adopts nothing: such a job must pass as
+// asked, and the queue read does not show it.
+type NodeRestrictions interface {
+	RestrictsNodes(ctx context.Context, jobID uint32) (bool, error)
+}
+
 // AdoptedWhy is the reason of an adopted job's decision.
 const AdoptedWhy = "the job passed the job_submit plugin unchanged (it failed open: the controller or its NATS was away, " +
 	"or the plugin was not loaded); adopted by the round loop, which chooses its type from here on"
@@ -32,13 +41,20 @@ const AdoptedWhy = "the job passed the job_submit plugin unchanged (it failed op
 // there) and gives no type: the round plans it like any untyped job and
 // retypes it, writing the decision's note with the first update. nil:
 // not a job to adopt.
-func (l *Loop) adopt(j *slurm.Job) *tracked {
+func (l *Loop) adopt(ctx context.Context, j *slurm.Job) *tracked {
 	rec, ok := l.dec.(Recorder)
-	if !ok || !l.cfg.AdoptUnplaced || !j.Pending() || !j.DecisionRead || j.Noted {
+	nr, ok2 := l.sched.(NodeRestrictions)
+	if !ok || !ok2 || !l.cfg.AdoptUnplaced || !j.Pending() || !j.DecisionRead || j.Noted {
 		return nil
 	}
 	req, gpu := j.GPURequest()
 	if !gpu {
+		return nil
+	}
+	// A job that names its nodes (queued before the plugin noted such
+	// jobs, or under no plugin at all) stays as asked, as the plugin
+	// would leave it: a type of Rota's might exist on none of them.
+	if restricts, err := nr.RestrictsNodes(ctx, j.ID); err != nil || restricts {
 		return nil
 	}
 	asked := wire.PlaceRequest{V: wire.Version, JobID: j.ID, Account: j.Account, QOS: j.QOS, Partition: j.Partition,

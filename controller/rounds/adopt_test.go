@@ -37,6 +37,8 @@ func TestAdoptFailedOpenJobs(t *testing.T) {
 		unnoted(2, "PENDING", "", true, "gres:gpu:1")          // opted out (a note): left
 		unnoted(3, "RUNNING", "node-k80", false, "gres:gpu:1") // running: left
 		unnoted(4, "PENDING", "", false, "")                   // no GPU: left
+		unnoted(5, "PENDING", "", false, "gres:gpu:1")         // names its nodes: left
+		f.restricts = map[uint32]bool{5: true}
 		cfg := DefaultConfig()
 		cfg.AdoptUnplaced = on
 		l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{rates: map[string][]float64{}}, nil)
@@ -73,7 +75,7 @@ func TestAdoptFailedOpenJobs(t *testing.T) {
 			t.Errorf("job 1's note %q", note)
 		}
 		for _, u := range f.updates {
-			if strings.HasPrefix(u, "2 ") || strings.HasPrefix(u, "3 comment") || strings.HasPrefix(u, "4 ") {
+			if strings.HasPrefix(u, "2 ") || strings.HasPrefix(u, "3 comment") || strings.HasPrefix(u, "4 ") || strings.HasPrefix(u, "5 ") {
 				t.Errorf("a job not to adopt was changed: %s", u)
 			}
 		}

@@ -588,7 +588,7 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 		}
 		did, has := ids[j.ID]
 		if !has {
-			if tr := l.adopt(&j); tr != nil {
+			if tr := l.adopt(ctx, &j); tr != nil {
 				l.mu.Lock()
 				l.known[j.ID] = tr
 				l.stats.Adopted++

@@ -39,6 +39,14 @@ type fakeSched struct {
 	// it has an AdminComment field; idReads counts DecisionIDs calls.
 	commentRead bool
 	idReads     int
+	// restricts: jobs that name their nodes (NodeRestrictions).
+	restricts map[uint32]bool
+}
+
+func (f *fakeSched) RestrictsNodes(_ context.Context, id uint32) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restricts[id], nil
 }
 
 func newFake() *fakeSched {

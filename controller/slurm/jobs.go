@@ -422,6 +422,34 @@ var (
 	decisionRe = regexp.MustCompile(`AdminComment=rota: .*?\[d=([A-Za-z0-9_-]+)\]`)
 )
 
+// RestrictsNodes says whether a job asks for particular nodes (ReqNodeList),
+// keeps off some (ExcNodeList) or runs in a reservation: only those nodes'
+// GPU types can run it, which a type Rota chose might not be (the plugin
+// leaves such jobs as asked). One `scontrol show job`: the rounds ask it
+// only of the rare job they would adopt.
+func (c *CLI) RestrictsNodes(ctx context.Context, jobID uint32) (bool, error) {
+	out, err := c.run(ctx, "scontrol", "show", "job", strconv.FormatUint(uint64(jobID), 10))
+	if err != nil {
+		return false, err
+	}
+	return ParseRestrictsNodes(string(out)), nil
+}
+
+// ParseRestrictsNodes reads RestrictsNodes' answer from `scontrol show job`.
+func ParseRestrictsNodes(out string) bool {
+	for _, f := range strings.Fields(out) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || v == "" || v == "(null)" {
+			continue
+		}
+		switch k {
+		case "ReqNodeList", "ExcNodeList", "Reservation":
+			return true
+		}
+	}
+	return false
+}
+
 // IsRotaNote: an AdminComment that starts with a note of Rota's.
 func IsRotaNote(comment string) bool { return strings.HasPrefix(comment, "rota: ") }
 

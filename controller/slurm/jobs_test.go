@@ -273,3 +273,24 @@ func TestJobUpdateArgs(t *testing.T) {
 		}
 	}
 }
+
+// A job that names nodes, excludes some or runs in a reservation restricts
+// its nodes; "(null)" and empty fields do not (22.05's scontrol show job).
+func TestParseRestrictsNodes(t *testing.T) {
+	t.Parallel()
+	base := "JobId=7 JobName=wrap\n   ReqNodeList=(null) ExcNodeList=(null)\n   Reservation=(null)\n   Features=(null)\n"
+	for _, tc := range []struct {
+		out  string
+		want bool
+	}{
+		{base, false},
+		{strings.Replace(base, "ReqNodeList=(null)", "ReqNodeList=node-k80", 1), true},
+		{strings.Replace(base, "ExcNodeList=(null)", "ExcNodeList=node-[1-2]", 1), true},
+		{strings.Replace(base, "Reservation=(null)", "Reservation=maint", 1), true},
+		{"", false},
+	} {
+		if got := ParseRestrictsNodes(tc.out); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.out, got, tc.want)
+		}
+	}
+}
