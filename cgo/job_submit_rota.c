@@ -363,14 +363,21 @@ static int may_ask_gpu(const job_desc_msg_t *d)
  * which exclude their siblings' nodes to spread (controller/serve): Rota
  * places those, as before.
  */
+/* spank_env_has: the job's SPANK environment has an entry starting with
+ * the n bytes of s (n = strlen(s) + 1: the whole entry). */
+static int spank_env_has(const job_desc_msg_t *d, const char *s, size_t n)
+{
+	for (uint32_t i = 0; d->spank_job_env && i < d->spank_job_env_size; i++)
+		if (d->spank_job_env[i] && !strncmp(d->spank_job_env[i], s, n))
+			return 1;
+	return 0;
+}
+
 static int is_serve(const job_desc_msg_t *d)
 {
 	static const char kind[] = "_SLURM_SPANK_OPTION_rota_rota_kind=serve";
 
-	for (uint32_t i = 0; d->spank_job_env && i < d->spank_job_env_size; i++)
-		if (d->spank_job_env[i] && !strcmp(d->spank_job_env[i], kind))
-			return 1;
-	return 0;
+	return spank_env_has(d, kind, sizeof(kind));
 }
 
 #define NAMES_NODES_NOTE \
@@ -403,10 +410,7 @@ static int may_opt_out(const job_desc_msg_t *d)
 
 	if (d->account && d->account[0] && __atomic_load_n(&opt_out_accounts_set, __ATOMIC_ACQUIRE))
 		return 1;
-	for (uint32_t i = 0; d->spank_job_env && i < d->spank_job_env_size; i++)
-		if (d->spank_job_env[i] && !strncmp(d->spank_job_env[i], opt, sizeof(opt) - 1))
-			return 1;
-	return 0;
+	return spank_env_has(d, opt, sizeof(opt) - 1);
 }
 
 /*

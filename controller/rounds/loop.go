@@ -908,7 +908,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			note := tr.note
 			u.AdminComment = &note
 		}
-		if !u.Retypes() && u.Priority == nil && u.TimeLimitMin == nil && !u.StartNow && u.Nice == nil && !u.ResetPriority && u.AdminComment == nil {
+		if u.IsZero() {
 			continue
 		}
 		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped})

@@ -124,6 +124,12 @@ type GPURequest struct {
 	PerJob, PerNode, PerSocket, PerTask string
 }
 
+// IsZero says whether u changes nothing (no update to send).
+func (u JobUpdate) IsZero() bool {
+	return u.Features == nil && u.GPU == nil && u.Priority == nil && u.Nice == nil && !u.ResetPriority &&
+		u.TimeLimitMin == nil && !u.StartNow && u.ExcNodes == nil && u.AdminComment == nil
+}
+
 // Retypes says whether u changes the job's GPU type.
 func (u JobUpdate) Retypes() bool { return u.Features != nil || u.GPU != nil }
 
@@ -437,17 +443,8 @@ func (c *CLI) RestrictsNodes(ctx context.Context, jobID uint32) (bool, error) {
 
 // ParseRestrictsNodes reads RestrictsNodes' answer from `scontrol show job`.
 func ParseRestrictsNodes(out string) bool {
-	for _, f := range strings.Fields(out) {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || v == "" || v == "(null)" {
-			continue
-		}
-		switch k {
-		case "ReqNodeList", "ExcNodeList", "Reservation":
-			return true
-		}
-	}
-	return false
+	kv := fields(out)
+	return !unlimited(kv["ReqNodeList"]) || !unlimited(kv["ExcNodeList"]) || !unlimited(kv["Reservation"])
 }
 
 // IsRotaNote: an AdminComment that starts with a note of Rota's.
@@ -456,7 +453,7 @@ func IsRotaNote(comment string) bool { return strings.HasPrefix(comment, "rota: 
 // DecisionInComment is the decision id in an AdminComment Rota wrote
 // (wire.Annotation: "rota: ... [d=ID]"), or "" for anyone else's note.
 func DecisionInComment(comment string) string {
-	if !strings.HasPrefix(comment, "rota: ") {
+	if !IsRotaNote(comment) {
 		return ""
 	}
 	return wire.DecisionIDFromComment(comment)

@@ -294,3 +294,28 @@ func TestParseRestrictsNodes(t *testing.T) {
 		}
 	}
 }
+
+// IsZero is false once any field of the update is set, every field
+// counted (a field added later and left out would drop updates).
+func TestJobUpdateIsZero(t *testing.T) {
+	t.Parallel()
+	if !(JobUpdate{}).IsZero() {
+		t.Fatal("the empty update is not zero")
+	}
+	typ := reflect.TypeOf(JobUpdate{})
+	for i := 0; i < typ.NumField(); i++ {
+		var u JobUpdate
+		f := reflect.ValueOf(&u).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test (and IsZero) about it", typ.Field(i).Name, f.Kind())
+		}
+		if u.IsZero() {
+			t.Errorf("an update setting only %s is zero", typ.Field(i).Name)
+		}
+	}
+}

@@ -194,19 +194,14 @@ func ParseReservedNodes(out string) (map[string]bool, error) {
 		if line == "" || strings.HasPrefix(line, "No reservations") {
 			continue
 		}
-		kv := map[string]string{}
-		for _, f := range strings.Fields(line) {
-			if k, v, ok := strings.Cut(f, "="); ok {
-				kv[k] = v
-			}
-		}
+		kv := fields(line)
 		if kv["ReservationName"] == "" {
 			return nil, fmt.Errorf("reservation line %d: no ReservationName: %q", i+1, line)
 		}
-		if kv["State"] != "ACTIVE" || slices.Contains(strings.Split(kv["Flags"], ","), "MAGNETIC") {
+		if kv["State"] != "ACTIVE" || slices.Contains(list(kv["Flags"]), "MAGNETIC") {
 			continue
 		}
-		if kv["Nodes"] == "" || kv["Nodes"] == "(null)" {
+		if unlimited(kv["Nodes"]) {
 			continue // licenses or burst buffer only
 		}
 		names, err := ExpandHostlist(kv["Nodes"])

@@ -209,7 +209,7 @@ func waitPlaced() error { return testCluster.waitPlaced() }
 // waitPlaced: the plugin has the controller's state, and a job submitted
 // now is placed (see waitPlacedAfter).
 func (c devCluster) waitPlaced() error {
-	return c.waitPlacedAfter(pluginMark{loaded: time.Time{}, states: 0})
+	return c.waitPlacedAfter(pluginMark{})
 }
 
 // waitPlacedNext is waitPlaced past an event that just ended (a controller
@@ -229,21 +229,11 @@ type pluginMark struct {
 }
 
 func (c devCluster) pluginMark() pluginMark {
-	var m pluginMark
-	b, _ := os.ReadFile(filepath.Join(c.dir, "run", "job_submit_rota.stats"))
-	for _, f := range strings.Fields(string(b)) {
-		k, v, _ := strings.Cut(f, "=")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "loaded_ns":
-			m.loaded = time.Unix(0, n)
-		case "states":
-			m.states = int(n)
-		case "ready":
-			m.ready = n == 1
-		}
+	s, _, err := c.statsFile()
+	if err != nil {
+		return pluginMark{} // not written yet: not ready
 	}
-	return m
+	return pluginMark{loaded: time.Unix(0, int64(s["loaded_ns"])), states: s["states"], ready: s["ready"] == 1}
 }
 
 // waitPlacedAfter waits until the plugin's stats say it is ready with a
@@ -432,25 +422,7 @@ func signalController(t *testing.T, sig syscall.Signal) {
 // so the plugin is taken out and put back.
 func setPlacement(t *testing.T, mode string) (restore func()) {
 	t.Helper()
-	conf := filepath.Join(devDir, "job_submit_rota.conf")
-	b, err := os.ReadFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^placement = (\w+)$`)
-	m := re.FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("%s has no placement line", conf)
-	}
-	old := string(m[1])
-	set := func(mode string) {
-		if err := os.WriteFile(conf, re.ReplaceAll(b, []byte("placement = "+mode)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		reloadPlugin(t)
-	}
-	set(mode)
-	return func() { set(old) }
+	return setPluginConf(t, "placement", mode)
 }
 
 // setPluginConf sets key = value in job_submit_rota.conf (adding the line
@@ -516,22 +488,33 @@ func reloadPlugin(t *testing.T) {
 func pluginStats(t *testing.T) map[string]int {
 	t.Helper()
 	time.Sleep(1500 * time.Millisecond)
-	path := filepath.Join(devDir, "run", "job_submit_rota.stats")
+	stats, line, err := testCluster.statsFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plugin stats: %s", line)
+	return stats
+}
+
+// statsFile reads the plugin's stats file of cluster c (stats_file; one
+// key=number line, plugin/jobsubmit/stats.go): its fields and the line.
+func (c devCluster) statsFile() (map[string]int, string, error) {
+	path := filepath.Join(c.dir, "run", "job_submit_rota.stats")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the plugin's stats file: %v", err)
+		return nil, "", fmt.Errorf("the plugin's stats file: %w", err)
 	}
+	line := strings.TrimSpace(string(b))
 	stats := map[string]int{}
-	for _, f := range strings.Fields(string(b)) {
+	for _, f := range strings.Fields(line) {
 		k, v, _ := strings.Cut(f, "=")
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			t.Fatalf("%s: %q is not key=number", path, f)
+			return nil, line, fmt.Errorf("%s: %q is not key=number", path, f)
 		}
 		stats[k] = n
 	}
-	t.Logf("plugin stats: %s", strings.TrimSpace(string(b)))
-	return stats
+	return stats, line, nil
 }
 
 // cgroupMode is how cluster dir's Slurm tracks jobs: "v2", "v1", or ""

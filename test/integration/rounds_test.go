@@ -44,23 +44,19 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	t.Cleanup(func() { run("scancel", id) })
-	if n, _ := strconv.ParseUint(id, 10, 32); true {
-		j := show(t, uint32(n))
-		if !strings.HasPrefix(j.AdminComment, "rota:") {
-			t.Fatalf("job %s has no Rota decision though the plugin was ready: it failed open (AdminComment %q)", id, j.AdminComment)
-		}
+	n, _ := strconv.ParseUint(id, 10, 32)
+	if j := show(t, uint32(n)); !strings.HasPrefix(j.AdminComment, "rota:") {
+		t.Fatalf("job %s has no Rota decision though the plugin was ready: it failed open (AdminComment %q)", id, j.AdminComment)
+	} else if typeByGres() && j.Features != "" {
 		// 24.11 and later: typed in the GPU request, where typed limits
 		// count it, from the controller's first view on (it restarted
 		// just before, in TestLimitFollowsProgress).
-		if typeByGres() && j.Features != "" {
-			t.Fatalf("job %s placed by node constraint %q on a release that types GPU requests", id, j.Features)
-		}
+		t.Fatalf("job %s placed by node constraint %q on a release that types GPU requests", id, j.Features)
 	}
 	setType(t, id, "k80")
 	if out, err := run("scontrol", "update", "JobId="+id, "TimeLimit=2-00:00:00"); err != nil {
 		t.Fatalf("scontrol update: %v %s", err, out)
 	}
-	n, _ := strconv.ParseUint(id, 10, 32)
 	var j job
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if j = show(t, uint32(n)); rotaType(j) == "v100" {
