@@ -19,3 +19,18 @@ root_umount_all() {
     umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done < <(awk -v r="$1/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
 }
+
+# bind_here SRC DST: DST shows SRC as it is now. A bind mount left by an
+# earlier run stays on the directory it was made from even once that
+# directory is deleted and made again at the same path (a fresh clone where
+# the last one was): inside, getcwd fails and make finds no Makefile. So a
+# mount of another directory is dropped and made again.
+bind_here() {
+  local src=$1 dst=$2
+  mkdir -p "$dst"
+  if mountpoint -q "$dst"; then
+    [[ $(stat -c %d:%i "$src") == "$(stat -c %d:%i "$dst" 2>/dev/null)" ]] && return 0
+    umount -R "$dst" 2>/dev/null || umount -l "$dst"
+  fi
+  mount --bind "$src" "$dst"
+}

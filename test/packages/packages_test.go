@@ -584,6 +584,51 @@ func TestShippedRunOnDebian11(t *testing.T) {
 	}
 }
 
+// TestBuildRootFollowsANewCheckout: a directory deleted and made again at
+// the same path (CI's fresh clone where the last one was) is seen new inside
+// scripts/build-root, not as the deleted one its old bind mount still shows
+// (where make found no Makefile). Outside /tmp, which is bound whole.
+func TestBuildRootFollowsANewCheckout(t *testing.T) {
+	short(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (chroot into the Debian 11 root)")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "rota-checkout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(repo, "scripts/build-root"), "root").Output()
+	if err != nil {
+		t.Fatalf("scripts/build-root root: %v", err)
+	}
+	root := strings.TrimSpace(string(out))
+	defer func() {
+		exec.Command("umount", "-l", root+dir).Run()
+		os.Remove(root + dir)
+		os.RemoveAll(dir)
+	}()
+	for _, gen := range []string{"first", "second"} {
+		if gen == "second" {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(gen+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(repo, "scripts/build-root"), "exec", "cat", "Makefile")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "ROTA_BUILD_ROOT_BINDS="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != gen {
+			t.Fatalf("%s checkout at %s: inside the build root cat Makefile gave %q (%v), want %q", gen, dir, out, err, gen)
+		}
+	}
+}
+
 // TestRPMDependenciesAreRHELNames: what each RPM requires, recommends or
 // suggests (rpm -qpR and friends) names packages of a RHEL-family system
 // with SchedMD's slurm.spec packages (slurm, slurm-slurmd, ...), or
