@@ -129,44 +129,58 @@ $(PLUGIN_BIN)/spank_rota.so: slurm-headers FORCE
 
 FORCE:
 
-# Everything: unit tests (with fuzz seed corpora), then integration tests on
-# a real Slurm dev cluster (set up here, as root, when missing).
+# Everything: unit tests (with fuzz seed corpora), the packages, then
+# integration tests on a real Slurm dev cluster (set up here, as root, when
+# missing).
 #
-# With ROTA_SLURM unset it also runs the integration suite on the other
-# releases Rota supports (scripts/slurm-release): all of it on 26.05 but
-# the eight-minute fair-share run (22.05 runs it; scripts/fairshare
-# measures 26.05, docs/rounds.md) and the browser and Prometheus tests of
-# the web view and dashboards (host tools: 22.05 runs them), two clusters
-# joined (eight minutes; passed on 26.05 by hand, docs/multicluster.md),
-# which would take CI past its time (make test-all-releases runs them); on
-# 24.11 the differential test and every test of what differs between
-# releases: the submit path, the round loop, typed limits, slurmrestd, the
-# plugins built from their source packages (and the upgrade guard) and the
-# agent's cgroup paths. The dev clusters track jobs in cgroup v2;
-# test-cgroup-v1 runs the agent's tests on v1 too. ROTA_SLURM=24.11 make
-# test runs every test on that release alone.
-test: deps build lint unit integration packages-test $(if $(SLURM),,test-releases test-cgroup-v1)
+# With ROTA_SLURM unset the integration suite runs on every release Rota
+# supports (scripts/slurm-release), in three lanes at once (test-lanes): the
+# whole suite on the host's 22.05 (then the agent's tests on cgroup v1), the
+# whole suite on 26.05, and on 24.11 the differential test and every test of
+# what differs between releases: the submit path, the round loop, typed
+# limits, slurmrestd, the plugins built from their source packages (and the
+# upgrade guard) and the agent's cgroup paths. ROTA_SLURM=24.11 make test
+# runs every test on that release alone; make test-all-releases runs every
+# test on all three.
+test: deps build lint unit packages-test $(if $(SLURM),integration,test-lanes)
 
 SUBMIT_AND_ROUNDS := ^Test(Differential|PluginPanicFailsOpen|RestdBackend|RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume|JobCgroupsMapToJobs|NamedNodesPassAsAsked)$$
-.PHONY: test-releases test-cgroup-v1 test-all-releases
-test-releases:
-	$(MAKE) integration SLURM=26.05 INTEGRATION_SKIP='^Test(FairShareKept|Web|Dashboards|MultiCluster)$$'
-	$(MAKE) integration SLURM=24.11 INTEGRATION_RUN='$(SUBMIT_AND_ROUNDS)'
+.PHONY: lanes-built test-lanes test-all-releases lane-host lane-26.05 lane-24.11 lane-24.11-all test-cgroup-v1
+
+# Lanes: each release's tests start their own clusters, on ports claimed
+# through internal/freeport, with the release's node names and directories,
+# so the lanes share nothing but the CPUs; a test spends most of its time
+# waiting for Slurm, so three lanes take about as long as the longest
+# (measured in docs/architecture.md). Everything is built first: a lane
+# never rebuilds a binary another lane's tests are running. Each line
+# carries its lane's name.
+lanes-built: build srpm debsrc
+	$(MAKE) --no-print-directory plugins SLURM=26.05
+	$(MAKE) --no-print-directory plugins SLURM=24.11
+LANE_MAKE = $(MAKE) --no-print-directory INTEGRATION_BUILT=1
+lane-host:
+	$(LANE_MAKE) integration LANE=$(HOST_SLURM)
+	$(LANE_MAKE) test-cgroup-v1 LANE=$(HOST_SLURM)-cgroup-v1
+lane-26.05:
+	$(LANE_MAKE) integration SLURM=26.05 LANE=26.05
+lane-24.11:
+	$(LANE_MAKE) integration SLURM=24.11 LANE=24.11 INTEGRATION_RUN='$(SUBMIT_AND_ROUNDS)'
+lane-24.11-all:
+	$(LANE_MAKE) integration SLURM=24.11 LANE=24.11
+test-lanes: lanes-built
+	$(MAKE) --no-print-directory -k -j3 lane-host lane-26.05 lane-24.11
 
 # The whole integration suite on every release Rota supports, no test left
-# out (about 35 minutes each here): run it before resolving anything that
-# touches Slurm.
-test-all-releases: deps build
-	$(MAKE) integration
-	$(MAKE) integration SLURM=24.11
-	$(MAKE) integration SLURM=26.05
+# out: run it before resolving anything that touches Slurm.
+test-all-releases: deps lanes-built
+	$(MAKE) --no-print-directory -k -j3 lane-host lane-26.05 lane-24.11-all
 
 # The dev cluster tracks jobs in cgroup v2 where the machine allows it (the
 # integration runs above); the agent's paths on cgroup v1's freezer, kept
 # for sites that still run it, on the host's release.
 AGENT_CGROUP_TESTS := ^Test(AgentSeesJobProgress|CheckpointReachesOnlyThatJob|JobCgroupsMapToJobs)$$
 test-cgroup-v1:
-	ROTA_DEV_CGROUP=v1 $(MAKE) integration INTEGRATION_RUN='$(AGENT_CGROUP_TESTS)'
+	ROTA_DEV_CGROUP=v1 $(MAKE) integration INTEGRATION_RUN='$(AGENT_CGROUP_TESTS)' INTEGRATION_LOG=/tmp/rota-integration-cgroup-v1.log
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -193,11 +207,13 @@ failover-test:
 # INTEGRATION_RUN picks tests (go test -run).
 INTEGRATION_EXEC = $(if $(filter $(BIN),$(PLUGIN_BIN)),,-exec '$(CURDIR)/scripts/slurm-release exec $(SLURM)')
 INTEGRATION_RUN ?=
-INTEGRATION_LOG  = /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
-integration: build srpm debsrc
-	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 45m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' ; \
+INTEGRATION_LOG ?= /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
+# INTEGRATION_BUILT=1: build nothing first (make test's lanes, built
+# before). LANE=name: each line of output starts with [name].
+integration: $(if $(INTEGRATION_BUILT),,build srpm debsrc)
+	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 45m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' $(if $(LANE),| sed -u 's/^/[$(LANE)] /'); \
 		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) \
-		if [ $$rc != 0 ]; then echo "--- integration$(if $(SLURM), on $(SLURM)) failed (exit $$rc); the last 60 lines of $(INTEGRATION_LOG): ---"; tail -n 60 $(INTEGRATION_LOG); fi; exit $$rc
+		if [ $$rc != 0 ]; then echo "--- integration$(if $(SLURM), on $(SLURM)) failed (exit $$rc); the last 60 lines of $(INTEGRATION_LOG): ---"; tail -n 60 $(INTEGRATION_LOG) $(if $(LANE),| sed 's/^/[$(LANE)] /'); fi; exit $$rc
 
 # The first end-to-end look: dev cluster + controller, a handful of plain
 # GPU jobs, and what Rota did with each.
