@@ -6,46 +6,8 @@ import (
 	"strings"
 
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
-
-// Need is what a job asks of the nodes of the one GPU type Rota would
-// give it: at least Nodes nodes (at most MaxNodes, 0 no limit), each with
-// PerNode GPUs of the type, and Total GPUs in all, in Units that cannot be
-// split over nodes (a task's GPUs; 1 otherwise). It is the one count of
-// a request's GPUs: the submit-time rule and the round loop both use it.
-type Need struct {
-	Nodes, MaxNodes, PerNode, Total, Unit int
-}
-
-// maxAsk bounds each count NeedOf reads, so that products cannot
-// overflow whatever a request says.
-const maxAsk = 1 << 20
-
-// NeedOf reads a request's need as Slurm counts it: --gpus is the total;
-// --gres / --gpus-per-node is per node, --gpus-per-socket per socket
-// (times --sockets-per-node), --gpus-per-task per task (times
-// --ntasks-per-node on each node, times the tasks in all); a job on one
-// node (-N1) needs its whole total there.
-func NeedOf(a wire.GPUAsk) Need {
-	c := func(v uint32) int { return int(min(v, maxAsk)) }
-	nodes := max(c(a.Nodes), 1)
-	tasks := c(a.Tasks)
-	if tasks == 0 {
-		tasks = c(a.TasksPerNode) * nodes
-	}
-	n := Need{Nodes: nodes, MaxNodes: c(a.MaxNodes), Unit: max(c(a.PerTask), 1)}
-	n.PerNode = max(c(a.PerNode), c(a.PerSocket)*max(c(a.SocketsPerNode), 1), c(a.PerTask)*max(c(a.TasksPerNode), 1))
-	n.Total = max(c(a.PerJob), c(a.PerNode)*nodes, c(a.PerSocket)*max(c(a.SocketsPerNode), 1)*nodes, c(a.PerTask)*max(tasks, 1))
-	if a.MaxNodes == 1 || a.Nodes == 1 && a.MaxNodes == 0 {
-		// Everything lands on the one node (-N1; a record made before
-		// MaxNodes was kept says only Nodes).
-		n.PerNode = max(n.PerNode, n.Total)
-	}
-	if n.Total > 0 {
-		n.PerNode = max(n.PerNode, 1)
-	}
-	return n
-}
 
 // Holds reports whether the usable nodes of GPU type t can take the whole
 // job as asked in one of the partitions parts names ("a,b"; "" any):
@@ -53,7 +15,7 @@ func NeedOf(a wire.GPUAsk) Need {
 // constraint asks for, and n.Total GPUs on at most n.MaxNodes of them.
 // A job given a type that cannot hold it never runs: Slurm refuses it
 // at submission or leaves it pending for good (BadConstraints).
-func Holds(cv *wire.ClusterView, t string, n Need, parts, constraint string) bool {
+func Holds(cv *wire.ClusterView, t string, n gpureq.Need, parts, constraint string) bool {
 	if cv == nil {
 		return false
 	}
@@ -61,7 +23,7 @@ func Holds(cv *wire.ClusterView, t string, n Need, parts, constraint string) boo
 	return ok && holds(&tc, n, parts, readConstraint(constraint))
 }
 
-func holds(tc *wire.TypeView, n Need, parts string, c constraint) bool {
+func holds(tc *wire.TypeView, n gpureq.Need, parts string, c constraint) bool {
 	if !c.ok {
 		return false
 	}
@@ -91,7 +53,7 @@ func holds(tc *wire.TypeView, n Need, parts string, c constraint) bool {
 // fits: whether node groups gs (most GPUs first) have n.Nodes nodes with
 // n.PerNode GPUs each that meet c, and n.Total GPUs in whole units on at
 // most n.MaxNodes of them (the largest).
-func fits(gs []wire.NodeGroup, n Need, c constraint) bool {
+func fits(gs []wire.NodeGroup, n gpureq.Need, c constraint) bool {
 	nodes, used, gpus, unit := 0, 0, 0, max(n.Unit, 1)
 	for _, g := range gs {
 		if g.GPUs < n.PerNode {
@@ -170,7 +132,7 @@ func (c constraint) metBy(fs []string) bool {
 // NoTypeReason says why no single GPU type can hold a job that needs n
 // in partitions parts with the user's constraint: the reason `rota
 // explain` shows for a job left as asked.
-func NoTypeReason(n Need, parts, constraint string) string {
+func NoTypeReason(n gpureq.Need, parts, constraint string) string {
 	if !readConstraint(constraint).ok {
 		return fmt.Sprintf("constraint %q is more than Rota checks nodes against; left as asked", constraint)
 	}

@@ -5,44 +5,8 @@ import (
 	"testing"
 
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
-
-// NeedOf counts every request form as Slurm does: per node, per socket
-// times sockets, per task times tasks per node on a node and times tasks
-// in all, and a one-node job's whole total on its node.
-func TestNeedOf(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		ask  wire.GPUAsk
-		want Need
-	}{
-		{"--gres=gpu:2", wire.GPUAsk{PerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 2, Unit: 1}},
-		{"--gres=gpu:2 -N3", wire.GPUAsk{PerNode: 2, Nodes: 3, MaxNodes: 3}, Need{Nodes: 3, MaxNodes: 3, PerNode: 2, Total: 6, Unit: 1}},
-		{"--gpus=4", wire.GPUAsk{PerJob: 4}, Need{Nodes: 1, PerNode: 1, Total: 4, Unit: 1}},
-		{"--gpus=4 -N1", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 1}, Need{Nodes: 1, MaxNodes: 1, PerNode: 4, Total: 4, Unit: 1}},
-		{"--gpus=4 -N1, recorded without MaxNodes", wire.GPUAsk{PerJob: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4, Unit: 1}},
-		{"--gpus=4 -N1-2", wire.GPUAsk{PerJob: 4, Nodes: 1, MaxNodes: 2}, Need{Nodes: 1, MaxNodes: 2, PerNode: 1, Total: 4, Unit: 1}},
-		{"--gpus=8 -N2", wire.GPUAsk{PerJob: 8, Nodes: 2, MaxNodes: 2}, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 8, Unit: 1}},
-		{"--gpus-per-task=1 -n4", wire.GPUAsk{PerTask: 1, Tasks: 4}, Need{Nodes: 1, PerNode: 1, Total: 4, Unit: 1}},
-		{"--gpus-per-task=1 -n4 -N1", wire.GPUAsk{PerTask: 1, Tasks: 4, Nodes: 1}, Need{Nodes: 1, PerNode: 4, Total: 4, Unit: 1}},
-		{"--gpus-per-task=1 -n4 --ntasks-per-node=2", wire.GPUAsk{PerTask: 1, Tasks: 4, TasksPerNode: 2}, Need{Nodes: 1, PerNode: 2, Total: 4, Unit: 1}},
-		{"--gpus-per-task=2 --ntasks-per-node=2 -N3", wire.GPUAsk{PerTask: 2, TasksPerNode: 2, Nodes: 3}, Need{Nodes: 3, PerNode: 4, Total: 12, Unit: 2}},
-		{"--gpus-per-socket=1", wire.GPUAsk{PerSocket: 1}, Need{Nodes: 1, PerNode: 1, Total: 1, Unit: 1}},
-		{"--gpus-per-socket=2 --sockets-per-node=2 -N2", wire.GPUAsk{PerSocket: 2, SocketsPerNode: 2, Nodes: 2}, Need{Nodes: 2, PerNode: 4, Total: 8, Unit: 1}},
-		{"no GPUs", wire.GPUAsk{}, Need{Nodes: 1, Unit: 1}},
-		{"--gpus-per-task=2 -n3", wire.GPUAsk{PerTask: 2, Tasks: 3}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}},
-		{"absurd counts stay bounded", wire.GPUAsk{PerSocket: 1 << 31, SocketsPerNode: 1 << 31, Nodes: 1 << 31},
-			Need{Nodes: maxAsk, PerNode: maxAsk * maxAsk, Total: maxAsk * maxAsk * maxAsk, Unit: 1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := NeedOf(tc.ask); got != tc.want {
-				t.Errorf("NeedOf(%+v) = %+v, want %+v", tc.ask, got, tc.want)
-			}
-		})
-	}
-}
 
 // groups is a quick way to write a type's node groups in one partition.
 func groups(gs ...wire.NodeGroup) map[string][]wire.NodeGroup {
@@ -64,39 +28,39 @@ func TestHolds(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		tv         wire.TypeView
-		need       Need
+		need       gpureq.Need
 		parts, con string
 		want       bool
 	}{
-		{"one node holds it", mixed, Need{Nodes: 1, PerNode: 8, Total: 8}, "gpu", "", true},
-		{"no node big enough", mixed, Need{Nodes: 1, PerNode: 9, Total: 9}, "gpu", "", false},
-		{"three nodes of 4", mixed, Need{Nodes: 3, PerNode: 4, Total: 12}, "gpu", "", true},
-		{"four nodes of 4", mixed, Need{Nodes: 4, PerNode: 4, Total: 16}, "gpu", "", false},
-		{"total over every node", mixed, Need{Nodes: 1, PerNode: 1, Total: 22}, "gpu", "", true},
-		{"total too large", mixed, Need{Nodes: 1, PerNode: 1, Total: 23}, "gpu", "", false},
+		{"one node holds it", mixed, gpureq.Need{Nodes: 1, PerNode: 8, Total: 8}, "gpu", "", true},
+		{"no node big enough", mixed, gpureq.Need{Nodes: 1, PerNode: 9, Total: 9}, "gpu", "", false},
+		{"three nodes of 4", mixed, gpureq.Need{Nodes: 3, PerNode: 4, Total: 12}, "gpu", "", true},
+		{"four nodes of 4", mixed, gpureq.Need{Nodes: 4, PerNode: 4, Total: 16}, "gpu", "", false},
+		{"total over every node", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 22}, "gpu", "", true},
+		{"total too large", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 23}, "gpu", "", false},
 		// Three tasks of 2 GPUs: a node of 3 takes one, never 1.5.
-		{"tasks do not split over nodes", wire.TypeView{Shapes: groups(g(3, 2))}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", false},
-		{"tasks in whole units", wire.TypeView{Shapes: groups(g(3, 3))}, Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", true},
-		{"total on at most 2 nodes: the largest", mixed, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 12}, "gpu", "", true},
-		{"total on at most 2 nodes: too much", mixed, Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 13}, "gpu", "", false},
-		{"features: all of them", mixed, Need{Nodes: 4, PerNode: 2, Total: 8}, "gpu", "ib", true},
-		{"features: too few nodes with them", mixed, Need{Nodes: 2, PerNode: 4, Total: 8}, "gpu", "ib", false},
-		{"features: one missing", mixed, Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "ib&nvme", false},
-		{"features: any of them", mixed, Need{Nodes: 4, PerNode: 2, Total: 14}, "gpu", "nvme|ib", true},
-		{"features: any of them, too few", mixed, Need{Nodes: 5, PerNode: 2, Total: 14}, "gpu", "nvme|ib", false},
-		{"features: none of them", mixed, Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "nvme|opa", false},
-		{"constraint beyond the check", mixed, Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "[ib|opa]", false},
-		{"constraint mixing operators", mixed, Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "ib&a|b", false},
-		{"other partition is smaller", mixed, Need{Nodes: 2, PerNode: 4, Total: 8}, "debug", "", false},
-		{"one of several partitions", mixed, Need{Nodes: 2, PerNode: 4, Total: 8}, "debug,gpu", "", true},
-		{"unknown partition", mixed, Need{Nodes: 1, PerNode: 1, Total: 1}, "cpu", "", false},
-		{"any partition", mixed, Need{Nodes: 1, PerNode: 8, Total: 8}, "", "", true},
+		{"tasks do not split over nodes", wire.TypeView{Shapes: groups(g(3, 2))}, gpureq.Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", false},
+		{"tasks in whole units", wire.TypeView{Shapes: groups(g(3, 3))}, gpureq.Need{Nodes: 1, PerNode: 2, Total: 6, Unit: 2}, "gpu", "", true},
+		{"total on at most 2 nodes: the largest", mixed, gpureq.Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 12}, "gpu", "", true},
+		{"total on at most 2 nodes: too much", mixed, gpureq.Need{Nodes: 2, MaxNodes: 2, PerNode: 1, Total: 13}, "gpu", "", false},
+		{"features: all of them", mixed, gpureq.Need{Nodes: 4, PerNode: 2, Total: 8}, "gpu", "ib", true},
+		{"features: too few nodes with them", mixed, gpureq.Need{Nodes: 2, PerNode: 4, Total: 8}, "gpu", "ib", false},
+		{"features: one missing", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "ib&nvme", false},
+		{"features: any of them", mixed, gpureq.Need{Nodes: 4, PerNode: 2, Total: 14}, "gpu", "nvme|ib", true},
+		{"features: any of them, too few", mixed, gpureq.Need{Nodes: 5, PerNode: 2, Total: 14}, "gpu", "nvme|ib", false},
+		{"features: none of them", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "nvme|opa", false},
+		{"constraint beyond the check", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "[ib|opa]", false},
+		{"constraint mixing operators", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "gpu", "ib&a|b", false},
+		{"other partition is smaller", mixed, gpureq.Need{Nodes: 2, PerNode: 4, Total: 8}, "debug", "", false},
+		{"one of several partitions", mixed, gpureq.Need{Nodes: 2, PerNode: 4, Total: 8}, "debug,gpu", "", true},
+		{"unknown partition", mixed, gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "cpu", "", false},
+		{"any partition", mixed, gpureq.Need{Nodes: 1, PerNode: 8, Total: 8}, "", "", true},
 		{"older controller: totals", wire.TypeView{Nodes: 2, Total: 8, MaxPerNode: 4, Partitions: []string{"gpu"}},
-			Need{Nodes: 2, PerNode: 4, Total: 8}, "gpu", "", true},
+			gpureq.Need{Nodes: 2, PerNode: 4, Total: 8}, "gpu", "", true},
 		{"older controller: node count", wire.TypeView{Nodes: 1, Total: 8, MaxPerNode: 8, Partitions: []string{"gpu"}},
-			Need{Nodes: 2, PerNode: 1, Total: 8}, "gpu", "", false},
+			gpureq.Need{Nodes: 2, PerNode: 1, Total: 8}, "gpu", "", false},
 		{"older controller: partition", wire.TypeView{Nodes: 2, Total: 8, MaxPerNode: 4, Partitions: []string{"gpu"}},
-			Need{Nodes: 1, PerNode: 1, Total: 1}, "debug", "", false},
+			gpureq.Need{Nodes: 1, PerNode: 1, Total: 1}, "debug", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // placeInteractive places a job a person is waiting for (docs/kinds.md,
@@ -27,7 +28,7 @@ func placeInteractive(v *View, req *wire.PlaceRequest, explain bool) Result {
 		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
 	}
 	cv, r := s.Cluster, &s.Rule
-	need := NeedOf(req.GPU)
+	need := gpureq.NeedOf(req.GPU)
 	total := need.Total
 	num.set("need.total", float64(total))
 	parts := req.Partition

@@ -306,7 +306,7 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 		return Result{Reason: "no view of the cluster yet (first Slurm refresh pending); request kept", Numbers: num}
 	}
 	cv, r := s.Cluster, &s.Rule
-	need := NeedOf(req.GPU)
+	need := gpureq.NeedOf(req.GPU)
 	total := need.Total
 	num.set("need.total", float64(total))
 	num.set("need.per_node", float64(need.PerNode))

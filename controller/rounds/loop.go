@@ -827,7 +827,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *wire.PlaceRequest, partition string) (fit []bool, why, choice string) {
 	a := req.Ask(asked.GPU.Nodes, asked.GPU.Tasks)
 	a.MaxNodes, a.TasksPerNode, a.SocketsPerNode = asked.GPU.MaxNodes, asked.GPU.TasksPerNode, asked.GPU.SocketsPerNode
-	need := placement.NeedOf(a)
+	need := gpureq.NeedOf(a)
 	allowed, restricted := placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
 	fit = make([]bool, len(types))
 	some := false

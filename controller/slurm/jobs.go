@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/internal/slurmtime"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -78,7 +77,7 @@ func (j *Job) GPUs() int {
 	if !ok {
 		return 0
 	}
-	return placement.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
+	return gpureq.NeedOf(r.Ask(uint32(max(j.NumNodes, 0)), uint32(max(j.NumTasks, 0)))).Total
 }
 
 // JobUpdate is what `scontrol update job` may change; nil fields are left.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Rate is a job's steps/s on one GPU type, or why it is unknown.
@@ -68,35 +69,27 @@ type shape struct {
 
 func jobShape(r *wire.EstimateRequest) (shape, error) {
 	s := shape{nodes: int(r.Nodes), gpuMem: r.GPUMemBytes, memPerNode: r.MemPerNodeMB, limitMin: r.TimeLimitMin}
-	tasks := int(r.Tasks)
+	if r.GPUsPerNode == 0 && r.GPUsPerJob == 0 && r.GPUsPerTask == 0 {
+		return s, fmt.Errorf("the job asks for no GPUs (give --gpus, or #SBATCH --gres=gpu:N / --gpus / --gpus-per-node / --gpus-per-task)")
+	}
+	if r.GPUsPerNode > 1<<20 || r.GPUsPerJob > 1<<20 || r.GPUsPerTask > 1<<20 || r.Nodes > 1<<20 || r.Tasks > 1<<20 {
+		return s, fmt.Errorf("the job asks for more GPUs, nodes or tasks than a cluster has (over %d): too many to be real", 1<<20)
+	}
+	// Counted as everywhere else in Rota (gpureq.NeedOf).
+	s.gpus = gpureq.NeedOf(wire.GPUAsk{PerNode: r.GPUsPerNode, PerJob: r.GPUsPerJob, PerTask: r.GPUsPerTask, Nodes: r.Nodes, Tasks: r.Tasks}).Total
 	switch {
 	case r.GPUsPerNode > 0:
 		s.perNode = int(r.GPUsPerNode)
-		if s.nodes == 0 {
-			s.nodes = 1
-		}
-		s.gpus = s.perNode * s.nodes
-	case r.GPUsPerJob > 0:
-		s.gpus = int(r.GPUsPerJob)
-		if s.nodes > 0 {
-			s.perNode = (s.gpus + s.nodes - 1) / s.nodes
-		}
-	case r.GPUsPerTask > 0:
-		if tasks == 0 {
-			tasks = max(s.nodes, 1)
-		}
-		s.gpus = int(r.GPUsPerTask) * tasks
-		if s.nodes > 0 {
-			s.perNode = (s.gpus + s.nodes - 1) / s.nodes
-		}
-	default:
-		return s, fmt.Errorf("the job asks for no GPUs (give --gpus, or #SBATCH --gres=gpu:N / --gpus / --gpus-per-node / --gpus-per-task)")
+		s.nodes = max(s.nodes, 1)
+	case s.nodes > 0:
+		s.perNode = (s.gpus + s.nodes - 1) / s.nodes
 	}
 	if s.gpus > 1<<20 || s.nodes > 1<<20 {
 		return s, fmt.Errorf("the job asks for %d GPUs on %d nodes: too many to be real", s.gpus, s.nodes)
 	}
 	// Slurm gives a job one task per node and one CPU per task unless
 	// told otherwise.
+	tasks := int(r.Tasks)
 	if tasks == 0 {
 		tasks = max(s.nodes, 1)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/policy/workload"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Sources answers forecast's questions for one `rota estimate` request
@@ -101,7 +101,7 @@ func gpusAsked(r *wire.EstimateRequest) int {
 	if a.Tasks == 0 {
 		a.Tasks = a.Nodes // Slurm's default: one task per node
 	}
-	return max(placement.NeedOf(a).Total, 1)
+	return max(gpureq.NeedOf(a).Total, 1)
 }
 
 // Rates implements forecast.Sources.
