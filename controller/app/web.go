@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
-	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // WebConfig is the read-only web view's part of the config
@@ -122,39 +120,19 @@ type slurmNodes struct {
 
 // nodeTypes maps the last refresh's GPU nodes to their type.
 func (c *Controller) nodeTypes() map[string]string {
-	out := map[string]string{}
 	if p := c.nodes.Load(); p != nil {
-		for _, n := range p.nodes {
-			for t, k := range n.GPUs {
-				if t != "" && k > 0 {
-					out[n.Name] = t
-				}
-			}
-		}
+		return slurm.NodeTypes(p.nodes)
 	}
-	return out
+	return map[string]string{}
 }
 
 // gpuJob is a queue entry's GPU count and the type it runs on or is
 // constrained to ("" any); ok false for a job without GPUs.
 func gpuJob(j *slurm.Job, nodeType map[string]string, types []string) (gpus int, typ string, ok bool) {
-	req, ok := j.GPURequest()
-	if !ok {
+	if _, ok := j.GPURequest(); !ok {
 		return 0, "", false
 	}
-	gpus = j.GPUs()
-	if j.Running() && len(j.Nodes) > 0 {
-		if t := nodeType[j.Nodes[0]]; t != "" {
-			return gpus, t, true
-		}
-	}
-	if t := gpureq.FeatureType(j.Features, func(f string) bool { return slices.Contains(types, f) }); t != "" {
-		return gpus, t, true
-	}
-	if ts := req.Types(); len(ts) == 1 {
-		return gpus, ts[0], true
-	}
-	return gpus, "", true
+	return j.GPUs(), j.GPUType(nodeType, types), true
 }
 
 func (c *Controller) typeNames() []string {

@@ -249,12 +249,7 @@ func (m *Manager) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the nodes: %w", err)
 	}
-	nodeType := map[string]string{}
-	for _, n := range nodes {
-		for t := range n.GPUs {
-			nodeType[n.Name] = t
-		}
-	}
+	nodeType := slurm.NodeTypes(nodes)
 	m.mu.Lock()
 	failed := m.rate.Observe(nodes, now)
 	for _, n := range failed {

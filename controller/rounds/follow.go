@@ -69,7 +69,7 @@ func (l *Loop) limitInput(j *slurm.Job, snap *cluster.Snapshot, nodeType map[str
 		if m.Total > 0 {
 			in.Total = m.Total
 		}
-		typ := nodeType[j.Nodes[0]]
+		typ := j.GPUType(nodeType, nil)
 		for _, r := range m.Rates {
 			if r.GPUType == typ {
 				in.Rate, in.Spread, in.Samples, in.RateAge = r.StepsPerSec, r.Spread(), r.Samples, now.Sub(r.Updated)

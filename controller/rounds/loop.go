@@ -446,14 +446,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	for k, t := range types {
 		capacity[k] = snap.Types[t].Total
 	}
-	nodeType := map[string]string{}
+	nodeType := slurm.NodeTypes(nodes)
 	memPerGPU := map[string]uint64{}
 	for _, n := range nodes {
-		for t, c := range n.GPUs {
-			if t != "" && c > 0 {
-				nodeType[n.Name] = t
-			}
-		}
 		if l.meas != nil {
 			if mn, ok := l.measNode(n.Name); ok && len(mn.GPUs) > 0 && mn.GPUs[0].MemoryTotalBytes > 0 {
 				t := nodeType[n.Name]
@@ -649,7 +644,7 @@ func heldElsewhere(capacity []int, types []string, jobs []slurm.Job, planned map
 		if _, gpu := j.GPURequest(); !gpu {
 			continue
 		}
-		if k := indexOf(types, nodeType[j.Nodes[0]]); k >= 0 {
+		if k := indexOf(types, j.GPUType(nodeType, types)); k >= 0 {
 			capacity[k] = max(capacity[k]-j.GPUs(), 0)
 		}
 	}
@@ -704,11 +699,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// Where it was placed, it stays; the planner only orders it.
 			v.Interactive, v.Migratable = true, false
 			v.SessionWaits = j.Pending() && waitsForGPUs(j.Reason)
-			if v.Running && len(j.Nodes) > 0 {
-				v.Type = nodeType[j.Nodes[0]]
-			} else {
-				v.Type = jobType(j, req.Types(), types)
-			}
+			v.Type = j.GPUType(nodeType, types)
 			if j.Pending() && j.Priority > 0 {
 				v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
 			}
@@ -722,11 +713,9 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// and its user allows.
 			v.Fits, v.Unfit, v.ChoiceNote = fitTypes(cv, types, req, &asked, j.Partition)
 		}
-		if v.Running && len(j.Nodes) > 0 {
-			v.Type = nodeType[j.Nodes[0]]
+		v.Type = j.GPUType(nodeType, types)
+		if v.Running {
 			v.RunningFor = time.Duration(j.RunSeconds * float64(time.Second))
-		} else {
-			v.Type = jobType(j, req.Types(), types)
 		}
 		if usage != nil && !v.UserTyped && v.Fits != nil {
 			// What it holds (running) or will (counted) is its own to keep.

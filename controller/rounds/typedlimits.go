@@ -106,14 +106,13 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 	var pending []waiting
 	for i := range jobs {
 		j := &jobs[i]
-		req, ok := j.GPURequest()
-		if !ok {
+		if _, ok := j.GPURequest(); !ok {
 			continue
 		}
 		gpus := j.GPUs()
 		if j.Running() && len(j.Nodes) > 0 {
-			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: nodeType[j.Nodes[0]], GPUs: gpus})
-		} else if t := jobType(j, req.Types(), types); j.Pending() && !limitHeld(j.Reason) && t != "" {
+			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: j.GPUType(nodeType, types), GPUs: gpus})
+		} else if t := j.GPUType(nodeType, types); j.Pending() && !limitHeld(j.Reason) && t != "" {
 			pending = append(pending, waiting{j, t, gpus})
 		}
 	}
@@ -132,18 +131,6 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 		counted[j.ID] = true
 	}
 	return u, counted
-}
-
-// jobType is a pending job's chosen type: its constraint's, else the one
-// its GPU request names.
-func jobType(j *slurm.Job, reqTypes, types []string) string {
-	if t := featureType(j.Features, types); t != "" {
-		return t
-	}
-	if len(reqTypes) == 1 {
-		return reqTypes[0]
-	}
-	return ""
 }
 
 // limitFits takes out of fit the types where the job's limits leave too

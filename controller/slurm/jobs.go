@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -527,4 +528,27 @@ func elapsedSeconds(s string) (float64, error) {
 		total = total*60 + n
 	}
 	return float64(days*86400 + total), nil
+}
+
+// GPUType is the GPU type the job runs on or will: for a job that has
+// started, its first node's type (what it got, whatever it asked); else
+// the type its constraint names (one of types, the cluster's); else the
+// one type its GPU request names; "" when nothing says (any type). The
+// one reading of a job's type: rounds, limits, queue-wait history and the
+// web view all call it.
+func (j *Job) GPUType(nodeType map[string]string, types []string) string {
+	if !j.Pending() && len(j.Nodes) > 0 {
+		if t := nodeType[j.Nodes[0]]; t != "" {
+			return t
+		}
+	}
+	if t := gpureq.FeatureType(j.Features, func(f string) bool { return slices.Contains(types, f) }); t != "" {
+		return t
+	}
+	if r, ok := j.GPURequest(); ok {
+		if ts := r.Types(); len(ts) == 1 {
+			return ts[0]
+		}
+	}
+	return ""
 }

@@ -165,3 +165,27 @@ func trunc(s string) string {
 	}
 	return s
 }
+
+// NodeType is the GPU type of a node with gpus (type -> count): the typed
+// GPUs it has most of, by name when even; "" for a node without typed
+// GPUs. Slurm lets a node mix types; Rota counts a node as one.
+func NodeType(gpus map[string]int) string {
+	best, n := "", 0
+	for t, c := range gpus {
+		if t != "" && (c > n || c == n && c > 0 && t < best) {
+			best, n = t, c
+		}
+	}
+	return best
+}
+
+// NodeTypes maps each node with typed GPUs to its type (NodeType).
+func NodeTypes(nodes []Node) map[string]string {
+	out := make(map[string]string, len(nodes))
+	for i := range nodes {
+		if t := NodeType(nodes[i].GPUs); t != "" {
+			out[nodes[i].Name] = t
+		}
+	}
+	return out
+}

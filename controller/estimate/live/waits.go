@@ -228,13 +228,15 @@ func AcctAsJob(a *slurm.AcctJob) slurm.Job {
 // type is the one it asked for or, failing that, its first node's.
 func (w *Waits) History(kb *wire.Site) *wire.QueueWaitHistory {
 	nodeType := map[string]string{}
+	var types []string
 	if kb != nil {
 		for _, n := range kb.Nodes {
-			for t, c := range n.GPUs {
-				if c > 0 && t != "" {
-					nodeType[n.Name] = t
-				}
+			if t := slurm.NodeType(n.GPUs); t != "" {
+				nodeType[n.Name] = t
 			}
+		}
+		for _, t := range kb.GPUTypes {
+			types = append(types, t.Type)
 		}
 	}
 	type key struct{ p, t string }
@@ -249,12 +251,7 @@ func (w *Waits) History(kb *wire.Site) *wire.QueueWaitHistory {
 		} else {
 			h.Seen++
 		}
-		k := key{p: j.Partition}
-		if r, ok := j.GPURequest(); ok && len(r.Types()) == 1 {
-			k.t = r.Types()[0]
-		} else if len(j.Nodes) > 0 {
-			k.t = nodeType[j.Nodes[0]]
-		}
+		k := key{p: j.Partition, t: j.GPUType(nodeType, types)}
 		waits[k] = append(waits[k], max(j.Start.Sub(j.Submit).Seconds(), 0))
 		if j.Start.After(last[k]) {
 			last[k] = j.Start
