@@ -563,25 +563,14 @@ func earliestFinish(v *View, req *wire.PlaceRequest, fits []cand, total int, par
 }
 
 // jobSpeed is how fast this job runs on type t relative to the others:
-// the user's hinted steps/s for t, or a hinted type's scaled by the speed
-// table; without hints the speed table itself. Only the ratios between
+// its hinted steps/s there (wire.Hints.StepsPerSecond, scaled by the speed
+// table); without hints the speed table itself. Only the ratios between
 // types matter to the rule.
 func jobSpeed(r *wire.PlaceRule, req *wire.PlaceRequest, t string) float64 {
-	if v := req.Hints.Throughput[t]; v > 0 {
+	if v := req.Hints.StepsPerSecond(t, func(ty string) float64 { return Speed(r, ty) }); v > 0 {
 		return v
 	}
-	hinted := make([]string, 0, len(req.Hints.Throughput))
-	for h, v := range req.Hints.Throughput {
-		if v > 0 {
-			hinted = append(hinted, h)
-		}
-	}
-	if len(hinted) == 0 {
-		return Speed(r, t)
-	}
-	sort.Strings(hinted)
-	h := hinted[0]
-	return req.Hints.Throughput[h] * Speed(r, t) / Speed(r, h)
+	return Speed(r, t)
 }
 
 // constraintType is the GPU type a job's constraint names, if any.

@@ -88,6 +88,32 @@ type Hints struct {
 	Service string `json:"service,omitempty"`
 }
 
+// StepsPerSecond is the job's speed on GPU type t from its hints: the
+// steps/s given for t; for a type not given, the fastest given type's
+// (by name when even) scaled by speed(t)/speed(that type), speed being
+// the types' relative speeds (a table's, a cluster's); 0 when no
+// throughput was given or a speed is unknown. The one scaling of a hint:
+// the submit-time rule and the multi-cluster estimate both use it.
+func (h Hints) StepsPerSecond(t string, speed func(string) float64) float64 {
+	if v := h.Throughput[t]; v > 0 {
+		return v
+	}
+	ref, rate := "", 0.0
+	for ty, v := range h.Throughput {
+		if v > rate || v == rate && v > 0 && ty < ref {
+			ref, rate = ty, v
+		}
+	}
+	if ref == "" {
+		return 0
+	}
+	st, sr := speed(t), speed(ref)
+	if !(st > 0) || !(sr > 0) || math.IsInf(st, 0) || math.IsInf(sr, 0) {
+		return 0
+	}
+	return rate * st / sr
+}
+
 // The kinds of job Rota tells apart (docs/kinds.md). A batch job is
 // placed, retyped, ordered and moved by the policy; an interactive one
 // (a person waits for it) is placed where it starts soonest and never

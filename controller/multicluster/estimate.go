@@ -43,26 +43,15 @@ func rates(j Job, v *wire.MCView, speed map[string]float64) map[string]float64 {
 		}
 		return fallbackSpeed
 	}
-	// A declared type to scale from: the fastest declared, by name for
-	// a stable answer.
-	ref, refRate := "", 0.0
-	for _, t := range sortedKeys(j.Hints.Throughput) {
-		if r := j.Hints.Throughput[t]; r > refRate {
-			ref, refRate = t, r
-		}
-	}
 	out := map[string]float64{}
 	for t := range v.Types {
 		if len(j.Hints.Types) > 0 && !contains(j.Hints.Types, t) {
 			out[t] = 0
 			continue
 		}
-		switch {
-		case j.Hints.Throughput[t] > 0:
-			out[t] = j.Hints.Throughput[t]
-		case ref != "":
-			out[t] = refRate * sp(t) / sp(ref)
-		default:
+		if r := j.Hints.StepsPerSecond(t, sp); r > 0 {
+			out[t] = r
+		} else {
 			out[t] = sp(t)
 		}
 	}
