@@ -57,7 +57,7 @@ type GPUAsk struct {
 	// MaxNodes (-N min-max), TasksPerNode (--ntasks-per-node) and
 	// SocketsPerNode (--sockets-per-node), 0 unset: with them the rule
 	// knows how many GPUs each node must have and on how many nodes the
-	// total must fit (rule.NeedOf).
+	// total must fit (gpureq.NeedOf).
 	MaxNodes       uint32 `json:"max_nodes,omitempty"`
 	TasksPerNode   uint32 `json:"tasks_per_node,omitempty"`
 	SocketsPerNode uint32 `json:"sockets_per_node,omitempty"`

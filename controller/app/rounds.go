@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/observe"
@@ -135,7 +137,7 @@ func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loo
 	}
 	// The queue-wait model (or estimator_queuewait) times successors when
 	// one is configured; the waits the manager sees answer otherwise.
-	m.SetPredictor(&live.ChainWaits{Waits: c.waits, Site: c.siteKB, Fallback: m.Predictor()})
+	m.SetPredictor(chainWaits{site: &live.SiteWaits{Waits: c.waits, Site: c.siteKB}, fallback: m.Predictor()})
 	if c.inst != nil {
 		m.SetGapObserver(c.inst.ChainGap)
 	}
@@ -262,3 +264,18 @@ var (
 	_ rounds.Estimator = (*live.Estimator)(nil)
 	_ rounds.Exporter  = (*live.Estimator)(nil)
 )
+
+// chainWaits times a chain successor by the site's queue-wait predictor
+// when it answers, else by the chain manager's observed waits.
+type chainWaits struct {
+	site     *live.SiteWaits
+	fallback chains.WaitPredictor
+}
+
+func (w chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
+	q := forecast.WaitQuery{Partition: r.Partition, GPUType: r.GPUType, Nodes: 1, GPUs: max(r.GPUs, 1), LimitMin: r.TimeLimitMin}
+	if d, ok := w.site.Wait(q); ok {
+		return d, true
+	}
+	return w.fallback.PredictWait(r)
+}

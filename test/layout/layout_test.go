@@ -54,6 +54,14 @@ func TestWhoImportsWhom(t *testing.T) {
 		// What both sides share depends on nothing of either.
 		{"placement", []string{"controller/", "plugin/", "agent/"}},
 		{"wire/...", []string{"controller/", "plugin/", "agent/", "placement"}},
+		// The boundary to Slurm knows Slurm, not Rota's rule (issue #39):
+		// facts such as a request's GPU count live in wire/gpureq.
+		{"controller/slurm", []string{"placement", "controller/rounds", "controller/chains", "controller/estimate"}},
+		// Estimates feed the round loop and the chains; they import neither
+		// (app wires them together).
+		{"controller/estimate/...", []string{"controller/chains", "controller/rounds", "controller/app"}},
+		{"controller/...", []string{"plugin/", "agent/"}},
+		{"agent/...", []string{"plugin/", "controller/"}},
 	} {
 		t.Run(strings.ReplaceAll(c.pkg, "/", "_"), func(t *testing.T) {
 			t.Parallel()

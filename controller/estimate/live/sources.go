@@ -95,7 +95,7 @@ func NewSources(ctx context.Context, req *wire.EstimateRequest, p Parts) (*Sourc
 }
 
 // gpusAsked is the job's GPU count when it does not depend on the type,
-// counted as the rest of Rota counts a request (placement.NeedOf).
+// counted as the rest of Rota counts a request (gpureq.NeedOf).
 func gpusAsked(r *wire.EstimateRequest) int {
 	a := wire.GPUAsk{PerJob: r.GPUsPerJob, PerNode: r.GPUsPerNode, PerTask: r.GPUsPerTask, Nodes: r.Nodes, Tasks: r.Tasks}
 	if a.Tasks == 0 {

@@ -1,16 +1,16 @@
-// Command failover-client is scripts/failover-test's Go half: it plays the
+// Command rota-failover-client is scripts/failover-test's Go half: it plays the
 // job_submit plugin against a controller pair and judges the outcome.
 //
-//	failover-client ports N                 print N free loopback TCP ports
-//	failover-client wait-js -nats URLS      wait until JetStream places replicated streams
-//	failover-client stream-leader -nats URLS -stream S   print the server leading stream S
-//	failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
+//	rota-failover-client ports N                 print N free loopback TCP ports
+//	rota-failover-client wait-js -nats URLS      wait until JetStream places replicated streams
+//	rota-failover-client stream-leader -nats URLS -stream S   print the server leading stream S
+//	rota-failover-client place -nats URLS -out FILE [-interval 10ms] [-deadline 50ms] [-breaker-cooldown 10s] [-agents]
 //	    ask for placements until SIGTERM, through the plugin's own client
 //	    (plugin/submit.NATSPlacer: deadline, circuit breaker, reconnects by
 //	    itself); one line per attempt: "<unix ns> ok <decision id>" or
 //	    "<unix ns> fail <error>"; with -agents also "<unix ns> agent
 //	    <subject>" per agent report heard
-//	failover-client report -nats URLS -placements FILE -events FILE [-logs A,B]
+//	rota-failover-client report -nats URLS -placements FILE -events FILE [-logs A,B]
 //	    takeover time, decisions missing from JetStream, service with a
 //	    NATS node down; last line "takeover_s=<x> lost_decisions=<n>"
 //
