@@ -11,7 +11,9 @@ import (
 
 type constWait time.Duration
 
-func (c constWait) PredictWait(chains.WaitRequest) (time.Duration, bool) { return time.Duration(c), true }
+func (c constWait) PredictWait(chains.WaitRequest) (time.Duration, bool) {
+	return time.Duration(c), true
+}
 
 // Without a site predictor's answer (no model here), a chain successor is
 // timed by the chain manager's observed waits.
