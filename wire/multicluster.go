@@ -222,3 +222,8 @@ type MCEstimate struct {
 	Remote          bool    `json:"remote"`
 	AgeSeconds      float64 `json:"age_s"`
 }
+
+func (m *MCChunkReply) version() int   { return m.V }
+func (m *MCView) version() int         { return m.V }
+func (m *MCRouteRequest) version() int { return m.V }
+func (m *MCRouteReply) version() int   { return m.V }

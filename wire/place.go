@@ -300,14 +300,34 @@ func checkSize(data []byte) error {
 // does not speak.
 var ErrVersion = errors.New("wire: unsupported message version")
 
-// MaxMessageBytes bounds every message Rota accepts from the network.
+// MaxMessageBytes bounds every message Rota accepts from the network but
+// the two below.
 const MaxMessageBytes = 64 << 10
+
+// MaxRouteBytes bounds a route request between clusters: Slurm's
+// max_script_size is 4 MB by default, base64 in JSON a third more.
+const MaxRouteBytes = 8 << 20
+
+// MaxReplyBytes bounds a controller's reply to the CLI (rota status of a
+// site's whole queue): NATS's own ceiling on a message.
+const MaxReplyBytes = 64 << 20
 
 // Decode parses a JSON message into v (a pointer to a message struct with a
 // V field), refusing oversized bodies and unknown versions.
-func Decode(data []byte, v interface{ version() int }) error {
-	if err := checkSize(data); err != nil {
-		return err
+func Decode(data []byte, v Message) error {
+	return DecodeLimit(data, v, MaxMessageBytes)
+}
+
+// Message is any versioned message of this package (what Decode takes).
+type Message interface{ version() int }
+
+// DecodeLimit is Decode with a size limit of its own, for the messages
+// that carry more than a request: a route request between clusters holds
+// the job's batch script (MaxRouteBytes), a reply to the CLI a whole
+// queue (MaxReplyBytes).
+func DecodeLimit(data []byte, v Message, limit int) error {
+	if len(data) > limit {
+		return fmt.Errorf("wire: message of %d bytes exceeds the %d byte limit", len(data), limit)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("wire: decoding %T: %w", v, err)

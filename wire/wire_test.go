@@ -144,3 +144,29 @@ func FuzzNumbersEncode(f *testing.F) {
 		}
 	})
 }
+
+// A route request may carry a batch script past the general limit, up to
+// its own; every multi-cluster message is checked for its version.
+func TestDecodeLimits(t *testing.T) {
+	t.Parallel()
+	script := strings.Repeat("x", 3<<20)
+	b, err := json.Marshal(MCRouteRequest{V: Version, ID: "a.1", Script: []byte(script)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r MCRouteRequest
+	if err := Decode(b, &r); err == nil {
+		t.Error("Decode took a 4 MB route request under the 64 KiB limit")
+	}
+	if err := DecodeLimit(b, &r, MaxRouteBytes); err != nil || string(r.Script) != script {
+		t.Errorf("DecodeLimit(MaxRouteBytes): %v", err)
+	}
+	if err := DecodeLimit(b, &r, len(b)-1); err == nil {
+		t.Error("DecodeLimit took a message over its limit")
+	}
+	for _, m := range []Message{&MCView{}, &MCRouteRequest{}, &MCRouteReply{}, &MCChunkReply{}} {
+		if err := Decode([]byte(`{"v":99,"id":"x"}`), m); !errors.Is(err, ErrVersion) {
+			t.Errorf("%T of another version: %v, want ErrVersion", m, err)
+		}
+	}
+}

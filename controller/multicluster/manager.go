@@ -320,6 +320,10 @@ func (m *Manager) restore(ctx context.Context) {
 	m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Int("checkpoints_in", len(m.recv)).Msg("multi-cluster routes restored")
 }
 
+// save writes the routes and receipts to the state store. It logs every
+// failure itself, so a caller that goes on either way (the next save
+// writes the same and more) may drop the error; one that must not act on
+// unsaved state checks it.
 func (m *Manager) save(ctx context.Context) error {
 	m.saveMu.Lock()
 	defer m.saveMu.Unlock()
@@ -327,6 +331,7 @@ func (m *Manager) save(ctx context.Context) error {
 	b, err := json.Marshal(saved{Out: m.out, In: m.in, Recv: m.recv})
 	m.mu.Unlock()
 	if err != nil {
+		m.log.Error().Err(err).Msg("cannot encode the multi-cluster state to save it")
 		return err
 	}
 	if err := m.store.Put(ctx, StateKey, b); err != nil {
@@ -426,7 +431,11 @@ func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
 
 func (m *Manager) onView(msg *nats.Msg) {
 	var v wire.MCView
-	if err := json.Unmarshal(msg.Data, &v); err != nil || v.Cluster == "" || v.Cluster == m.cfg.Name {
+	if err := wire.Decode(msg.Data, &v); err != nil {
+		m.log.Debug().Err(err).Str("subject", msg.Subject).Msg("ignoring a cluster view that does not decode")
+		return
+	}
+	if v.Cluster == "" || v.Cluster == m.cfg.Name {
 		return
 	}
 	at, err := time.Parse(time.RFC3339Nano, v.At)
@@ -719,7 +728,7 @@ func (m *Manager) ask(ctx context.Context, r *Route, abort bool) {
 	msg, err := m.mc.Request(wire.SubjectMCRoute(r.To), b, m.cfg.AskTimeout)
 	var rep wire.MCRouteReply
 	if err == nil {
-		err = json.Unmarshal(msg.Data, &rep)
+		err = wire.Decode(msg.Data, &rep)
 	}
 	if err != nil {
 		if !abort && m.now().Sub(r.AskedAt) > m.cfg.RouteTimeout {
@@ -765,7 +774,7 @@ func (m *Manager) ask(ctx context.Context, r *Route, abort bool) {
 func (m *Manager) onRoute(msg *nats.Msg) {
 	var req wire.MCRouteRequest
 	rep := wire.MCRouteReply{V: wire.Version}
-	if err := json.Unmarshal(msg.Data, &req); err != nil || req.ID == "" {
+	if err := wire.DecodeLimit(msg.Data, &req, wire.MaxRouteBytes); err != nil || req.ID == "" {
 		rep.Error = "bad request"
 		m.reply(msg, rep)
 		return

@@ -549,7 +549,7 @@ func (m *Manager) chunkReply(peer string, msg *nats.Msg, err error) (wire.MCChun
 	case err != nil:
 		return rep, err
 	}
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+	if err := wire.Decode(msg.Data, &rep); err != nil {
 		return rep, fmt.Errorf("cluster %s answered a checkpoint request with something else: %w", peer, err)
 	}
 	return rep, nil

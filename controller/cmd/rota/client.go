@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/wire"
 )
 
 // natsConn is how a controller-facing command reaches the controller.
@@ -38,7 +39,7 @@ func natsFlags(fs *pflag.FlagSet) *natsConn {
 }
 
 // ask sends one request to the controller and decodes its reply.
-func ask(ctx context.Context, c *natsConn, subject string, req any, reply any) error {
+func ask(ctx context.Context, c *natsConn, subject string, req any, reply wire.Message) error {
 	ao, err := auth.ClientOptions(c.seed, c.ca)
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func ask(ctx context.Context, c *natsConn, subject string, req any, reply any) e
 		}
 		return fmt.Errorf("controller did not answer on %s: %w", subject, err)
 	}
-	if err := json.Unmarshal(m.Data, reply); err != nil {
+	if err := wire.DecodeLimit(m.Data, reply, wire.MaxReplyBytes); err != nil {
 		return fmt.Errorf("controller's answer on %s: %w", subject, err)
 	}
 	return nil
