@@ -58,7 +58,7 @@ $(BIN)/rota-loadgen: FORCE
 
 # The WAN link between scripts/clusters' two dev clusters; not packaged.
 $(BIN)/rota-linkrelay: FORCE
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./test/linkrelay
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota-linkrelay
 
 # The rota CLI's man pages (one per command, gzipped) and its bash and zsh
 # completions, generated from the same command tree that parses its flags:
@@ -75,11 +75,11 @@ man: $(BIN)/rota
 
 # The synthetic training job of the end-to-end demonstration (issue #5).
 $(BIN)/rota-synthtrain: FORCE
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/synthtrain
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./agent/cmd/rota-synthtrain
 
 # The example external estimator (docs/estimators.md, "External estimators").
 $(BIN)/rota-estimator-speedtable: FORCE
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./contrib/estimator-speedtable
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./controller/cmd/rota-estimator-speedtable
 
 # The external estimators' gRPC protocol: regenerate the committed Go code
 # after editing the .proto. Needs protoc, protoc-gen-go and
@@ -360,4 +360,4 @@ rpm deb: ship
 
 # CPU and RSS of the agent sampling 8 mock GPUs with 16 jobs at 1 Hz.
 bench-agent:
-	$(GO) run ./agent/bench -duration 60s
+	$(GO) run ./agent/cmd/rota-agent-bench -duration 60s

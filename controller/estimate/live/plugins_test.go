@@ -28,7 +28,7 @@ func TestEstimatorWithPlugin(t *testing.T) {
 	if _, err := os.Stat(goTool); err != nil {
 		goTool = "go"
 	}
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/rota-hpc/rota/contrib/estimator-speedtable").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/rota-hpc/rota/controller/cmd/rota-estimator-speedtable").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	table := filepath.Join(dir, "speeds.csv")

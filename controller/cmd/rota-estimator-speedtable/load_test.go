@@ -30,7 +30,7 @@ func TestLoadThroughGoPlugin(t *testing.T) {
 	if _, err := os.Stat(goTool); err != nil {
 		goTool = "go"
 	}
-	build := exec.Command(goTool, "build", "-o", bin, "github.com/rota-hpc/rota/contrib/estimator-speedtable")
+	build := exec.Command(goTool, "build", "-o", bin, "github.com/rota-hpc/rota/controller/cmd/rota-estimator-speedtable")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -6,7 +6,7 @@
 // alone: CPU time from /proc/<pid>/stat, RSS and peak RSS from
 // /proc/<pid>/status.
 //
-//	go run ./agent/bench -duration 60s
+//	go run ./agent/cmd/rota-agent-bench -duration 60s
 package main
 
 import (
