@@ -22,6 +22,7 @@ import (
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/xcluster"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -247,17 +248,6 @@ func testConfig(name string) Config {
 	return c
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if ok() {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // TestRoutes: a job whose allowed type is only on b, and a burst larger
 // than a, are sent to b, each once; a job that gains nothing stays.
 func TestRoutes(t *testing.T) {
@@ -291,8 +281,8 @@ func TestRoutes(t *testing.T) {
 	defer cancel()
 	go mb.Run(ctx)
 	go ma.Run(ctx)
-	waitFor(t, "the k80 job on b", func() bool { r := ma.Explain(only); return r != nil && r.State == OutRouted })
-	waitFor(t, "the burst spilled", func() bool { return ma.Status().Peers != nil && sb.count("PENDING") >= 2 })
+	eventually.True(t, 5*time.Second, "the k80 job on b", func() bool { r := ma.Explain(only); return r != nil && r.State == OutRouted })
+	eventually.True(t, 5*time.Second, "the burst spilled", func() bool { return ma.Status().Peers != nil && sb.count("PENDING") >= 2 })
 	time.Sleep(500 * time.Millisecond) // some more ticks: nothing moves twice
 	cancel()
 	routed := 0
@@ -400,14 +390,14 @@ func TestRestartMidRoute(t *testing.T) {
 		t.Fatalf("state %s", r.State)
 	}
 	_ = ma1.save(ctx)
-	waitFor(t, "b's view", func() bool { return true })
+	eventually.True(t, 5*time.Second, "b's view", func() bool { return true })
 	if rep := mb.take(ctx, r.Req); rep.JobID == 0 {
 		t.Fatalf("b: %+v", rep)
 	}
 	// a's second life, from the saved state.
 	ma2, _ := New(testConfig("a"), zerolog.Nop(), sa, la, nca, mca, store)
 	go ma2.Run(ctx)
-	waitFor(t, "the route done", func() bool { r := ma2.Explain(id); return r != nil && r.State == OutRouted })
+	eventually.True(t, 5*time.Second, "the route done", func() bool { r := ma2.Explain(id); return r != nil && r.State == OutRouted })
 	if n := len(sb.submitted); n != 1 {
 		t.Fatalf("b has %d copies", n)
 	}
@@ -549,7 +539,7 @@ func testMoves(t *testing.T, conns func(t *testing.T) (nca, mca, ncb, mcb *nats.
 	for i := 0; i < 600 && len(ma.Links()) == 0; i++ { // the leaf link up
 		time.Sleep(25 * time.Millisecond)
 	}
-	waitFor(t, "the small job moved", func() bool { r := ma.Explain(small); return r != nil && r.State == OutRouted })
+	eventually.True(t, 5*time.Second, "the small job moved", func() bool { r := ma.Explain(small); return r != nil && r.State == OutRouted })
 	time.Sleep(300 * time.Millisecond)
 	ma.probe("b") // the probe crosses too
 	if l := ma.Links()[0]; l.LatencyAgeSeconds < 0 || l.ProbeError != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -45,7 +46,7 @@ func (s *syncBuf) String() string {
 func answers(t *testing.T, nc *nats.Conn, cluster string, want bool) {
 	t.Helper()
 	for _, subj := range []string{wire.SubjectMCProbe(cluster), wire.SubjectMCCheckpoint(cluster), wire.SubjectMCRoute(cluster)} {
-		waitFor(t, subj+" answered: "+strconv.FormatBool(want), func() bool {
+		eventually.True(t, 5*time.Second, subj+" answered: "+strconv.FormatBool(want), func() bool {
 			_, err := nc.Request(subj, []byte("x"), 100*time.Millisecond)
 			return (err == nil) == want && (want || errors.Is(err, nats.ErrNoResponders))
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/placement"
+	"github.com/rota-hpc/rota/wire/gpureq"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -331,16 +332,24 @@ func (l *Local) Feed(data []byte) error {
 	return nil
 }
 
-// Usable says whether a job placed now would be decided from the
-// controller's state (not passed through): a state is held, fresh and
-// sendable, and it sees GPUs (right after slurmctld restarts the
-// controller may see no usable node for a moment).
+// Usable says whether a one-GPU job placed now would be typed from the
+// controller's state (not passed through, not left as asked for want of
+// a node): a state is held, fresh and sendable, and some type has a
+// usable node with a GPU. Right after slurmctld restarts (scontrol
+// reconfigure on 24.11 and later) its nodes are not responding for a
+// moment, and the controller's state says so.
 func (l *Local) Usable() bool {
 	h := l.state.Load()
-	if l.unusable(h, l.now()) != nil {
+	if l.unusable(h, l.now()) != nil || h.s.Cluster == nil {
 		return false
 	}
-	return h.s.Cluster != nil && len(h.s.Cluster.Types) > 0
+	one := gpureq.NeedOf(wire.GPUAsk{PerNode: 1})
+	for t := range h.s.Cluster.Types {
+		if placement.Holds(h.s.Cluster, t, one, "", "") {
+			return true
+		}
+	}
+	return false
 }
 
 // unusable says why no decision may be made at now from held state h

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -53,7 +54,7 @@ func TestAgentSeesJobProgress(t *testing.T) {
 	defer sub.Unsubscribe()
 
 	var got wire.JobReport
-	waitFor(t, 60*time.Second, "the agent to report the job's steps/s", func() bool {
+	eventually.True(t, 60*time.Second, "the agent to report the job's steps/s", func() bool {
 		for {
 			select {
 			case m := <-reports:
@@ -83,7 +84,7 @@ func TestAgentSeesJobProgress(t *testing.T) {
 
 	// The controller learned the same: `rota status --jobs` lists the job
 	// with its measured steps/s on that GPU type.
-	waitFor(t, 30*time.Second, "the controller's view of the job", func() bool {
+	eventually.True(t, 30*time.Second, "the controller's view of the job", func() bool {
 		st := status(t)
 		for _, j := range st.Jobs {
 			if j.JobID == id && j.GPUType == got.GPUType && j.StepsPerSec > 5 && j.StepsPerSec < 20 && j.PeakGPUMemoryBytes > 0 {

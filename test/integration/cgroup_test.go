@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/agent/jobs"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -50,7 +51,7 @@ func checkJobCgroup(t *testing.T, c devCluster, prefix string) {
 	id := strings.TrimSpace(out)
 	defer c.run("scancel", id)
 	dir := ""
-	waitFor(t, 30*time.Second, "job "+id+"'s cgroup with its task", func() bool {
+	eventually.True(t, 30*time.Second, "job "+id+"'s cgroup with its task", func() bool {
 		d := jobCgroupOrEmpty(c, prefix+"-v100", id)
 		if d == "" {
 			return false

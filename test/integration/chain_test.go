@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -51,7 +52,7 @@ func TestChainPastMaxTime(t *testing.T) {
 		}
 	})
 	var chain wire.ChainStatus
-	waitFor(t, 8*time.Minute, "chain "+first+" to finish", func() bool {
+	eventually.True(t, 8*time.Minute, "chain "+first+" to finish", func() bool {
 		for _, c := range status(t).Chains {
 			if c.ID == uint32(id) {
 				chain = c
@@ -138,7 +139,7 @@ func maxTimeOneMinute(t *testing.T) {
 	}
 	t.Cleanup(func() { restoreMaxTime(t, m[1]) })
 	waitMaxTime(t, 1)
-	waitFor(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
+	eventually.True(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
 		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
 		j := show(t, id)
 		run("scancel", strconv.FormatUint(uint64(id), 10))
@@ -151,7 +152,7 @@ func maxTimeOneMinute(t *testing.T) {
 // MaxTime as min minutes (it re-reads partitions every refresh, 10 s).
 func waitMaxTime(t *testing.T, min uint32) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("the controller to see MaxTime=%d", min), func() bool {
+	eventually.True(t, 60*time.Second, fmt.Sprintf("the controller to see MaxTime=%d", min), func() bool {
 		for _, p := range status(t).Partitions {
 			if p.Name == "gpu" {
 				return p.MaxTimeMin == min

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -59,7 +60,7 @@ func TestCheckpointReachesOnlyThatJob(t *testing.T) {
 	jobA := submit(markA, "--rota-checkpoint-signal=USR2")
 	jobB := submit(markB)
 	for _, id := range []string{jobA, jobB} {
-		waitFor(t, 60*time.Second, "job "+id+" running", func() bool {
+		eventually.True(t, 60*time.Second, "job "+id+" running", func() bool {
 			out, _ := run("squeue", "-h", "-j", id, "-o", "%T")
 			return strings.TrimSpace(out) == "RUNNING"
 		})

@@ -264,7 +264,11 @@ func (c devCluster) waitPlacedAfter(after pluginMark) error {
 	shown, _ := c.run("scontrol", "show", "job", id)
 	c.run("scancel", id)
 	if m := placedRe.FindStringSubmatch(shown); m == nil || m[1] == "any" {
-		return fmt.Errorf("the plugin was ready (it had the controller's state), yet the job it was given was not typed: it failed open\n%s", shown)
+		why := "it failed open (no decision on the job)"
+		if strings.Contains(shown, "AdminComment=rota: ") {
+			why = "it left the job as asked (see AdminComment; the controller's record says why)"
+		}
+		return fmt.Errorf("the plugin was ready (a one-GPU job could be typed from its state), yet the job it was given was not typed: %s\n%s", why, shown)
 	}
 	return nil
 }
@@ -395,17 +399,6 @@ func slurmctldUp(t *testing.T) {
 	out, err := run("scontrol", "ping")
 	if err != nil || !strings.Contains(out, "UP") {
 		t.Fatalf("slurmctld is not up: %v %s", err, out)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -47,7 +48,7 @@ func TestDashboards(t *testing.T) {
 	t.Cleanup(func() { restartController(t) })
 
 	api, started := startPrometheus(t, prom, dir)
-	waitFor(t, 60*time.Second, "Prometheus to scrape every target up", func() bool {
+	eventually.True(t, 60*time.Second, "Prometheus to scrape every target up", func() bool {
 		v, err := promQuery(api, "up")
 		return err == nil && len(v.Data.Result) == 1+len(agentTargets(t)) && allOne(v)
 	})
@@ -200,7 +201,7 @@ scrape_configs:
 		}
 	})
 	api := "http://" + addr
-	waitFor(t, 30*time.Second, "prometheus to be ready", func() bool {
+	eventually.True(t, 30*time.Second, "prometheus to be ready", func() bool {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(logf.Name())
@@ -423,7 +424,7 @@ func resolveVariables(t *testing.T, api, file string, d *grafanaDashboard) map[s
 // matching re.
 func controllerMetric(t *testing.T, d time.Duration, what string, re *regexp.Regexp) {
 	t.Helper()
-	waitFor(t, d, what, func() bool {
+	eventually.True(t, d, what, func() bool {
 		ok := re.MatchString(scrape(t))
 		if !ok {
 			time.Sleep(time.Second)
@@ -447,7 +448,7 @@ func migrateForDashboards(t *testing.T, dir string) {
 	}
 	id := strings.TrimSpace(out)
 	t.Cleanup(func() { cancelAndWait(id) })
-	waitFor(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
+	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)
 		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
 	})
@@ -500,7 +501,7 @@ func chainAndShortJob(t *testing.T, dir string) {
 	shortID := strings.TrimSpace(out)
 	t.Cleanup(func() { cancelAndWait(shortID) })
 
-	waitFor(t, 4*time.Minute, fmt.Sprintf("chain %d's second segment to start", first), func() bool {
+	eventually.True(t, 4*time.Minute, fmt.Sprintf("chain %d's second segment to start", first), func() bool {
 		for _, c := range status(t).Chains {
 			if c.ID == uint32(first) {
 				return len(c.Segments) >= 2 && c.Segments[1].Started != ""

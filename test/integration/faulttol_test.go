@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -78,14 +79,14 @@ func TestNodeFailureResume(t *testing.T) {
 		}
 		restoreNode(t, failed)
 	})
-	waitFor(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
+	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)
 		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
 	})
 	// Two periodic checkpoints, then a few seconds more of work that the
 	// failure will cost.
 	var ckpt synthEvent
-	waitFor(t, 90*time.Second, "two periodic checkpoints of job "+id, func() bool {
+	eventually.True(t, 90*time.Second, "two periodic checkpoints of job "+id, func() bool {
 		n := 0
 		for _, e := range readSynthLog(t, logf) {
 			if e.Ev == "checkpoint" && e.Reason == "request" {
@@ -101,7 +102,7 @@ func TestNodeFailureResume(t *testing.T) {
 	run("scancel", blockers[0])
 
 	var evs []synthEvent
-	waitFor(t, 120*time.Second, "job "+id+" restarted after the failure", func() bool {
+	eventually.True(t, 120*time.Second, "job "+id+" restarted after the failure", func() bool {
 		evs = readSynthLog(t, logf)
 		for _, e := range evs {
 			if e.Ev == "start" && e.Restart > 0 {
@@ -135,7 +136,7 @@ func TestNodeFailureResume(t *testing.T) {
 	}
 
 	var rep wire.ExplainReply
-	waitFor(t, 30*time.Second, "rota explain "+id+" to show the restart", func() bool {
+	eventually.True(t, 30*time.Second, "rota explain "+id+" to show the restart", func() bool {
 		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, "--json", id)
 		if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Fault == nil {
 			return false
@@ -206,7 +207,7 @@ func restoreNode(t *testing.T, node string) {
 		t.Errorf("dev-cluster up: %v %s", err, out)
 		return
 	}
-	waitFor(t, 60*time.Second, node+" back in service", func() bool {
+	eventually.True(t, 60*time.Second, node+" back in service", func() bool {
 		out, _ := run("sinfo", "-h", "-n", node, "-o", "%T")
 		s := strings.TrimSpace(out)
 		if strings.Contains(s, "down") || strings.Contains(s, "drain") {

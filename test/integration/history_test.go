@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"github.com/rota-hpc/rota/internal/eventually"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,7 +26,7 @@ func runGPUJobs(t *testing.T, n int) []string {
 		}
 		ids = append(ids, strings.TrimSpace(strings.Split(out, ";")[0]))
 	}
-	waitFor(t, 90*time.Second, "slurmdbd to record the jobs as ended", func() bool {
+	eventually.True(t, 90*time.Second, "slurmdbd to record the jobs as ended", func() bool {
 		out, err := run("sacct", "-X", "-P", "-n", "-o", "JobIDRaw,End", "-j", strings.Join(ids, ","))
 		if err != nil {
 			return false
@@ -75,7 +76,7 @@ func TestHistoryFromSlurmdbd(t *testing.T) {
 	runGPUJobs(t, 3)
 	restartController(t)
 	var out string
-	waitFor(t, 30*time.Second, "rota status to show queue waits read from slurmdbd", func() bool {
+	eventually.True(t, 30*time.Second, "rota status to show queue waits read from slurmdbd", func() bool {
 		out, _ = run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL)
 		return fromSlurmdbd.MatchString(out)
 	})
@@ -116,11 +117,11 @@ func TestHistorySlurmdbdDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	waitFor(t, 30*time.Second, "slurmdbd to stop", func() bool { return syscall.Kill(pid, 0) != nil })
+	eventually.True(t, 30*time.Second, "slurmdbd to stop", func() bool { return syscall.Kill(pid, 0) != nil })
 
 	off := controllerLogSize()
 	restartController(t)
-	waitFor(t, 60*time.Second, "the controller's warning that slurmdbd cannot be read", func() bool {
+	eventually.True(t, 60*time.Second, "the controller's warning that slurmdbd cannot be read", func() bool {
 		return strings.Contains(controllerLogFrom(off), "cannot read job history from slurmdbd")
 	})
 	for _, l := range strings.Split(controllerLogFrom(off), "\n") {
@@ -144,7 +145,7 @@ func TestHistorySlurmdbdDown(t *testing.T) {
 		t.Fatalf("sbatch with slurmdbd down: %v: %s", err, jid)
 	}
 	jid = strings.TrimSpace(strings.Split(jid, ";")[0])
-	waitFor(t, 60*time.Second, "job "+jid+" to run and finish with slurmdbd down", func() bool {
+	eventually.True(t, 60*time.Second, "job "+jid+" to run and finish with slurmdbd down", func() bool {
 		o, err := run("scontrol", "show", "job", jid)
 		return err == nil && strings.Contains(o, "JobState=COMPLETED")
 	})

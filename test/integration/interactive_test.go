@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"github.com/rota-hpc/rota/internal/eventually"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -132,7 +133,7 @@ func TestInteractiveSessions(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, 60*time.Second, "10 training jobs running", func() bool {
+	eventually.True(t, 60*time.Second, "10 training jobs running", func() bool {
 		n := 0
 		for _, s := range states() {
 			if strings.HasPrefix(s, "RUNNING") {
@@ -148,7 +149,7 @@ func TestInteractiveSessions(t *testing.T) {
 	}
 	t.Cleanup(func() { sess.Process.Kill(); sess.Wait() })
 	var c string
-	waitFor(t, 20*time.Second, "the session in the queue", func() bool {
+	eventually.True(t, 20*time.Second, "the session in the queue", func() bool {
 		out, _ := run("squeue", "-h", "-n", "ia-c", "-o", "%i")
 		c = strings.TrimSpace(out)
 		return c != ""
@@ -158,14 +159,14 @@ func TestInteractiveSessions(t *testing.T) {
 	// No type has a GPU free: left untyped at submission, or (when the
 	// plugin's view was a round old) given back untyped by the next round.
 	placed := givenType(show(t, uint32(cn)))
-	waitFor(t, 20*time.Second, "the waiting session untyped", func() bool { return givenType(show(t, uint32(cn))) == "" })
+	eventually.True(t, 20*time.Second, "the waiting session untyped", func() bool { return givenType(show(t, uint32(cn))) == "" })
 	// Rota puts it first: a lower nice than every training job waiting.
 	nice := func(s string) int {
 		f := strings.Fields(s)
 		n, _ := strconv.Atoi(f[1])
 		return n
 	}
-	waitFor(t, 30*time.Second, "the session first in Rota's order", func() bool {
+	eventually.True(t, 30*time.Second, "the session first in Rota's order", func() bool {
 		st := states()
 		var waiting int
 		for _, id := range train {
@@ -228,7 +229,7 @@ func TestInteractiveSessions(t *testing.T) {
 
 	// The session on the reserved v100 ends: training holds 3 v100s, its
 	// cap, so no training job waits typed v100 and the GPU stays free.
-	waitFor(t, 20*time.Second, "no waiting training job typed v100", func() bool {
+	eventually.True(t, 20*time.Second, "no waiting training job typed v100", func() bool {
 		for _, id := range train {
 			n, _ := strconv.ParseUint(id, 10, 32)
 			if strings.HasPrefix(states()[id], "PENDING") && givenType(show(t, uint32(n))) == "v100" {
@@ -279,7 +280,7 @@ func TestInteractiveFirstBeforeTheRound(t *testing.T) {
 		out, _ := run("squeue", "-h", "-j", id, "-o", "%y")
 		return strings.TrimSpace(out)
 	}
-	waitFor(t, 10*time.Second, "the session's nice from Rota", func() bool { return nice(session) == "-5000" })
+	eventually.True(t, 10*time.Second, "the session's nice from Rota", func() bool { return nice(session) == "-5000" })
 	if n := nice(batch); n != "0" {
 		t.Errorf("batch job %s got nice %s between rounds, want 0", batch, n)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -35,7 +36,7 @@ func TestLimitFollowsProgress(t *testing.T) {
 	})
 	// The plugin places with the last state it got, which may be the old
 	// controller's for a while: probe until a held twin gets the minute.
-	waitFor(t, 60*time.Second, "the plugin to place with the new controller's rule", func() bool {
+	eventually.True(t, 60*time.Second, "the plugin to place with the new controller's rule", func() bool {
 		probe := sbatch(t, "-t", "10", "--gres=gpu:v100:1", "--rota-steps=3614", "--rota-throughput=v100:240.9")
 		defer run("scancel", strconv.FormatUint(uint64(probe), 10))
 		if show(t, probe).TimeLimit == "00:01:00" {
@@ -67,7 +68,7 @@ func TestLimitFollowsProgress(t *testing.T) {
 	// Follow the job to its end, logging its limit as it changes.
 	var state, limit, ran string
 	maxLimit := uint32(1)
-	waitFor(t, 5*time.Minute, "job "+id+" to end", func() bool {
+	eventually.True(t, 5*time.Minute, "job "+id+" to end", func() bool {
 		s, l, r := jobTimes(t, id)
 		if l != limit {
 			t.Logf("limit at %s = %s (%s)", r, l, s)

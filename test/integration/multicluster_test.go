@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/internal/netrelay"
 	"github.com/rota-hpc/rota/wire"
@@ -80,7 +81,7 @@ func startMCPair(t *testing.T) mcPair {
 	}
 	t.Cleanup(func() { p.b.stop(); p.a.stop() })
 	// Until each controller holds the other's view, nothing is routed.
-	waitFor(t, 30*time.Second, "each cluster sees the other", func() bool {
+	eventually.True(t, 30*time.Second, "each cluster sees the other", func() bool {
 		oa, _ := p.a.run(filepath.Join(repo, "bin/rota"), "status")
 		ob, _ := p.b.run(filepath.Join(repo, "bin/rota"), "status")
 		return strings.Contains(oa, "clusters (this one: a)") && strings.Contains(oa, "\nb ") &&
@@ -136,7 +137,7 @@ func TestMultiCluster(t *testing.T) {
 	ran := map[string]map[string]bool{} // name -> copies seen running or done
 	watch := func(prefix string, n int, d time.Duration) map[string]map[string]string {
 		var last map[string]map[string]string
-		waitFor(t, d, fmt.Sprintf("%d %s jobs done", n, prefix), func() bool {
+		eventually.True(t, d, fmt.Sprintf("%d %s jobs done", n, prefix), func() bool {
 			last = p.copies(t, prefix)
 			done := 0
 			for name, cs := range last {
@@ -226,12 +227,12 @@ func TestMultiCluster(t *testing.T) {
 		// it (up to 0.8 MB/s seen: a probe is short), and 200 MB of
 		// checkpoint would take 4 to 11 minutes over it. (20 MB, at a
 		// probe of 804 kB/s, made the move pay by 6 s once.)
-		waitFor(t, time.Minute, "a slow link measured", func() bool { bw := p.measured(t); return bw > 0 && bw < 1e6 })
+		eventually.True(t, time.Minute, "a slow link measured", func() bool { bw := p.measured(t); return bw > 0 && bw < 1e6 })
 		j := p.moveJob(t, "mcit-move-slow", "0.2", 600)
 		p.waitRunning(t, j)
 		p.fillA(t, 14)
 		var e string
-		waitFor(t, 2*time.Minute, "the move refused for the link", func() bool {
+		eventually.True(t, 2*time.Minute, "the move refused for the link", func() bool {
 			e, _ = p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
 			return strings.Contains(e, "refused")
 		})
@@ -247,7 +248,7 @@ func TestMultiCluster(t *testing.T) {
 		// The link back at mc_link's 100 MB/s for the moves: measured fast
 		// again within a few probes (a probe through this host's relay and
 		// two NATS servers measures some 10 MB/s of it).
-		waitFor(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
+		eventually.True(t, 90*time.Second, "the link measured fast", func() bool { return p.measured(t) > 3e6 })
 		// b is full at first (16 jobs Rota leaves alone on its 16 GPUs):
 		// a move would gain nothing, and none is made until b frees up.
 		for i := 0; i < 16; i++ {
@@ -264,14 +265,14 @@ func TestMultiCluster(t *testing.T) {
 		p.b.run("scancel", "-n", "mcit-bfill")
 		// Cut the link as the small job checkpoints, for less than the
 		// route timeout (15 s): the move is delayed, not lost or doubled.
-		waitFor(t, 3*time.Minute, "the small job's checkpoint", func() bool { return strings.Contains(small.log(), " checkpoint ") })
+		eventually.True(t, 3*time.Minute, "the small job's checkpoint", func() bool { return strings.Contains(small.log(), " checkpoint ") })
 		p.link.Cut()
 		t.Logf("link cut at the checkpoint: %s", strings.TrimSpace(small.log()))
 		time.Sleep(8 * time.Second)
 		if err := p.link.Restore(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 4*time.Minute, "both move jobs done", func() bool { return small.done() && big.done() })
+		eventually.True(t, 4*time.Minute, "both move jobs done", func() bool { return small.done() && big.done() })
 		if where := small.check(t, 600); strings.Join(where, " ") != p.nameA+" "+p.nameB {
 			t.Errorf("small job ran on %v, want moved once from a to b", where)
 		}
@@ -293,11 +294,11 @@ func TestMultiCluster(t *testing.T) {
 		j := p.moveJob(t, "mcit-move-cut", "0.02", 600)
 		p.waitRunning(t, j)
 		p.fillA(t, 14)
-		waitFor(t, 3*time.Minute, "the job's checkpoint", func() bool { return strings.Contains(j.log(), " checkpoint ") })
+		eventually.True(t, 3*time.Minute, "the job's checkpoint", func() bool { return strings.Contains(j.log(), " checkpoint ") })
 		p.link.Cut()
 		// The copy cannot be asked for; after mc_route_timeout the route
 		// is aborted, which b must confirm before the job resumes here.
-		waitFor(t, time.Minute, "the move aborting", func() bool {
+		eventually.True(t, time.Minute, "the move aborting", func() bool {
 			e, _ := p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
 			return strings.Contains(e, "(aborting)")
 		})
@@ -309,7 +310,7 @@ func TestMultiCluster(t *testing.T) {
 		if err := p.link.Restore(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 4*time.Minute, "the job done", j.done)
+		eventually.True(t, 4*time.Minute, "the job done", j.done)
 		if where := j.check(t, 600); strings.Join(where, " ") != p.nameA+" "+p.nameA {
 			t.Errorf("ran on %v, want resumed on a", where)
 		}
@@ -323,7 +324,7 @@ func TestMultiCluster(t *testing.T) {
 
 	t.Run("link down before a route: held on a, sent once it is back", func(t *testing.T) {
 		p.link.Cut()
-		waitFor(t, 30*time.Second, "b's view stale on a", func() bool {
+		eventually.True(t, 30*time.Second, "b's view stale on a", func() bool {
 			peer := p.peerB(t)
 			return peer != nil && peer.AgeSeconds > 10 // mc_view_max_age
 		})
@@ -487,7 +488,7 @@ func (j moveJob) check(t *testing.T, steps int) []string {
 
 func (p mcPair) waitRunning(t *testing.T, jobs ...moveJob) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "the move jobs running on a", func() bool {
+	eventually.True(t, 2*time.Minute, "the move jobs running on a", func() bool {
 		for _, j := range jobs {
 			if !strings.Contains(j.log(), " start ") {
 				return false

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -97,7 +98,7 @@ func TestRestdBackend(t *testing.T) {
 	sub("--begin=now+1hour", "--gpus=2", "-J", "a name with spaces", "--wrap", "sleep 600")
 	sub("--begin=now+1hour", "--gpus-per-task=1", "-n2", "--wrap", "sleep 600")
 	running := sub("--gres=gpu:1", "-t", "10", "--wrap", "sleep 600")
-	waitFor(t, 30*time.Second, "a running job", func() bool {
+	eventually.True(t, 30*time.Second, "a running job", func() bool {
 		j, ok, err := cli.Job(ctx, running)
 		return err == nil && ok && j.Running()
 	})
@@ -248,7 +249,7 @@ func TestRestdBackend(t *testing.T) {
 	}
 	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort(c))
 	first := roundsTotal(t, metrics)
-	waitFor(t, 30*time.Second, "three more rounds", func() bool { return roundsTotal(t, metrics) >= first+3 })
+	eventually.True(t, 30*time.Second, "three more rounds", func() bool { return roundsTotal(t, metrics) >= first+3 })
 	b, _ = os.ReadFile(logf)
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.Contains(l, `"level":"error"`) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/decisions"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -212,7 +213,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 	})
-	waitFor(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
+	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)
 		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
 	})
@@ -221,7 +222,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 	time.Sleep(20 * time.Second)
 	run("scancel", blockers[0])
 	var evs []synthEvent
-	waitFor(t, 120*time.Second, "job "+id+" resumed on the V100", func() bool {
+	eventually.True(t, 120*time.Second, "job "+id+" resumed on the V100", func() bool {
 		evs = readSynthLog(t, logf)
 		for _, e := range evs {
 			if e.Ev == "start" && e.GPU == "v100" {
@@ -273,7 +274,7 @@ func scrape(t *testing.T) string {
 
 func waitRunning(t *testing.T, id string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "job "+id+" running", func() bool {
+	eventually.True(t, 60*time.Second, "job "+id+" running", func() bool {
 		out, _ := run("squeue", "-h", "-j", id, "-o", "%T")
 		return strings.TrimSpace(out) == "RUNNING"
 	})
@@ -315,7 +316,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	waitRunning(t, running)
 	setType(t, pending, "k80")
 	n, _ := strconv.ParseUint(pending, 10, 32)
-	waitFor(t, 30*time.Second, "the loop to retype job "+pending, func() bool { return rotaType(show(t, uint32(n))) == "v100" })
+	eventually.True(t, 30*time.Second, "the loop to retype job "+pending, func() bool { return rotaType(show(t, uint32(n))) == "v100" })
 	before := status(t).Rounds
 	if before == nil || before.Rounds == 0 {
 		t.Fatalf("rounds before the kill: %+v", before)
@@ -324,7 +325,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	// kill. Let one more round save its state, then kill.
 	for _, id := range []string{pending, running} {
 		// A loaded machine can take longer than the CLI's 5 s to answer.
-		waitFor(t, 60*time.Second, "rota explain "+id+" before the kill", func() bool {
+		eventually.True(t, 60*time.Second, "rota explain "+id+" before the kill", func() bool {
 			_, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
 			return err == nil
 		})
@@ -349,7 +350,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	if did == "" {
 		t.Fatalf("job %s was not placed", late)
 	}
-	waitFor(t, 5*time.Second, "decision "+did+" in the controller's journal", func() bool {
+	eventually.True(t, 5*time.Second, "decision "+did+" in the controller's journal", func() bool {
 		b, _ := os.ReadFile(filepath.Join(devDir, "controller", decisions.JournalFile))
 		return bytes.Contains(b, []byte(did))
 	})
@@ -361,7 +362,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 		t.Fatalf("controller start: %v %s", err, out)
 	}
 	var after *wire.RoundsStatus
-	waitFor(t, 30*time.Second, "the restarted controller's round loop", func() bool {
+	eventually.True(t, 30*time.Second, "the restarted controller's round loop", func() bool {
 		out, err := run(filepath.Join(repo, "bin/rota"), "status", "--nats", natsURL, "--json")
 		if err != nil {
 			return false
@@ -459,7 +460,7 @@ func fillFastNodes(t *testing.T) []string {
 	if err := waitPlaced(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the plugin placing around the filled V100 and P100", func() bool {
+	eventually.True(t, 30*time.Second, "the plugin placing around the filled V100 and P100", func() bool {
 		out, err := run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
 		if err != nil {
 			return false
@@ -511,7 +512,7 @@ func TestLoweredMaxTimeStrandsNoJob(t *testing.T) {
 	if out, err := run("scontrol", "release", ids); err != nil {
 		t.Fatalf("scontrol release: %v %s", err, out)
 	}
-	waitFor(t, 90*time.Second, "the job to start under the lowered MaxTime", func() bool {
+	eventually.True(t, 90*time.Second, "the job to start under the lowered MaxTime", func() bool {
 		out, _ := run("scontrol", "show", "job", ids)
 		return !strings.Contains(out, "JobState=PENDING") && strings.Contains(out, "TimeLimit=00:02:00")
 	})

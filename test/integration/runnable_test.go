@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"github.com/rota-hpc/rota/internal/eventually"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ func TestMultiNodeJobsStayRunnable(t *testing.T) {
 	n, _ := strconv.ParseUint(sid, 10, 32)
 	id := uint32(n)
 	var ex string
-	waitFor(t, 30*time.Second, "a round to judge job "+sid, func() bool {
+	eventually.True(t, 30*time.Second, "a round to judge job "+sid, func() bool {
 		ex = explain(t, id)
 		return strings.Contains(ex, "last round")
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -121,7 +122,7 @@ func TestServeSpreadsReplicas(t *testing.T) {
 		}
 	}
 	var plain []string
-	waitFor(t, 60*time.Second, "three plain jobs running", func() bool {
+	eventually.True(t, 60*time.Second, "three plain jobs running", func() bool {
 		out, _ := run("squeue", "-h", "--name=serve-plain", "-t", "R", "-o", "%N")
 		plain = strings.Fields(out)
 		if len(plain) < 3 {
@@ -144,7 +145,7 @@ func TestServeSpreadsReplicas(t *testing.T) {
 		ids = append(ids, strings.TrimSpace(out))
 	}
 	var st *wire.ServiceStatus
-	waitFor(t, 90*time.Second, "three replicas ready", func() bool {
+	eventually.True(t, 90*time.Second, "three replicas ready", func() bool {
 		st = serviceOf(t, "spread")
 		ready := 0
 		if st == nil {
@@ -201,7 +202,7 @@ func TestServeRollsOverPastMaxTime(t *testing.T) {
 	}
 	first := strings.TrimSpace(out)
 	var st *wire.ServiceStatus
-	waitFor(t, 4*time.Minute, "two rollovers", func() bool {
+	eventually.True(t, 4*time.Minute, "two rollovers", func() bool {
 		st = serviceOf(t, "roll")
 		if st == nil || len(st.Replicas) != 1 {
 			time.Sleep(time.Second)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -301,7 +302,7 @@ func stopSlurmctld(t *testing.T, c devCluster) {
 		return
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
-	waitFor(t, 60*time.Second, "slurmctld to stop", func() bool { return syscall.Kill(pid, 0) != nil })
+	eventually.True(t, 60*time.Second, "slurmctld to stop", func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // restartSlurmctld starts slurmctld again through `dev-cluster up`, which

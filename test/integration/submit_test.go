@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -156,7 +157,7 @@ func TestSpankEnvironment(t *testing.T) {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	id := strings.TrimSpace(out)
-	waitFor(t, 60*time.Second, "job output", func() bool {
+	eventually.True(t, 60*time.Second, "job output", func() bool {
 		b, _ := os.ReadFile(outFile)
 		return strings.Contains(string(b), "dir-ok")
 	})
@@ -226,7 +227,7 @@ func TestFailOpenControllerFrozen(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		waitFor(t, 45*time.Second, "jobs passing through unchanged while the controller is frozen", func() bool {
+		eventually.True(t, 45*time.Second, "jobs passing through unchanged while the controller is frozen", func() bool {
 			return show(t, sbatch(t, "--gres=gpu:1")).AdminComment == ""
 		})
 		t.Logf("the plugin stopped placing %v after the freeze", time.Since(start).Round(time.Second))
@@ -380,7 +381,7 @@ func TestJobModify(t *testing.T) {
 	// job_modify gets the id only as a string (job_id_str), 25.11 moved
 	// the number into step_id; the shim reads both.
 	var rep wire.ExplainReply
-	waitFor(t, 10*time.Second, "the controller's record of job "+id+"'s update", func() bool {
+	eventually.True(t, 10*time.Second, "the controller's record of job "+id+"'s update", func() bool {
 		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--json", "--nats", natsURL, id)
 		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.Decision != nil && rep.Decision.Asked.Modify
 	})
@@ -491,7 +492,7 @@ func servedFromShelf(t *testing.T, n int, args func(i int) []string) {
 	hashes := map[string]bool{}
 	for id, did := range ids {
 		var rep wire.ExplainReply
-		waitFor(t, 10*time.Second, fmt.Sprintf("the controller's record of job %d", id), func() bool {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("the controller's record of job %d", id), func() bool {
 			out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--json", "--nats", natsURL, strconv.FormatUint(uint64(id), 10))
 			return err == nil && json.Unmarshal([]byte(out), &rep) == nil && rep.Decision != nil
 		})
@@ -530,7 +531,7 @@ func TestPluginPanicFailsOpen(t *testing.T) {
 		}
 	}
 	slurmctldUp(t)
-	waitFor(t, 10*time.Second, "slurmctld's log to record both panics", func() bool { return panics() >= before+2 })
+	eventually.True(t, 10*time.Second, "slurmctld's log to record both panics", func() bool { return panics() >= before+2 })
 	// Nothing left broken: a job of another name is placed.
 	if j := show(t, sbatch(t, "--gres=gpu:1")); !typed.MatchString(j.TresPerNode) {
 		t.Errorf("after the panics a plain GPU job was not placed: %+v", j)

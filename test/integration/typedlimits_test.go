@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"github.com/rota-hpc/rota/internal/eventually"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -125,7 +126,7 @@ func waitState(t *testing.T, id, state string, reason *regexp.Regexp) {
 
 func waitGone(t *testing.T, ids ...string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "jobs "+strings.Join(ids, ",")+" to leave the queue", func() bool {
+	eventually.True(t, 30*time.Second, "jobs "+strings.Join(ids, ",")+" to leave the queue", func() bool {
 		out, _ := run("squeue", "-h", "-j", strings.Join(ids, ","), "-o", "%i")
 		return strings.TrimSpace(out) == ""
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/rota-hpc/rota/internal/eventually"
 )
 
 // TestWeb opens the controller's web view in Debian's chromium, headless,
@@ -103,7 +104,7 @@ func TestWeb(t *testing.T) {
 	submit("root", "-H", "-J", "held", "--gres=gpu:1", "--wrap", "sleep 1")
 	submit("rota-b", "-H", "-J", "held", "--gres=gpu:2", "--wrap", "sleep 1")
 	cpu := submit("root", "-J", "cpu-only", "--wrap", "sleep 600")
-	waitFor(t, 60*time.Second, "the GPU jobs to run", func() bool {
+	eventually.True(t, 60*time.Second, "the GPU jobs to run", func() bool {
 		q := gpuQueue(t)
 		for _, id := range running[:3] {
 			if q[id] != "RUNNING" {
@@ -213,7 +214,7 @@ func TestWeb(t *testing.T) {
 		return out
 	}
 	var page, before map[uint32]string
-	waitFor(t, 30*time.Second, "the jobs page to show squeue's GPU jobs", func() bool {
+	eventually.True(t, 30*time.Second, "the jobs page to show squeue's GPU jobs", func() bool {
 		before = gpuQueue(t)
 		load("/jobs")
 		page = pageJobs()
@@ -262,7 +263,7 @@ func TestWeb(t *testing.T) {
 
 	// The short jobs finish; the trend then has a JCT.
 	finished := regexp.MustCompile(`(\d+) jobs finished`)
-	waitFor(t, 120*time.Second, "finished jobs on the trend page", func() bool {
+	eventually.True(t, 120*time.Second, "finished jobs on the trend page", func() bool {
 		load("/trend")
 		m := finished.FindStringSubmatch(text("main .lead"))
 		n := 0

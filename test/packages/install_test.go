@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -138,7 +139,7 @@ func TestInstall(t *testing.T) {
 		natsURL, filepath.Join(creds, "agents/pkgtest.nk"), filepath.Join(dir, "progress")))
 	ctlLog := filepath.Join(dir, "log/installed-rota-controller.log")
 	startUnit(t, "rota-controller.service", ctlLog)
-	waitFor(t, 30*time.Second, "the installed controller to be ready", func() bool {
+	eventually.True(t, 30*time.Second, "the installed controller to be ready", func() bool {
 		b, _ := os.ReadFile(ctlLog)
 		return bytes.Contains(b, []byte(`"controller ready"`))
 	})
@@ -170,7 +171,7 @@ func TestInstall(t *testing.T) {
 	// plugin connects on its next reconnect after the controller came up.
 	var id string
 	var show string
-	waitFor(t, 30*time.Second, "a job typed by the installed plugin", func() bool {
+	eventually.True(t, 30*time.Second, "a job typed by the installed plugin", func() bool {
 		out, err := sh("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
 		if err != nil {
 			t.Fatalf("sbatch: %v: %s", err, out)
@@ -303,17 +304,6 @@ func tail(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // freePorts: four consecutive ports (slurmctld and three slurmd), the
