@@ -188,6 +188,7 @@ lint:
 	$(GO) vet -tags integration ./test/...
 	$(GO) vet -tags install ./test/packages
 	$(GO) vet -tags realgpu ./agent
+	shellcheck -x -S warning $$(grep -lsE '^#!.*(bash|/sh)' scripts/*) scripts/lib/*.sh
 
 # With the race detector (issue #37): the plugin's Go half runs on
 # slurmctld's threads, the controller and agent are all goroutines. About

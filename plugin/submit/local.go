@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/rota-hpc/rota/placement"
-	"github.com/rota-hpc/rota/wire/gpureq"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Errors of local placement; each means "pass unchanged".

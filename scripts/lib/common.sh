@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # What every script says the same way: sourced, not run.
 #
 #   say WORDS   one line on stderr, "<script>: WORDS"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the Debian roots the scripts keep (scripts/slurm-release's
 # release chroots, scripts/build-root's build root): sourced, not run.
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/e2e-workload and scripts/trace-replay (not run): one
 # run of a rota-synthtrain workload on a fresh dev cluster, with Rota or as
 # plain Slurm, from the same sbatch lines.
@@ -64,6 +65,7 @@ EOF
     none) ;;
     *) die "HINT=$HINT: want v100, all, noisy or none" ;;
   esac
+  # shellcheck disable=SC2034 # read by the caller
   JOB_ARGS=(-J "$name" -o /dev/null -e "$dir/logs/$i.err" --requeue --time=02:00:00 --gres=gpu:1
     --rota-checkpoint-signal=USR1 --rota-steps="$steps" "${hint[@]}" "$dir/jobs/$i.sh")
 }
