@@ -17,6 +17,7 @@ import (
 
 	"github.com/rota-hpc/rota/agent/jobs"
 	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -101,16 +102,11 @@ func (n *node) spawn(name string, job uint32, mode string, env ...string) int {
 	os.MkdirAll(d, 0o755)
 	os.WriteFile(filepath.Join(d, "cgroup"), []byte(cg), 0o644)
 	os.WriteFile(filepath.Join(d, "environ"), []byte(strings.Join(env, "\x00")), 0o644)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(n.dir, name+".ready")); err == nil {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("helper %s did not start", name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "helper "+name+" to start", func() bool {
+		_, err := os.Stat(filepath.Join(n.dir, name+".ready"))
+		return err == nil
+	})
+	return pid
 }
 
 // got is the signals helper name received.
@@ -172,16 +168,15 @@ func TestCheckpoint(t *testing.T) {
 				want = append(want, "SIGTERM")
 			}
 			for _, h := range []string{"a", "b"} {
-				deadline := time.Now().Add(5 * time.Second)
-				for strings.Join(n.got(h), " ") != strings.Join(want, " ") && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-				}
+				eventually.True(t, 5*time.Second, fmt.Sprintf("%s to get %d signals (want %v)", h, len(want), want), func() bool {
+					return len(n.got(h)) >= len(want)
+				})
 				if got := n.got(h); strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Errorf("%s got signals %v, want %v", h, got, want)
 				}
 			}
 			// No other process on the node got anything.
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // time for a stray signal to land: what is tested is that none does
 			for _, h := range []string{"other-job", "no-job"} {
 				if got := n.got(h); len(got) != 0 {
 					t.Errorf("process outside the job (%s) got %v", h, got)
@@ -226,7 +221,7 @@ func TestCheckpointKeepRunning(t *testing.T) {
 					t.Errorf("result = %+v", res)
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // time for the job to die or get more, if it wrongly would: nothing to wait for
 			if !n.alive("a") {
 				t.Errorf("the job's process died: a periodic checkpoint must leave it running")
 			}

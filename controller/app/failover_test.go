@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/decisions"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
@@ -134,7 +135,7 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 		natstest.WaitFor(t, 60*time.Second, what, func() bool {
 			rep, err := asker.Place(context.Background(), nil, req)
 			if err != nil || rep.DecisionID == "" {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // pace the retries while no leader answers
 				return false
 			}
 			given = append(given, rep.DecisionID)
@@ -175,12 +176,10 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 	body, _ = json.Marshal(wire.StatusRequest{V: wire.Version})
 	// With a 1 s lease on a loaded machine the new leader may miss a
 	// renewal and stand by for a moment: "no responders" then, retry.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventually.True(t, 10*time.Second, "a status answer other than no responders", func() bool {
 		m, err = nc.Request(wire.SubjectStatus, body, 5*time.Second)
-		if err == nil || !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return err == nil || !errors.Is(err, nats.ErrNoResponders)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/controller/creds"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -59,14 +60,18 @@ func TestLeafLink(t *testing.T) {
 		}
 		_ = dir.resp.Flush()
 		var reply *nats.Msg
-		for i := 0; i < 100; i++ { // until the leaf connection is up and has the interest
-			if reply, err = dir.asker.Request(dir.subject, []byte("x"), 100*time.Millisecond); err == nil {
-				break
+		var last error // the last try's, shown if the wait fails
+		defer func() {
+			if last != nil {
+				t.Logf("%s: last error %v", dir.name, last)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil || string(reply.Data) != "ok" {
-			t.Fatalf("%s: %v", dir.name, err)
+		}()
+		eventually.True(t, 5*time.Second, dir.name+": a reply across the leaf link", func() bool { // until the leaf connection is up and has the interest
+			reply, last = dir.asker.Request(dir.subject, []byte("x"), 100*time.Millisecond)
+			return last == nil
+		})
+		if string(reply.Data) != "ok" {
+			t.Fatalf("%s: reply %q", dir.name, reply.Data)
 		}
 		_ = sub.Unsubscribe()
 	}
@@ -82,7 +87,7 @@ func TestLeafLink(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = to.NC.Flush()
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // time for the interest to cross, if it wrongly would: nothing to wait for
 			_ = from.NC.Publish(subject, []byte("secret"))
 			_ = from.NC.Flush()
 			select {

@@ -70,7 +70,7 @@ func TestQueueCacheDatesASharedRead(t *testing.T) {
 	if err := cli.Update(ctx, 7, JobUpdate{Nice: &nice}); err != nil { // and its update
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // a sample later than the round's read
 	c := &QueueCache{Client: cli, MaxAge: time.Hour}
 	_, at, err := c.Jobs(QueueSince(ctx, time.Time{}, time.Hour))
 	if err != nil || !at.Equal(roundAt) || calls.Count("squeue") != 1 {

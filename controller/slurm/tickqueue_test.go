@@ -69,7 +69,7 @@ func TestTickQueue(t *testing.T) {
 		case 1:
 			q.Wake(r.at)
 		case 2:
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // a time after the round's read
 			q.Wake(time.Now())
 		}
 		r.fail = s.fail

@@ -33,7 +33,7 @@ func echo(t testing.TB, url string, opts []nats.Option, delay func(string) time.
 	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		if delay != nil {
 			if d := delay(string(m.Data)); d > 0 {
-				time.Sleep(d)
+				time.Sleep(d) // a slow responder, as the test asks: not a wait
 			}
 		}
 		m.Respond(append([]byte("re:"), m.Data...))
@@ -133,7 +133,7 @@ func TestDeadlineAndLateReply(t *testing.T) {
 	if took < 30*time.Millisecond || took > 100*time.Millisecond {
 		t.Fatalf("timed out after %v, want about 30ms", took)
 	}
-	time.Sleep(200 * time.Millisecond) // the late reply is now in the socket
+	time.Sleep(200 * time.Millisecond) // the late reply (150 ms) is now in the socket: unseen from here, so time passes
 	got, err := c.Request(subject, []byte("second"), time.Second)
 	if err != nil || string(got) != "re:second" {
 		t.Fatalf("got %q %v, want re:second", got, err)
@@ -269,7 +269,7 @@ func TestServerPingsAnsweredWhileIdle(t *testing.T) {
 	c := newClient(t, Options{URLs: []string{s.URL()}, PingInterval: 10 * time.Millisecond,
 		OnDisconnect: func(error) { disconnects.Add(1) }})
 	waitConnected(t, c)
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // idle through many server PINGs: what is tested is that no drop comes
 	if _, err := c.Request(subject, []byte("q"), time.Second); err != nil || disconnects.Load() != 0 {
 		t.Fatalf("after idling: %v, %d disconnects", err, disconnects.Load())
 	}
@@ -355,7 +355,7 @@ func TestScriptedServer(t *testing.T) {
 			msg := "+OK\r\nINFO {\"ldm\":true}\r\nMSG other.subject 1 3\r\nold\r\nMSG " + reply + " 1 5\r\nfresh\r\n"
 			for i := range len(msg) {
 				w.Write([]byte{msg[i]})
-				time.Sleep(100 * time.Microsecond)
+				time.Sleep(100 * time.Microsecond) // pace the bytes so that they arrive apart
 			}
 		}, "fresh", nil},
 		{"no responders status", func(t *testing.T, r *bufio.Reader, w net.Conn) {
@@ -386,7 +386,7 @@ func TestScriptedServer(t *testing.T) {
 		}, "", errProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := fakeServer(t, func(r *bufio.Reader, w net.Conn) { tc.script(t, r, w); time.Sleep(200 * time.Millisecond) })
+			url := fakeServer(t, func(r *bufio.Reader, w net.Conn) { tc.script(t, r, w); time.Sleep(200 * time.Millisecond) }) // keep the connection open while the client reads
 			c := newClient(t, Options{URLs: []string{url}, PingInterval: time.Hour})
 			waitConnected(t, c)
 			got, err := c.Request(subject, []byte("q"), 2*time.Second)
@@ -413,7 +413,7 @@ func TestScriptedServer(t *testing.T) {
 // A server that accepts but stops answering PINGs is dropped after
 // MaxPingsOut intervals (and dialled again: the fake accepts anew).
 func TestStaleServerDropped(t *testing.T) {
-	url := fakeServer(t, func(r *bufio.Reader, w net.Conn) { time.Sleep(5 * time.Second) })
+	url := fakeServer(t, func(r *bufio.Reader, w net.Conn) { time.Sleep(5 * time.Second) }) // a server gone silent
 	var mu sync.Mutex
 	var why error
 	c := newClient(t, Options{URLs: []string{url}, PingInterval: 20 * time.Millisecond, MaxPingsOut: 2,
@@ -451,14 +451,14 @@ func TestCloseDuringConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // let the connect get under way: unseen from here, so time passes
 	start := time.Now()
 	c.Close()
 	closed.Store(true)
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("Close took %v", d)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // past ConnectTimeout and retries: what is tested is that no callback comes
 	if after.Load() {
 		t.Fatal("a callback ran after Close")
 	}

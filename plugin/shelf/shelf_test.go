@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/hints"
@@ -164,7 +165,7 @@ func TestShelfLimits(t *testing.T) {
 	Shelf{}.Reset()
 	defer Shelf{}.Reset()
 	gen := stock(t, keyJob(), 2, time.Millisecond)
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // past the 1 ms validity: the expiry is what is tested
 	if _, ok := (Shelf{}).Serve(keyJob(), []byte("x")); ok {
 		t.Fatal("served from an expired stock")
 	}
@@ -492,7 +493,7 @@ func TestShelfStocksOnlyForARepeat(t *testing.T) {
 		if submitJob(j) {
 			t.Fatalf("job %d served from the shelf", i)
 		}
-		time.Sleep(3 * time.Millisecond) // time enough to stock
+		time.Sleep(3 * time.Millisecond) // time enough to stock: what is tested is that none comes
 	}
 	cs.mu.Lock()
 	if cs.stocks != 0 {
@@ -506,13 +507,7 @@ func TestShelfStocksOnlyForARepeat(t *testing.T) {
 		}
 	}
 	for _, j := range []*submit.Job{b, a} {
-		deadline := time.Now().Add(5 * time.Second)
-		for !submitJob(j) {
-			if time.Now().After(deadline) {
-				t.Fatal("two shapes in turn were never served from the shelf")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, "two shapes in turn served from the shelf ("+j.TresPerNode+")", func() bool { return submitJob(j) })
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -313,22 +315,17 @@ func TestLocalSendsPacedRecordsPromptly(t *testing.T) {
 				t.Fatal(err)
 			}
 			placedAt[reply.DecisionID] = time.Now()
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // sbatch's pace: the pacing is what is tested
 		}
 		if burst == 0 {
-			time.Sleep(5 * sendLinger)
+			time.Sleep(5 * sendLinger) // a pause for the sender to go back to waiting: unseen from here, so time passes
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 5*time.Second, fmt.Sprintf("all %d placed records sent", len(placedAt)), func() bool {
 		mu.Lock()
-		n := len(sent)
-		mu.Unlock()
-		if n == len(placedAt) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(sent) == len(placedAt)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	var late []time.Duration
@@ -479,7 +476,8 @@ func TestLocalReportsDecideTime(t *testing.T) {
 }
 
 // Usable, what the plugin's stats file reports as ready: only with a
-// fresh state that sees GPUs, and a link the decision can be sent on.
+// fresh state in which a one-GPU job can be typed, and a link the
+// decision can be sent on.
 func TestLocalUsable(t *testing.T) {
 	t.Parallel()
 	l := NewLocal(30*time.Second, func([][]byte) error { return nil })
@@ -505,5 +503,15 @@ func TestLocalUsable(t *testing.T) {
 	}
 	if l.Usable() {
 		t.Fatal("usable with a state that sees no GPU (a controller just after slurmctld restarted)")
+	}
+	// Types known, but no node of them usable (not responding right after
+	// slurmctld restarted): a job would be left as asked, not typed.
+	down, _ := json.Marshal(&wire.PlaceState{V: wire.Version, Controller: "c", Gen: 3, Policy: "las", Rule: wire.PlaceRule{WalltimeMargin: 1.5},
+		Cluster: &wire.ClusterView{DefaultPartition: "gpu", Types: map[string]wire.TypeView{"v100": {Partitions: []string{"gpu"}}}}})
+	if err := l.Feed(down); err != nil {
+		t.Fatal(err)
+	}
+	if l.Usable() {
+		t.Fatal("usable with a state whose types have no usable node")
 	}
 }

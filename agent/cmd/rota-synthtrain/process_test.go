@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/internal/eventually"
 )
 
 // The test binary doubles as the program: with SYNTHTRAIN_TEST_MAIN=1 it
@@ -107,17 +109,16 @@ func readLog(t *testing.T, path string) []Event {
 // waitProgress waits until the progress file shows at least step.
 func waitProgress(t *testing.T, path string, step uint64) progress.Reading {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			if r, err := progress.Parse(b); err == nil && r.Step >= step {
-				return r
-			}
+	var r progress.Reading
+	eventually.True(t, 15*time.Second, fmt.Sprintf("%s to reach step %d", path, step), func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never reached step %d", path, step)
-	return progress.Reading{}
+		r, err = progress.Parse(b)
+		return err == nil && r.Step >= step
+	})
+	return r
 }
 
 func lastOf(evs []Event, kind string) (Event, bool) {
@@ -179,7 +180,7 @@ func TestCheckpointStopResume(t *testing.T) {
 	p = start(t, env("1"), args...)
 	waitProgress(t, prog, saved+500)
 	p.signal(syscall.SIGUSR2)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // time for USR2 to end it, if it wrongly did: nothing to wait for
 	select {
 	case <-p.done:
 		t.Fatalf("a signal other than the checkpoint signal ended the program; stderr: %s", p.stderr)
@@ -248,19 +249,22 @@ func TestPeriodicAndEnvSignal(t *testing.T) {
 		"--model", "A3C", "--steps", "100000", "--throughputs", table, "--time-scale", "500", "--gpu-type", "v100",
 		"--ckpt-dir", dir, "--log", logPath, "--ckpt-every", "1000")
 	// v100 A3C: 7.18 x 500 = 3588 steps/s: three periodic checkpoints within a second.
-	deadline := time.Now().Add(10 * time.Second)
-	for n := 0; n < 3; {
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 3 periodic checkpoints in 10 s: %+v", readLog(t, logPath))
+	var seen []Event // the log at the last look, shown if the wait fails
+	n := 0
+	defer func() {
+		if n < 3 {
+			t.Logf("the log: %+v", seen)
 		}
-		time.Sleep(50 * time.Millisecond)
-		n = 0
-		for _, e := range readLog(t, logPath) {
+	}()
+	eventually.True(t, 10*time.Second, "3 periodic checkpoints", func() bool {
+		seen, n = readLog(t, logPath), 0
+		for _, e := range seen {
 			if e.Ev == "checkpoint" && e.Reason == "periodic" {
 				n++
 			}
 		}
-	}
+		return n >= 3
+	})
 	p.signal(syscall.SIGUSR1) // not this job's checkpoint signal: ignored
 	p.signal(syscall.SIGUSR2)
 	if rc := p.wait(); rc != 0 {
@@ -377,17 +381,16 @@ func TestCoarseTickEndsOnTime(t *testing.T) {
 // waitProgressCkpt waits for a ckpt= in the file other than prev's.
 func waitProgressCkpt(t *testing.T, path string, prev progress.Reading) progress.Reading {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			if r, err := progress.Parse(b); err == nil && r.HasCk && (!prev.HasCk || r.Ckpt != prev.Ckpt) {
-				return r
-			}
+	var r progress.Reading
+	eventually.True(t, 10*time.Second, "a new checkpoint acknowledged in "+path, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no new checkpoint acknowledged in %s within 10 s", path)
-	return progress.Reading{}
+		r, err = progress.Parse(b)
+		return err == nil && r.HasCk && (!prev.HasCk || r.Ckpt != prev.Ckpt)
+	})
+	return r
 }
 
 // Errors before training: each exits non-zero with a clear message on

@@ -10,16 +10,17 @@ import (
 	"testing"
 )
 
-// gavelTable is Gavel's measured table in the shared data folder; tests
-// read it at run time and skip where it is absent.
+// gavelTable is Gavel's measured table in the shared data folder beside
+// the repository (../shared/data), which the tests read at run time; a
+// test that needs it fails without it rather than pass untried.
 func gavelTable(t *testing.T) string {
 	t.Helper()
-	p, err := filepath.Abs("../../../shared/data/gavel/simulation_throughputs.json")
+	p, err := filepath.Abs("../../../../shared/data/gavel/simulation_throughputs.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("Gavel's table not available: %v", err)
+		t.Fatalf("Gavel's table, ../shared/data beside the repository: %v", err)
 	}
 	return p
 }
