@@ -574,3 +574,27 @@ func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
 }
+
+// heavy makes t the only heavy test running on this machine until it
+// ends: make test runs the releases' suites side by side, and two tests
+// that each start many clusters (the differential test's six, two joined
+// clusters) or compile (the site's builds) at once starve each other's
+// daemons past their timeouts on a 2-core host (seen: a slurmdbd that
+// did not answer in 120 s). A lock file under /tmp, which every release's
+// chroot shares, held by flock until the test's cleanup.
+func heavy(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "rota-heavy-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatalf("heavy-test lock: %v", err)
+	}
+	start := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("heavy-test lock: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Logf("waited %v for another release's heavy test to end", d.Round(time.Second))
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
+}

@@ -225,6 +225,7 @@ const (
 )
 
 func TestDifferential(t *testing.T) {
+	heavy(t)
 	n := 0
 	for _, s := range diffShapes {
 		n += 2 * (s.nodes + 4)

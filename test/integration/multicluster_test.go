@@ -133,6 +133,7 @@ func submitAs(t *testing.T, c devCluster, name string, args ...string) string {
 // burst larger than a spills to b; each job runs exactly once, as its
 // user, and explain on both sides says where it went and why.
 func TestMultiCluster(t *testing.T) {
+	heavy(t)
 	p := startMCPair(t)
 	ran := map[string]map[string]bool{} // name -> copies seen running or done
 	watch := func(prefix string, n int, d time.Duration) map[string]map[string]string {

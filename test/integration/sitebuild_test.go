@@ -32,6 +32,7 @@ import (
 // and passes jobs unchanged; the same plugin without the guard is what Slurm
 // does by itself (it refuses the plugin and stops), recorded here.
 func TestSiteBuiltPlugins(t *testing.T) {
+	heavy(t)
 	for _, tool := range []string{"rpmbuild", "rpm2cpio", "cpio", "dpkg-source", "dpkg-buildpackage", "gcc", "make"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not installed (scripts/setup-deps; a release's chroot has it from scripts/slurm-release)", tool)
