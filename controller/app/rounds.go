@@ -39,28 +39,19 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		c.log.Info().Msg("the Slurm client cannot change jobs; rounds are off, placement happens at submission only")
 		return nil
 	}
-	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), sched, c.store, c.obs,
-		c.estimator, &checkpoint.NATS{NC: c.nc})
-	if err != nil {
-		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
-		return nil
-	}
+	deps := rounds.Deps{Sched: sched, Decisions: c.store, Measurements: c.obs, Estimator: c.estimator,
+		Checkpoint: &checkpoint.NATS{NC: c.nc}, Hold: c.stateSaveHold(ctx)}
 	var st *state.KV
 	if js, err := jetstream.New(c.nc); err != nil {
 		c.log.Warn().Err(err).Msg("no JetStream: the round loop's state is not saved")
 	} else if st, err = state.Open(ctx, js, c.cfg.Replicas); err != nil {
 		c.log.Warn().Err(err).Msg("the round loop's state is not saved")
 	} else {
-		loop.SetStore(st)
+		deps.Store = st
 	}
 	if c.inst != nil {
-		loop.SetTimings(c.inst)
+		deps.Timings = c.inst
 	}
-	c.holdAroundSaves(ctx, loop)
-	c.startChains(ctx, sched, loop, st)
-	c.startFaultTol(ctx, sched, loop, st)
-	c.startServe(ctx, sched, loop, st)
-	c.startMC(ctx, sched, loop, st)
 	if cli, ok := c.slurm.(interface {
 		rounds.LimitReader
 		Release(context.Context) (int, int, error)
@@ -71,8 +62,17 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		if err != nil {
 			c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
 		}
-		loop.SetLimits(cli, major > 24 || (major == 24 && minor >= 11))
+		deps.Limits, deps.RetypeGres = cli, major > 24 || (major == 24 && minor >= 11)
 	}
+	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), deps)
+	if err != nil {
+		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
+		return nil
+	}
+	c.startChains(ctx, sched, loop, st)
+	c.startFaultTol(ctx, sched, loop, st)
+	c.startServe(ctx, sched, loop, st)
+	c.startMC(ctx, sched, loop, st)
 	loop.OnSnapshot = func(s *cluster.Snapshot, p *rounds.Plan) {
 		if p != nil {
 			c.placer.SetBusy(p.Busy())
@@ -92,30 +92,30 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	return loop
 }
 
-// holdAroundSaves has the round's apply leave slurmctld's job state
+// stateSaveHold has the round's apply leave slurmctld's job state
 // saves alone (slurm.StateSaves; docs/rounds.md, "Slurm's state saves"),
 // where this controller can read the file slurmctld saves them to: on
-// slurmctld's host, as root or SlurmUser.
-func (c *Controller) holdAroundSaves(ctx context.Context, loop *rounds.Loop) {
+// slurmctld's host, as root or SlurmUser. nil: it cannot, or may not.
+func (c *Controller) stateSaveHold(ctx context.Context) rounds.Hold {
 	if !c.cfg.ApplyAroundSaves {
-		return
+		return nil
 	}
 	cli, ok := c.slurm.(interface {
 		StateSaveDir(context.Context) (string, error)
 	})
 	if !ok {
-		return
+		return nil
 	}
 	dir, err := cli.StateSaveDir(ctx)
 	if err == nil {
 		s := slurm.NewStateSaves(dir)
 		if err = s.Check(); err == nil {
-			loop.SetHold(s.Hold)
 			c.log.Info().Str("state_save_location", dir).Msg("a round's updates wait while slurmctld's job state save is due")
-			return
+			return s.Hold
 		}
 	}
 	c.log.Info().Err(err).Msg("cannot read slurmctld's job state file here; a round's updates do not wait for its state saves (round_apply_around_saves)")
+	return nil
 }
 
 // startChains runs the chain manager beside the round loop

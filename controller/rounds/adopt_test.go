@@ -41,7 +41,7 @@ func TestAdoptFailedOpenJobs(t *testing.T) {
 		f.restricts = map[uint32]bool{5: true}
 		cfg := DefaultConfig()
 		cfg.AdoptUnplaced = on
-		l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{rates: map[string][]float64{}}, nil)
+		l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{rates: map[string][]float64{}}, Checkpoint: nil})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func TestInteractiveJobsStayAndGoFirst(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Round, cfg.MinLease, cfg.MoveCost, cfg.Order = time.Minute, 10*time.Minute, 30*time.Second, c.order
 			ck := &fakeCkpt{outcome: wire.CheckpointAcknowledged}
-			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, ck)
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: ck})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +242,7 @@ func TestSessionsPass(t *testing.T) {
 			}
 			cfg := DefaultConfig()
 			cfg.Order = c.order
-			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -311,19 +311,39 @@ func (l *Loop) Decision(id uint32) *wire.Decision {
 	return nil
 }
 
-// SetTimings makes the loop report its timings to t; call it before Run.
-func (l *Loop) SetTimings(t Timings) { l.timings = t }
-
-// SetHold makes each round's apply wait, between updates, for as long as
-// h says (its job state saves: slurm.StateSaves.Hold); call it before Run.
-func (l *Loop) SetHold(h Hold) { l.hold = h }
-
-// SetStore makes the loop save its state after every round and restore
-// it when it starts.
-func (l *Loop) SetStore(s state.Store) { l.store = s }
+// Deps are what the loop works through. Sched, Decisions, Measurements
+// and Estimator are needed; the rest may be nil, and then the loop does
+// without.
+type Deps struct {
+	Sched        slurm.Scheduler
+	Decisions    Decisions
+	Measurements Measurements
+	Estimator    Estimator
+	// Checkpoint asks a job's agents for a checkpoint (nil: no job is
+	// moved).
+	Checkpoint checkpoint.Checkpointer
+	// Store keeps the loop's state across restarts (nil: not saved).
+	Store state.Store
+	// Timings is told what each round's phases took (nil: not timed).
+	Timings Timings
+	// Hold makes each round's apply wait, between updates, for as long as
+	// it says (slurmctld's job state saves: slurm.StateSaves.Hold).
+	Hold Hold
+	// Limits reads the site's typed GPU limits every round; the loop
+	// treats them as constraints of the policy (docs/rounds.md, "Typed
+	// limits"). RetypeGres says Slurm accepts a new GPU type in a pending
+	// job's GPU request (24.11 and later; 22.05 merges it with the old
+	// one and the job never runs): then Rota types jobs in their GPU
+	// request, where typed limits count them, not by node constraint.
+	Limits     LimitReader
+	RetypeGres bool
+}
 
 // New makes a loop.
-func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, meas Measurements, est Estimator, ckpt checkpoint.Checkpointer) (*Loop, error) {
+func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
+	if d.Sched == nil || d.Decisions == nil || d.Estimator == nil {
+		return nil, fmt.Errorf("rounds: a loop needs Slurm, the decisions and an estimator")
+	}
 	pol, err := policy.New(cfg.Policy, policy.Options{})
 	if err != nil {
 		return nil, err
@@ -347,7 +367,8 @@ func New(cfg Config, log zerolog.Logger, sched slurm.Scheduler, dec Decisions, m
 	if err := cfg.Pace.Check(); err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg, log: log, sched: sched, dec: dec, meas: meas, est: est, ckpt: ckpt, pol: pol,
+	l := &Loop{cfg: cfg, log: log, sched: d.Sched, dec: d.Decisions, meas: d.Measurements, est: d.Estimator, ckpt: d.Checkpoint, pol: pol,
+		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
 		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}

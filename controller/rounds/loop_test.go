@@ -233,7 +233,7 @@ func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.D
 func newLoop(t *testing.T, f slurm.Scheduler, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
 	cfg := DefaultConfig()
 	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
-	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, est, ck)
+	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: est, Checkpoint: ck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +550,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
 	st := &memState{m: map[string][]byte{}}
 	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
-	l.SetStore(st)
+	l.store = st // as Deps.Store would
 	if err := l.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +564,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 
 	l2 := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
-	l2.SetStore(st)
+	l2.store = st // as Deps.Store would
 	if err := l2.restore(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +593,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 }
 
 func (l *Loop) restoreWith(s state.Store) error {
-	l.SetStore(s)
+	l.store = s // as Deps.Store would
 	return l.restore(context.Background())
 }
 
@@ -812,7 +812,7 @@ func movedOnce(t *testing.T) (*fakeSched, *Loop, *recTimings) {
 		Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
 	l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
 	rec := &recTimings{}
-	l.SetTimings(rec)
+	l.timings = rec // as Deps.Timings would
 	if err := l.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}

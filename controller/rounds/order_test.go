@@ -60,7 +60,7 @@ func TestOrderModes(t *testing.T) {
 			f.jobs[5].Nice = 300 // its user's --nice=300
 			cfg := DefaultConfig()
 			cfg.Order, cfg.OrderNiceSpan = c.order, 1000
-			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestMigratedJobPriorityHandedBack(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Order = order
 			cfg.MinLease, cfg.MoveCost = 0, 1
-			l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: &fakeCkpt{outcome: wire.CheckpointAcknowledged}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestEntityWeightsFromShares(t *testing.T) {
 			s := &shareSched{fakeSched: f, w: lab, err: c.err}
 			cfg := DefaultConfig()
 			cfg.Policy, cfg.Shares = c.policy, c.shares
-			l, err := New(cfg, zerolog.Nop(), s, decs, noMeasurements{}, &tableEst{}, nil)
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: s, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +304,7 @@ func TestIdleRoundsUpdateNothing(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Order, cfg.OrderNiceSpan = OrderNice, 10000
-	l, err := New(cfg, zerolog.Nop(), f, decs, noMeasurements{}, &tableEst{}, nil)
+	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
 	if err != nil {
 		t.Fatal(err)
 	}

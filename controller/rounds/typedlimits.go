@@ -19,18 +19,6 @@ type LimitReader interface {
 	Limits(ctx context.Context) (*limits.Set, error)
 }
 
-// SetLimits makes the loop read the site's typed GPU limits every round
-// and treat them as constraints of the policy (docs/rounds.md, "Typed
-// limits"). retypeGres says Slurm accepts a new GPU type in a pending
-// job's GPU request (24.11 and later; 22.05 merges it with the old one and
-// the job never runs): then Rota types jobs in their GPU request, where
-// typed limits count them, rather than by node constraint.
-func (l *Loop) SetLimits(r LimitReader, retypeGres bool) {
-	l.mu.Lock()
-	l.limitReader, l.retypeGres = r, retypeGres
-	l.mu.Unlock()
-}
-
 // TypeByGres says whether jobs get their type in the GPU request (not as
 // a node constraint): where Slurm can retype a request, or where typed
 // limits exist, which count only typed requests.
