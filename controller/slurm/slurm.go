@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -334,3 +335,26 @@ func ParseAdminComment(out string) string {
 	}
 	return ""
 }
+
+// Backend is all the controller asks of Slurm. Both backends are all of
+// it, checked here when the package compiles: a backend that lacked a
+// capability would turn a feature off without a word where the
+// controller asks whether its Client has it (which it does for the
+// read-only clients of tests).
+type Backend interface {
+	Client
+	Scheduler
+	AccountingReader
+	NodeDetailer
+	// Limits reads the site's typed GPU limits (rounds.LimitReader).
+	Limits(ctx context.Context) (*limits.Set, error)
+	// Release is Slurm's release, major and minor.
+	Release(ctx context.Context) (major, minor int, err error)
+	// StateSaveDir is slurmctld's StateSaveLocation.
+	StateSaveDir(ctx context.Context) (string, error)
+}
+
+var (
+	_ Backend = (*CLI)(nil)
+	_ Backend = (*Restd)(nil)
+)
