@@ -204,52 +204,17 @@ func LoadConfig(path string) (Config, error) {
 	v.List("web_trusted_proxies", &c.Web.TrustedProxies)
 	loadEstimatorPlugins(v, &c)
 	loadSlurmBackend(v, &c)
-	v.String("policy", &c.Rounds.Policy)
+	c.Rounds.Read(v)
 	v.Bool("rounds_off", &c.RoundsOff)
-	v.Bool("adopt_unplaced", &c.Rounds.AdoptUnplaced)
-	v.Duration("round", &c.Rounds.Round, time.Second, 24*time.Hour)
-	v.Duration("min_lease", &c.Rounds.MinLease, 0, 7*24*time.Hour)
-	v.Duration("move_cost", &c.Rounds.MoveCost, 0, 24*time.Hour)
-	v.Duration("checkpoint_grace", &c.Rounds.CheckpointGrace, time.Second, time.Hour)
-	v.String("order", &c.Rounds.Order)
-	span := int(c.Rounds.OrderNiceSpan)
-	v.Int("order_nice_span", &span, 2, 2_000_000)
-	c.Rounds.OrderNiceSpan = uint32(span)
-	v.String("shares", &c.Rounds.Shares)
-	v.Int("round_apply_batch", &c.Rounds.Pace.Batch, 1, 100_000)
-	v.Float("round_apply_share", &c.Rounds.Pace.Share, 0.01, 1)
 	v.Bool("round_apply_around_saves", &c.ApplyAroundSaves)
 	c.Rounds.WalltimeMargin, c.Rounds.WalltimeOverheadMin = c.Placement.WalltimeMargin, c.Placement.WalltimeOverheadMin
-	v.Bool("chains_off", &c.Chains.Off)
-	v.Bool("chain_auto", &c.Chains.Auto)
-	v.String("chain_mode", &c.Chains.Mode)
-	v.Duration("chain_checkpoint_lead", &c.Chains.CheckpointLead, time.Second, 24*time.Hour)
-	v.Duration("chain_margin", &c.Chains.Margin, 0, 24*time.Hour)
-	v.Duration("chain_tick", &c.Chains.Tick, 100*time.Millisecond, time.Hour)
-	v.Int("chain_max_segments", &c.Chains.MaxSegments, 2, 10000)
-	v.List("chain_dev_partitions", &c.Chains.DevPartitions)
-	chainPrio := int(c.Chains.Priority)
-	v.Int("chain_priority", &chainPrio, 1, 4294967293)
-	c.Chains.Priority = uint32(chainPrio)
+	c.Chains.Read(v)
 	c.Chains.Grace = c.Rounds.CheckpointGrace
-	periodic := !c.FaultTol.Off
-	v.Bool("checkpoint_periodic", &periodic)
-	c.FaultTol.Off = !periodic
-	v.Duration("node_mtbf", &c.FaultTol.NodeMTBF, 0, 100*365*24*time.Hour)
-	v.Duration("node_mtbf_prior", &c.FaultTol.PriorMTBF, time.Second, 100*365*24*time.Hour)
-	v.Duration("checkpoint_cost_initial", &c.FaultTol.InitialCost, 100*time.Millisecond, 24*time.Hour)
-	v.Duration("checkpoint_interval_min", &c.FaultTol.MinInterval, time.Second, 7*24*time.Hour)
-	v.Duration("checkpoint_interval_max", &c.FaultTol.MaxInterval, time.Second, 365*24*time.Hour)
-	v.Duration("faulttol_tick", &c.FaultTol.Tick, 100*time.Millisecond, time.Hour)
+	c.FaultTol.Read(v)
 	c.FaultTol.Grace = c.Rounds.CheckpointGrace
 	// Services (docs/serve.md); successors outrank other pending jobs as
 	// chain segments do.
-	v.Bool("serve_off", &c.Serve.Off)
-	v.Duration("serve_tick", &c.Serve.Tick, 100*time.Millisecond, time.Hour)
-	v.Duration("serve_rollover_lead", &c.Serve.Lead, time.Second, 24*time.Hour)
-	v.String("serve_spread", &c.Serve.Spread)
-	v.Duration("serve_hold", &c.Serve.Hold, 0, 10*time.Minute)
-	v.Int("serve_max_tries", &c.Serve.MaxTries, 1, 100)
+	c.Serve.Read(v)
 	c.Serve.Priority = c.Chains.Priority
 	// speed.<type> = relative speed, one line per GPU type.
 	for _, k := range v.Keys() {
