@@ -20,6 +20,7 @@ import (
 	"github.com/rota-hpc/rota/controller/estimate/forecast/report"
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -92,11 +93,17 @@ func TestWebView(t *testing.T) {
 	}
 	// The trend's samples: alice holds 2 v100 GPUs, bob waits.
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if body = webGet(t, base, "/trend"); strings.Contains(body, "Jain's index 0.500") {
-			break
+	sampled := false
+	defer func() {
+		if !sampled {
+			t.Logf("trend page:\n%s", body)
 		}
-	}
+	}()
+	eventually.True(t, 10*time.Second, "the trend page to show Jain's index 0.500", func() bool {
+		body = webGet(t, base, "/trend")
+		return strings.Contains(body, "Jain's index 0.500")
+	})
+	sampled = true
 	if !strings.Contains(body, "Jain's index 0.500") || !strings.Contains(body, `<circle class="dot s1"`) && !strings.Contains(body, "<polyline") {
 		t.Errorf("trend page:\n%s", body)
 	}

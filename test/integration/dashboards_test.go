@@ -59,18 +59,16 @@ func TestDashboards(t *testing.T) {
 	// Every query, until all have data or the deadline: an instant query
 	// sees what the last scrape (within a second) exposed.
 	var failures []string
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	defer func() {
+		if len(failures) > 0 {
+			t.Logf("%d dashboard queries without data:\n%s", len(failures), strings.Join(failures, "\n"))
+		}
+	}()
+	eventually.True(t, 2*time.Minute, "every dashboard query to have data", func() bool {
 		window := fmt.Sprintf("%ds", int(time.Since(started).Seconds())+10)
 		failures = checkDashboards(t, api, window)
-		if len(failures) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Second)
-	}
-	if len(failures) > 0 {
-		t.Fatalf("%d dashboard queries without data:\n%s", len(failures), strings.Join(failures, "\n"))
-	}
+		return len(failures) == 0
+	})
 	v, err := promQuery(api, "up")
 	if err != nil {
 		t.Fatal(err)

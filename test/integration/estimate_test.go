@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -41,18 +42,20 @@ func TestEstimate(t *testing.T) {
 
 	// The controller re-reads Slurm every 10 s on the dev cluster.
 	var st wire.Site
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		out, err := run(rota, "status", "--nats", natsURL, "--site", "--json")
+	var statusOut string
+	var statusErr error
+	shown := false
+	defer func() {
+		if !shown {
+			t.Logf("the last rota status --site: %v\n%s", statusErr, statusOut)
+		}
+	}()
+	eventually.True(t, 40*time.Second, "rota status --site to show the debug partition", func() bool {
+		statusOut, statusErr = run(rota, "status", "--nats", natsURL, "--site", "--json")
 		st = wire.Site{}
-		if err == nil && json.Unmarshal([]byte(out), &st) == nil && len(st.Partitions) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rota status --site never showed the debug partition: %v\n%s", err, out)
-		}
-		time.Sleep(time.Second)
-	}
+		return statusErr == nil && json.Unmarshal([]byte(statusOut), &st) == nil && len(st.Partitions) == 2
+	})
+	shown = true
 	if !strings.Contains(st.QueueWait, "queuewait-test.json") {
 		t.Errorf("queue wait: %q, want the model", st.QueueWait)
 	}

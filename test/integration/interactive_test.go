@@ -34,32 +34,41 @@ func TestInteractiveSessions(t *testing.T) {
 		t.Helper()
 		// The plugin sends its decision to the controller after it has
 		// answered slurmctld: salloc may return before it is recorded.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
-			if err == nil {
-				return out
+		var out string
+		var err error
+		defer func() {
+			if err != nil && strings.Contains(out, "no decision recorded") {
+				t.Logf("the last rota explain %s: %v %s", id, err, out)
 			}
-			if !strings.Contains(out, "no decision recorded") || time.Now().After(deadline) {
-				t.Fatalf("rota explain %s: %v %s", id, err, out)
-			}
+		}()
+		eventually.True(t, 10*time.Second, "rota explain "+id+" to find the decision", func() bool {
+			out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
+			return err == nil || !strings.Contains(out, "no decision recorded")
+		})
+		if err != nil {
+			t.Fatalf("rota explain %s: %v %s", id, err, out)
 		}
+		return out
 	}
 	kindLine := regexp.MustCompile(`(?m)^kind +interactive$`)
 
 	// A batch job sees v100's reserved GPU as not its own. Placements
 	// count as taken until the next round's view: probe until one comes.
 	var out string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Second) {
+	free3 := regexp.MustCompile(`free\.v100 +3\n`)
+	probed := false
+	defer func() {
+		if !probed {
+			t.Logf("the last batch job's rota explain:\n%s", out)
+		}
+	}()
+	eventually.True(t, 20*time.Second, "a batch job to see 3 v100s free to it (4, 1 reserved)", func() bool {
 		batch := strconv.FormatUint(uint64(sbatch(t, "--gres=gpu:1")), 10)
 		out = explain(batch)
 		run("scancel", batch)
-		if regexp.MustCompile(`free\.v100 +3\n`).MatchString(out) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no batch job saw 3 v100s free to it (4, 1 reserved) within 20 s; the last:\n%s", out)
-		}
-	}
+		return free3.MatchString(out)
+	})
+	probed = true
 	if kindLine.MatchString(out) {
 		t.Errorf("a batch job shown as interactive:\n%s", out)
 	}
@@ -199,26 +208,27 @@ func TestInteractiveSessions(t *testing.T) {
 	if out, err := run("scancel", victim); err != nil {
 		t.Fatalf("scancel %s: %v %s", victim, err, out)
 	}
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		st := states()
-		if strings.HasPrefix(st[c], "RUNNING") {
-			running := 0
-			for _, id := range train {
-				if strings.HasPrefix(st[id], "RUNNING") {
-					running++
-				}
-			}
-			if running != 9 {
-				t.Errorf("%d training jobs run beside the session, want the 9 that ran before (a waiting one took a GPU): %v", running, st)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
+	var st map[string]string
+	took := false
+	defer func() {
+		if !took {
 			logWhy(t, c, logOff)
-			t.Fatalf("the session %s did not take the freed %s GPU within 40 s: %v", c, on, st)
+			t.Logf("the jobs' states at the last look: %v", st)
 		}
-		time.Sleep(200 * time.Millisecond)
+	}()
+	eventually.True(t, 40*time.Second, "the session "+c+" to take the freed "+on+" GPU", func() bool {
+		st = states()
+		return strings.HasPrefix(st[c], "RUNNING")
+	})
+	took = true
+	running := 0
+	for _, id := range train {
+		if strings.HasPrefix(st[id], "RUNNING") {
+			running++
+		}
+	}
+	if running != 9 {
+		t.Errorf("%d training jobs run beside the session, want the 9 that ran before (a waiting one took a GPU): %v", running, st)
 	}
 	if j := show(t, uint32(cn)); givenType(j) != "" {
 		t.Errorf("the session was retyped to %q while it waited", givenType(j))

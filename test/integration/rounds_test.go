@@ -59,15 +59,18 @@ func TestRoundRetypesPendingJob(t *testing.T) {
 		t.Fatalf("scontrol update: %v %s", err, out)
 	}
 	var j job
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if j = show(t, uint32(n)); rotaType(j) == "v100" {
-			break
-		}
-		if time.Now().After(deadline) {
+	retyped := false
+	defer func() {
+		if !retyped {
 			logWhy(t, id, logOff)
-			t.Fatalf("timed out waiting for the round loop to retype job %s to v100 (type %q)", id, rotaType(j))
+			t.Logf("job %s last seen with type %q", id, rotaType(j))
 		}
-	}
+	}()
+	eventually.True(t, 30*time.Second, "the round loop to retype job "+id+" to v100", func() bool {
+		j = show(t, uint32(n))
+		return rotaType(j) == "v100"
+	})
+	retyped = true
 	// 36000 steps at 10/s, x1.5 margin, + 5 min.
 	wantEq(t, "TimeLimit", j.TimeLimit, "01:35:00")
 	if typeByGres() {

@@ -81,17 +81,18 @@ func TestMultiNodeJobsStayRunnable(t *testing.T) {
 // few seconds while the plugin's record of the decision is on its way.
 func explain(t *testing.T, id uint32) string {
 	t.Helper()
+	sid := strconv.FormatUint(uint64(id), 10)
 	var out string
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, strconv.FormatUint(uint64(id), 10))
-		if err == nil || time.Now().After(deadline) {
-			break
+	defer func() {
+		if err != nil {
+			t.Logf("the last rota explain %s: %v\n%s", sid, err, out)
 		}
-	}
-	if err != nil {
-		t.Fatalf("rota explain %d: %v\n%s", id, err, out)
-	}
+	}()
+	eventually.True(t, 10*time.Second, "rota explain "+sid+" to answer", func() bool {
+		out, err = run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, sid)
+		return err == nil
+	})
 	return strings.Join(strings.Fields(out), " ")
 }
 

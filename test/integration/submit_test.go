@@ -585,16 +585,17 @@ func TestFailedOpenJobsAdopted(t *testing.T) {
 	for _, id := range failed {
 		var j job
 		ok := false
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			if j = jobOf(id); strings.Contains(j.AdminComment, "adopted") && strings.Contains(j.AdminComment, "[d=") && rotaType(j) != "" {
-				ok = true
-				break
+		defer func() {
+			if !ok {
+				logWhy(t, id, logOff)
+				t.Logf("job %s last seen as %+v", id, j)
 			}
-		}
-		if !ok {
-			logWhy(t, id, logOff)
-			t.Fatalf("job %s that failed open was not adopted and typed by the rounds: %+v", id, j)
-		}
+		}()
+		eventually.True(t, 60*time.Second, "job "+id+" that failed open to be adopted and typed by the rounds", func() bool {
+			j = jobOf(id)
+			return strings.Contains(j.AdminComment, "adopted") && strings.Contains(j.AdminComment, "[d=") && rotaType(j) != ""
+		})
+		ok = true
 		out, err := run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)
 		if err != nil || !strings.Contains(out, "adopted by the round loop") {
 			t.Errorf("rota explain %s does not show the adopted decision: %v\n%s", id, err, out)

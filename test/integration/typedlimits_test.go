@@ -111,17 +111,23 @@ var limitReason = regexp.MustCompile(`(QOS|Assoc)\w*(GRES|TRES)`)
 func waitState(t *testing.T, id, state string, reason *regexp.Regexp) {
 	t.Helper()
 	var last string
-	deadline := time.Now().Add(40 * time.Second)
-	for time.Now().Before(deadline) {
+	done := false
+	defer func() {
+		if !done {
+			t.Logf("job %s last seen as %q", id, last)
+		}
+	}()
+	what := "job " + id + " to be " + state
+	if reason != nil {
+		what += " with a reason matching " + reason.String()
+	}
+	eventually.True(t, 40*time.Second, what, func() bool {
 		out, _ := run("squeue", "-h", "-j", id, "-o", "%T %r")
 		last = strings.TrimSpace(out)
 		f := strings.Fields(last)
-		if len(f) == 2 && f[0] == state && (reason == nil || reason.MatchString(f[1])) {
-			return
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("job %s: %q, want %s %v", id, last, state, reason)
+		return len(f) == 2 && f[0] == state && (reason == nil || reason.MatchString(f[1]))
+	})
+	done = true
 }
 
 func waitGone(t *testing.T, ids ...string) {

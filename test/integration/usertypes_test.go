@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/internal/eventually"
 )
 
 // A user may limit the types Rota chooses from: --rota-types, or the
@@ -65,15 +67,18 @@ func TestUserAllowedTypes(t *testing.T) {
 	run("scontrol", "release", sid) // pending for its begin time only: the loop leaves held jobs alone
 	setType(t, sid, "v100")
 	var j job
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if j = show(t, id); givenType(j) == "k80" || givenType(j) == "p100" {
-			break
-		}
-		if time.Now().After(deadline) {
+	moved := false
+	defer func() {
+		if !moved {
 			logWhy(t, sid, 0)
-			t.Fatalf("job %s still on %q after 30 s; the round loop must move it to a type its user allows", sid, givenType(j))
+			t.Logf("job %s still on %q", sid, givenType(j))
 		}
-	}
+	}()
+	eventually.True(t, 30*time.Second, "the round loop to move job "+sid+" to a type its user allows (k80 or p100)", func() bool {
+		j = show(t, id)
+		return givenType(j) == "k80" || givenType(j) == "p100"
+	})
+	moved = true
 }
 
 // givenType is the one type job j is given, however Rota wrote it: a
@@ -97,15 +102,18 @@ func waitTypeWritten(t *testing.T) {
 	if err := waitPlaced(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	var j job
+	written := false
+	defer func() {
+		if !written {
+			t.Logf("Rota still writes types as %q / %q; want them in the GPU request: %v", j.Features, j.Raw.TresPerNode, typeByGres())
+		}
+	}()
+	eventually.True(t, 30*time.Second, "Rota to write types the way this release does", func() bool {
 		id := sbatch(t, "--gres=gpu:1")
-		j := show(t, id)
+		j = show(t, id)
 		run("scancel", strconv.FormatUint(uint64(id), 10))
-		if byGres := typed.MatchString(j.Raw.TresPerNode); byGres == typeByGres() && givenType(j) != "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Rota still writes types as %q / %q after 30 s; want them in the GPU request: %v", j.Features, j.Raw.TresPerNode, typeByGres())
-		}
-	}
+		return typed.MatchString(j.Raw.TresPerNode) == typeByGres() && givenType(j) != ""
+	})
+	written = true
 }

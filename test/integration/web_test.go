@@ -241,12 +241,18 @@ func TestWeb(t *testing.T) {
 	// once a round (every 3 s here) has seen the job, which may be after
 	// the page first loads: the controller restarted just before.
 	var d string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-		load(fmt.Sprintf("/jobs/%d", running[0]))
-		if d = text("main"); strings.Contains(d, "Last round") || time.Now().After(deadline) {
-			break
+	seen := false
+	defer func() {
+		if !seen {
+			t.Logf("explain page of %d, last loaded: %q", running[0], d)
 		}
-	}
+	}()
+	eventually.True(t, 30*time.Second, fmt.Sprintf("the explain page of %d to show the last round", running[0]), func() bool {
+		load(fmt.Sprintf("/jobs/%d", running[0]))
+		d = text("main")
+		return strings.Contains(d, "Last round")
+	})
+	seen = true
 	if !strings.Contains(d, "decision") || !strings.Contains(d, "given") || !strings.Contains(d, "Last round") {
 		t.Errorf("explain page of %d: %q", running[0], d)
 	}

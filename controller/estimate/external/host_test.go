@@ -15,6 +15,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/queuewait"
+	"github.com/rota-hpc/rota/internal/eventually"
 )
 
 // builtin answers recognisably: 1 steps/s, 7 minutes, 3 seconds.
@@ -145,17 +146,20 @@ func pluginAnswers(tp estimate.ThroughputAnswer, wall estimate.WalltimeEstimate,
 // recovered), for at most a minute.
 func (r *rig) waitPlugin(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		tp, wall, qw := r.answers(t)
-		if pluginAnswers(tp, wall, qw) {
-			return
+	var tp estimate.ThroughputAnswer
+	var wall estimate.WalltimeEstimate
+	var qw estimate.QueueWaitAnswer
+	answered := false
+	defer func() {
+		if !answered {
+			t.Logf("the last answers: %+v %+v %+v\n%s", tp, wall, qw, r.log.b.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin did not answer in a minute: %+v %+v %+v\n%s", tp, wall, qw, r.log.b.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	eventually.True(t, time.Minute, "the plugin to answer", func() bool {
+		tp, wall, qw = r.answers(t)
+		return pluginAnswers(tp, wall, qw)
+	})
+	answered = true
 }
 
 func builtinAnswers(tp estimate.ThroughputAnswer, wall estimate.WalltimeEstimate, qw estimate.QueueWaitAnswer) bool {
