@@ -161,8 +161,13 @@ LANE_MAKE = $(MAKE) --no-print-directory INTEGRATION_BUILT=1
 lane-host:
 	$(LANE_MAKE) integration LANE=$(HOST_SLURM)
 	$(LANE_MAKE) test-cgroup-v1 LANE=$(HOST_SLURM)-cgroup-v1
+# The heavy tests (heavy() in test/integration: many clusters, or builds)
+# run one lane at a time; 22.05's lane meets them in the suite's order,
+# 26.05's after the rest, so the two seldom wait for each other.
+HEAVY_TESTS := ^Test(Differential|MultiCluster|SiteBuiltPlugins)$$
 lane-26.05:
-	$(LANE_MAKE) integration SLURM=26.05 LANE=26.05
+	$(LANE_MAKE) integration SLURM=26.05 LANE=26.05 INTEGRATION_SKIP='$(HEAVY_TESTS)'
+	$(LANE_MAKE) integration SLURM=26.05 LANE=26.05-heavy INTEGRATION_RUN='$(HEAVY_TESTS)' INTEGRATION_LOG=/tmp/rota-integration-26.05-heavy.log
 lane-24.11:
 	$(LANE_MAKE) integration SLURM=24.11 LANE=24.11 INTEGRATION_RUN='$(SUBMIT_AND_ROUNDS)'
 lane-24.11-all:
@@ -209,10 +214,13 @@ failover-test:
 INTEGRATION_EXEC = $(if $(filter $(BIN),$(PLUGIN_BIN)),,-exec '$(CURDIR)/scripts/slurm-release exec $(SLURM)')
 INTEGRATION_RUN ?=
 INTEGRATION_LOG ?= /tmp/rota-integration$(if $(SLURM),-$(SLURM)).log
+# A whole suite takes about 40 minutes alone here; in make test's lanes a
+# heavy test may also wait for another lane's.
+INTEGRATION_TIMEOUT ?= 80m
 # INTEGRATION_BUILT=1: build nothing first (make test's lanes, built
 # before). LANE=name: each line of output starts with [name].
 integration: $(if $(INTEGRATION_BUILT),,build srpm debsrc)
-	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout 45m -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' $(if $(LANE),| sed -u 's/^/[$(LANE)] /'); \
+	ROTA_SLURM=$(SLURM) $(GO) test -count=1 -tags integration -timeout $(INTEGRATION_TIMEOUT) -v $(INTEGRATION_EXEC) $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') $(if $(INTEGRATION_SKIP),-skip '$(INTEGRATION_SKIP)') ./test/integration 2>&1 | tee $(INTEGRATION_LOG) | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go' $(if $(LANE),| sed -u 's/^/[$(LANE)] /'); \
 		rc=$${PIPESTATUS[0]}; $(if $(INTEGRATION_EXEC),scripts/slurm-release umount $(SLURM);) \
 		if [ $$rc != 0 ]; then echo "--- integration$(if $(SLURM), on $(SLURM)) failed (exit $$rc); the last 60 lines of $(INTEGRATION_LOG): ---"; tail -n 60 $(INTEGRATION_LOG) $(if $(LANE),| sed 's/^/[$(LANE)] /'); fi; exit $$rc
 
