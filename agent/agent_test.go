@@ -17,6 +17,7 @@ import (
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu"
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu/fakenvml"
 	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -101,7 +102,7 @@ func TestAgentOverNATS(t *testing.T) {
 	writeProgress(101, 300, start)
 
 	var last wire.NodeReport
-	natstest.WaitFor(t, 10*time.Second, "a report with job 101's rate", func() bool {
+	eventually.True(t, 10*time.Second, "a report with job 101's rate", func() bool {
 		select {
 		case m := <-reports:
 			if m.Subject != "rota.v1.agent.gpu01_test.report" {

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -83,7 +84,7 @@ func TestAgentOnRealGPU(t *testing.T) {
 
 	var last wire.NodeReport
 	var job wire.JobReport
-	natstest.WaitFor(t, 30*time.Second, "a report with the workload's GPU memory and steps/s", func() bool {
+	eventually.True(t, 30*time.Second, "a report with the workload's GPU memory and steps/s", func() bool {
 		select {
 		case m := <-reports:
 			if err := wire.Decode(m.Data, &last); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -85,7 +86,7 @@ func TestAgentCredentials(t *testing.T) {
 
 	// n2's seed on n1: every report is refused.
 	logs, stop := run("n1", "n2")
-	natstest.WaitFor(t, 5*time.Second, "the agent to log the refusal", func() bool {
+	eventually.True(t, 5*time.Second, "the agent to log the refusal", func() bool {
 		return strings.Contains(logs.String(), "Permissions Violation") && strings.Contains(logs.String(), wire.SubjectAgentReport("n1"))
 	})
 	stop()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 )
 
@@ -49,13 +50,13 @@ func TestPublishAndBacklogAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	natstest.WaitFor(t, 5*time.Second, "publisher connected", p.Conn().IsConnected)
+	eventually.True(t, 5*time.Second, "publisher connected", p.Conn().IsConnected)
 
 	p.Publish("r.a", []byte("0"))
-	natstest.WaitFor(t, 5*time.Second, "first report", func() bool { return len(box.list()) == 1 })
+	eventually.True(t, 5*time.Second, "first report", func() bool { return len(box.list()) == 1 })
 
 	srv.Stop()
-	natstest.WaitFor(t, 5*time.Second, "publisher to notice", func() bool { return !p.Conn().IsConnected() })
+	eventually.True(t, 5*time.Second, "publisher to notice", func() bool { return !p.Conn().IsConnected() })
 	for i := 1; i <= 8; i++ { // 8 reports into a backlog of 5: 1-3 dropped
 		p.Publish("r.a", []byte(fmt.Sprint(i)))
 	}
@@ -64,13 +65,13 @@ func TestPublishAndBacklogAcrossRestart(t *testing.T) {
 	}
 
 	srv.Restart()
-	natstest.WaitFor(t, 5*time.Second, "both reconnected", func() bool { return p.Conn().IsConnected() && sub.IsConnected() })
+	eventually.True(t, 5*time.Second, "both reconnected", func() bool { return p.Conn().IsConnected() && sub.IsConnected() })
 	if err := sub.Flush(); err != nil { // the subscription is back on the server
 		t.Fatal(err)
 	}
 	p.Publish("r.a", []byte("9"))
 	want := []string{"0", "4", "5", "6", "7", "8", "9"}
-	natstest.WaitFor(t, 5*time.Second, "backlog delivered", func() bool { return len(box.list()) == len(want) })
+	eventually.True(t, 5*time.Second, "backlog delivered", func() bool { return len(box.list()) == len(want) })
 	got := box.list()
 	for i := range want {
 		if got[i] != want[i] {
@@ -99,7 +100,7 @@ func TestStartWithServerDown(t *testing.T) {
 	srv.Restart()
 	box := &inbox{}
 	subscribe(t, url, box)
-	natstest.WaitFor(t, 5*time.Second, "publisher connected", p.Conn().IsConnected)
+	eventually.True(t, 5*time.Second, "publisher connected", p.Conn().IsConnected)
 	p.Publish("r.x", []byte("late"))
-	natstest.WaitFor(t, 5*time.Second, "both reports", func() bool { return len(box.list()) == 2 })
+	eventually.True(t, 5*time.Second, "both reports", func() bool { return len(box.list()) == 2 })
 }

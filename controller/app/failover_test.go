@@ -116,9 +116,9 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 	comments := t.TempDir()
 
 	a := spawnController(t, cl.URLs(), comments)
-	natstest.WaitFor(t, 30*time.Second, "the first controller to lead", func() bool { return a.logged("acquired the controller lease") })
+	eventually.True(t, 30*time.Second, "the first controller to lead", func() bool { return a.logged("acquired the controller lease") })
 	b := spawnController(t, cl.URLs(), comments)
-	natstest.WaitFor(t, 30*time.Second, "the second controller to stand by", func() bool { return b.logged("standing by") })
+	eventually.True(t, 30*time.Second, "the second controller to stand by", func() bool { return b.logged("standing by") })
 
 	asker, err := submit.Dial(submit.Config{NATSURL: cl.URLs(), Deadline: time.Second,
 		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond}, submit.Hooks{})
@@ -132,7 +132,7 @@ func TestFailoverKeepsEveryAcknowledgedDecision(t *testing.T) {
 	place := func(n int, what string) {
 		t.Helper()
 		want := len(given) + n
-		natstest.WaitFor(t, 60*time.Second, what, func() bool {
+		eventually.True(t, 60*time.Second, what, func() bool {
 			rep, err := asker.Place(context.Background(), nil, req)
 			if err != nil || rep.DecisionID == "" {
 				time.Sleep(20 * time.Millisecond) // pace the retries while no leader answers

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rota-hpc/rota/internal/natstest"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -42,7 +42,7 @@ func TestLocalPlacementRecorded(t *testing.T) {
 			}
 			h := dial()
 			// The plugin asks for the state when it connects.
-			natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
+			eventually.True(t, 5*time.Second, "the plugin's first state", func() bool {
 				_, o, _ := h.Handle(context.Background(), job(0))
 				return o != submit.FailOpen
 			})
@@ -69,7 +69,7 @@ func TestLocalPlacementRecorded(t *testing.T) {
 			fs.comments[42] = first.AdminComment
 			fs.mu.Unlock()
 			var ex wire.ExplainReply
-			natstest.WaitFor(t, 5*time.Second, "the decision recorded", func() bool {
+			eventually.True(t, 5*time.Second, "the decision recorded", func() bool {
 				ex = wire.ExplainReply{}
 				request(t, url, wire.SubjectExplain, wire.ExplainRequest{V: wire.Version, JobID: 42}, &ex)
 				return ex.Decision != nil
@@ -82,7 +82,7 @@ func TestLocalPlacementRecorded(t *testing.T) {
 			// Decisions are recorded as they come, apart from the one
 			// explain found first: on a busy host the rest may follow it.
 			var st wire.StatusReply
-			natstest.WaitFor(t, 5*time.Second, "6 decisions recorded", func() bool {
+			eventually.True(t, 5*time.Second, "6 decisions recorded", func() bool {
 				st = wire.StatusReply{}
 				request(t, url, wire.SubjectStatus, wire.StatusRequest{V: wire.Version}, &st)
 				return st.Decisions >= 6
@@ -94,7 +94,7 @@ func TestLocalPlacementRecorded(t *testing.T) {
 			// controller's state, which counts the first one's 6 GPUs:
 			// v100 0 free, k80 2 free.
 			h2 := dial()
-			natstest.WaitFor(t, 5*time.Second, "the second plugin's state with the first one's GPUs", func() bool {
+			eventually.True(t, 5*time.Second, "the second plugin's state with the first one's GPUs", func() bool {
 				ch, o, _ := h2.Handle(context.Background(), job(0))
 				return o == submit.Rewritten && gpuType(ch) == "k80"
 			})
@@ -140,11 +140,11 @@ func TestAbsorbedDecisionsBatchStates(t *testing.T) {
 	}
 	defer h.Close()
 	job := &submit.Job{UID: 1000, Name: "j", ScriptHash: "5c71", TresPerNode: "gres/gpu:1", TimeLimit: submit.NoVal, MinNodes: submit.NoVal, NumTasks: submit.NoVal}
-	natstest.WaitFor(t, 5*time.Second, "the plugin's first state", func() bool {
+	eventually.True(t, 5*time.Second, "the plugin's first state", func() bool {
 		_, o, _ := h.Handle(context.Background(), job)
 		return o != submit.FailOpen
 	})
-	natstest.WaitFor(t, 5*time.Second, "the probe's decision in a state", func() bool { return absorbed.Load() >= 1 })
+	eventually.True(t, 5*time.Second, "the probe's decision in a state", func() bool { return absorbed.Load() >= 1 })
 	base, placed := states.Load(), absorbed.Load()
 	for range 40 {
 		if _, o, err := h.Handle(context.Background(), job); o == submit.FailOpen {
@@ -153,7 +153,7 @@ func TestAbsorbedDecisionsBatchStates(t *testing.T) {
 		placed++
 		time.Sleep(10 * time.Millisecond)
 	}
-	natstest.WaitFor(t, 5*time.Second, "a state counting the whole burst", func() bool { return absorbed.Load() == placed })
+	eventually.True(t, 5*time.Second, "a state counting the whole burst", func() bool { return absorbed.Load() == placed })
 	// 400 ms of burst and up to absorbGap after it: one or two absorb
 	// ticks and at most one periodic state (state_interval 2 s).
 	if n := states.Load() - base; n > 5 {

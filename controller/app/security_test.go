@@ -23,7 +23,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/internal/auth"
-	"github.com/rota-hpc/rota/internal/natstest"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/plugin/submit"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -79,7 +79,7 @@ func TestControllerWithCreds(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		natstest.WaitFor(t, 5*time.Second, "plugin connected", func() bool {
+		eventually.True(t, 5*time.Second, "plugin connected", func() bool {
 			_, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version, GPU: wire.GPUAsk{PerNode: 1}})
 			return err == nil
 		})
@@ -97,7 +97,7 @@ func TestControllerWithCreds(t *testing.T) {
 		fs.mu.Unlock()
 		nc, _ := asClient(t, url, creds.SeedPath(dir, creds.CLI, ""), "")
 		var ex wire.ExplainReply
-		natstest.WaitFor(t, 5*time.Second, "decision stored", func() bool {
+		eventually.True(t, 5*time.Second, "decision stored", func() bool {
 			m, err := nc.Request(wire.SubjectExplain, []byte(`{"v":1,"job_id":7}`), 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -131,7 +131,7 @@ func TestControllerWithCreds(t *testing.T) {
 		if _, err := nc.Request(wire.SubjectPlace, []byte(`{"v":1}`), 300*time.Millisecond); err == nil {
 			t.Fatal("cli got a placement")
 		}
-		natstest.WaitFor(t, 3*time.Second, "permission violation", func() bool {
+		eventually.True(t, 3*time.Second, "permission violation", func() bool {
 			for _, e := range errs() {
 				if auth.IsPermissionError(e) {
 					return true

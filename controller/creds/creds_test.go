@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -222,7 +223,7 @@ func TestPermissions(t *testing.T) {
 						}
 						return
 					}
-					natstest.WaitFor(t, 3*time.Second, "the permissions violation error", func() bool { return actor.permErr() != nil })
+					eventually.True(t, 3*time.Second, "the permissions violation error", func() bool { return actor.permErr() != nil })
 					if !strings.Contains(actor.permErr().Error(), c.subject) {
 						t.Errorf("violation %q does not name %s", actor.permErr(), c.subject)
 					}
@@ -265,7 +266,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	c, _ := Find(ids, Controller, "")
 	agent.nc.Publish(auth.InboxPrefix(c.PublicKey)+".forged", []byte("x"))
 	agent.nc.Flush()
-	natstest.WaitFor(t, 3*time.Second, "violation", func() bool { return agent.permErr() != nil })
+	eventually.True(t, 3*time.Second, "violation", func() bool { return agent.permErr() != nil })
 }
 
 func TestUnauthenticatedRefused(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -173,11 +174,11 @@ func TestJournalCutAndCleanup(t *testing.T) {
 	}
 	s.Record(decision("d2", 0)) // .old waits: d2 stays in the current file
 	stop := runStore(t, s)
-	natstest.WaitFor(t, 10*time.Second, "d1 and d2 stored", func() bool {
+	eventually.True(t, 10*time.Second, "d1 and d2 stored", func() bool {
 		return inKV(t, s, "d1") != nil && inKV(t, s, "d2") != nil
 	})
 	stop()
-	natstest.WaitFor(t, 5*time.Second, "the stored .old deleted", func() bool {
+	eventually.True(t, 5*time.Second, "the stored .old deleted", func() bool {
 		_, err := os.Stat(old)
 		return errors.Is(err, os.ErrNotExist)
 	})
@@ -247,7 +248,7 @@ func TestRunStoresABurst(t *testing.T) {
 		}
 	}
 	runStore(t, s)
-	natstest.WaitFor(t, 20*time.Second, "every decision stored", func() bool {
+	eventually.True(t, 20*time.Second, "every decision stored", func() bool {
 		return inKV(t, s, fmt.Sprintf("b%d", n-1)) != nil
 	})
 	for i := range n {
@@ -265,7 +266,7 @@ func TestRunStoresABurst(t *testing.T) {
 			}
 		}
 	}
-	natstest.WaitFor(t, 5*time.Second, "the cut journal deleted once all in it were stored", func() bool {
+	eventually.True(t, 5*time.Second, "the cut journal deleted once all in it were stored", func() bool {
 		_, err := os.Stat(filepath.Join(dir, JournalFile+".old"))
 		return errors.Is(err, os.ErrNotExist)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 )
 
@@ -129,7 +130,7 @@ func waitRevisions(t *testing.T, kv jetstream.KeyValue, n uint64) {
 		return e.Revision()
 	}
 	from := rev()
-	natstest.WaitFor(t, 20*time.Second, fmt.Sprintf("%d renewals", n), func() bool { return rev() >= from+n })
+	eventually.True(t, 20*time.Second, fmt.Sprintf("%d renewals", n), func() bool { return rev() >= from+n })
 }
 
 func TestTwoCandidatesOneLeadsAndHandsOverOnShutdown(t *testing.T) {
@@ -137,7 +138,7 @@ func TestTwoCandidatesOneLeadsAndHandsOverOnShutdown(t *testing.T) {
 	g := newLedger()
 	a := startCandidate(t, connect(t, srv.URL()), "a", g)
 	b := startCandidate(t, connect(t, srv.URL()), "b", g)
-	natstest.WaitFor(t, 10*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
+	eventually.True(t, 10*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
 	first, second := a, b
 	if b.leads() {
 		first, second = b, a
@@ -154,7 +155,7 @@ func TestTwoCandidatesOneLeadsAndHandsOverOnShutdown(t *testing.T) {
 
 	// A clean shutdown releases the lease and the standby takes it.
 	first.stop()
-	natstest.WaitFor(t, 10*time.Second, "the standby to lead", second.leads)
+	eventually.True(t, 10*time.Second, "the standby to lead", second.leads)
 	if _, most, starts, lost := g.snapshot(); most != 1 || starts[second.id] != 1 || lost[first.id] != 0 {
 		t.Fatalf("at most %d leading, terms %v, lost %v", most, starts, lost)
 	}
@@ -171,12 +172,12 @@ func TestStandbyTakesOverWhenLeaderStopsRenewing(t *testing.T) {
 	g := newLedger()
 	ncA := connect(t, srv.URL())
 	a := startCandidate(t, ncA, "a", g)
-	natstest.WaitFor(t, 10*time.Second, "a to lead", a.leads)
+	eventually.True(t, 10*time.Second, "a to lead", a.leads)
 	b := startCandidate(t, connect(t, srv.URL()), "b", g)
 	waitRevisions(t, a.lease.kv, 3)
 
 	ncA.Close() // a can neither renew nor release
-	natstest.WaitFor(t, 20*time.Second, "b to take over", func() bool {
+	eventually.True(t, 20*time.Second, "b to take over", func() bool {
 		// The ledger records a term just after leads() turns true.
 		_, _, starts, _ := g.snapshot()
 		return b.leads() && starts["b"] >= 1
@@ -218,7 +219,7 @@ func TestManyCandidatesOneLeads(t *testing.T) {
 			for i := 0; i < 6; i++ {
 				cs = append(cs, startCandidate(t, connect(t, srv.URL()), fmt.Sprintf("c%d", i), g))
 			}
-			natstest.WaitFor(t, 20*time.Second, "a leader", func() bool { now, _, _, _ := g.snapshot(); return now == 1 })
+			eventually.True(t, 20*time.Second, "a leader", func() bool { now, _, _, _ := g.snapshot(); return now == 1 })
 			waitRevisions(t, kv, 5)
 			now, most, starts, _ := g.snapshot()
 			if now != 1 || most != 1 || len(starts) != 1 {
@@ -288,11 +289,11 @@ func TestLeaderStepsDownWhenLeaseChangesUnderIt(t *testing.T) {
 	srv := natstest.StartJetStream(t)
 	g := newLedger()
 	a := startCandidate(t, connect(t, srv.URL()), "a", g)
-	natstest.WaitFor(t, 10*time.Second, "a to lead", a.leads)
+	eventually.True(t, 10*time.Second, "a to lead", a.leads)
 	if _, err := a.lease.kv.Put(context.Background(), DefaultKey, []byte("intruder")); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 10*time.Second, "a to step down", func() bool { return !a.leads() })
+	eventually.True(t, 10*time.Second, "a to step down", func() bool { return !a.leads() })
 	if _, _, _, lost := g.snapshot(); lost["a"] != 1 {
 		t.Fatalf("a's term did not end as lost: %v", g.history)
 	}
@@ -300,7 +301,7 @@ func TestLeaderStepsDownWhenLeaseChangesUnderIt(t *testing.T) {
 		t.Fatalf("holder %q", h)
 	}
 	// The intruder never renews: a takes the lease back after a TTL.
-	natstest.WaitFor(t, 10*time.Second, "a to lead again", a.leads)
+	eventually.True(t, 10*time.Second, "a to lead again", a.leads)
 }
 
 // A leader that stepped down because JetStream was gone longer than its
@@ -311,14 +312,14 @@ func TestLeaderReclaimsItsOwnLapsedLease(t *testing.T) {
 	srv := natstest.StartJetStream(t)
 	g := newLedger()
 	a := startCandidate(t, connect(t, srv.URL()), "a", g)
-	natstest.WaitFor(t, 10*time.Second, "a to lead", a.leads)
+	eventually.True(t, 10*time.Second, "a to lead", a.leads)
 	b := startCandidate(t, connect(t, srv.URL()), "b", g)
-	natstest.WaitFor(t, 10*time.Second, "b to stand by", func() bool { h, _ := b.lease.Holder(); return h == "a" })
+	eventually.True(t, 10*time.Second, "b to stand by", func() bool { h, _ := b.lease.Holder(); return h == "a" })
 
 	srv.Stop()
-	natstest.WaitFor(t, 10*time.Second, "a to step down", func() bool { return !a.leads() })
+	eventually.True(t, 10*time.Second, "a to step down", func() bool { return !a.leads() })
 	srv.Restart()
-	natstest.WaitFor(t, 20*time.Second, "a leader again", func() bool { return a.leads() || b.leads() })
+	eventually.True(t, 20*time.Second, "a leader again", func() bool { return a.leads() || b.leads() })
 	waitRevisions(t, a.lease.kv, 3)
 	_, most, starts, lost := g.snapshot()
 	if most != 1 || lost["a"] != 1 || starts["a"] != 2 || starts["b"] != 0 {
@@ -366,16 +367,16 @@ func TestLeaderReclaimsAfterWritesFailed(t *testing.T) {
 	go func() { done <- l.Run(ctx, g.lead("a")) }()
 	defer func() { cancel(); <-done }()
 	leads := func() bool { _, ok := l.Holder(); return ok }
-	natstest.WaitFor(t, 10*time.Second, "a to lead", leads)
+	eventually.True(t, 10*time.Second, "a to lead", leads)
 
 	kv.fail.Store(true)
-	natstest.WaitFor(t, 10*time.Second, "a to lapse", func() bool { return !leads() })
+	eventually.True(t, 10*time.Second, "a to lapse", func() bool { return !leads() })
 	// Several standby reads (each a failed reclaim) while writes fail.
 	for range 3 {
 		time.Sleep(testRenew)
 	}
 	kv.fail.Store(false)
-	natstest.WaitFor(t, 10*time.Second, "a to take its lease back", leads)
+	eventually.True(t, 10*time.Second, "a to take its lease back", leads)
 	if _, most, starts, lost := g.snapshot(); most != 1 || starts["a"] != 2 || lost["a"] != 1 {
 		t.Fatalf("terms %v, lost %v, at most %d", starts, lost, most)
 	}
@@ -406,12 +407,12 @@ func TestPartitionedLeaderStepsDownOnCluster(t *testing.T) {
 		return c
 	}
 	a := mk(0, "a")
-	natstest.WaitFor(t, 20*time.Second, "a to lead", a.leads)
+	eventually.True(t, 20*time.Second, "a to lead", a.leads)
 	b := mk(1, "b")
 	waitRevisions(t, b.lease.kv, 3)
 
 	cl.StopNode(0)
-	natstest.WaitFor(t, 60*time.Second, "b to take over", b.leads)
+	eventually.True(t, 60*time.Second, "b to take over", b.leads)
 	_, most, _, lost := g.snapshot()
 	if most != 1 || lost["a"] != 1 || a.leads() {
 		t.Fatalf("at most %d leading, lost %v, a leads %v: %v", most, lost, a.leads(), g.history)

@@ -14,6 +14,7 @@ import (
 	"github.com/rota-hpc/rota/controller/multicluster"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/xcluster"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -71,7 +72,7 @@ func TestMultiClusterCollector(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
-	natstest.WaitFor(t, 10*time.Second, "b probed", func() bool {
+	eventually.True(t, 10*time.Second, "b probed", func() bool {
 		v, _ := json.Marshal(wire.MCView{V: wire.Version, Cluster: "b", At: time.Now().UTC().Format(time.RFC3339Nano)})
 		_ = nc.Publish(wire.SubjectMCView("b"), v)
 		ls := m.Links()

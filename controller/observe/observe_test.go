@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -72,7 +73,7 @@ func start(t *testing.T, cfg Config) (*Observer, *nats.Conn) {
 func waitReceived(t *testing.T, o *Observer, n uint64) wire.IngestStatus {
 	t.Helper()
 	var st wire.IngestStatus
-	natstest.WaitFor(t, 10*time.Second, "messages received", func() bool { st = o.Status(); return st.Received >= n })
+	eventually.True(t, 10*time.Second, "messages received", func() bool { st = o.Status(); return st.Received >= n })
 	return st
 }
 
@@ -298,7 +299,7 @@ func TestSlowConsumerDropsCounted(t *testing.T) {
 	if err := pub.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 10*time.Second, "slow-consumer drops", func() bool {
+	eventually.True(t, 10*time.Second, "slow-consumer drops", func() bool {
 		d, _ := o.subs[0].Dropped() // not Status: it needs the lock held here
 		return d > 0
 	})

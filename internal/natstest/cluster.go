@@ -1,6 +1,8 @@
 package natstest
 
 import (
+	"github.com/rota-hpc/rota/internal/eventually"
+
 	"fmt"
 	"net"
 	"net/url"
@@ -103,7 +105,7 @@ func (c *Cluster) WaitJetStream() {
 			running++
 		}
 	}
-	WaitFor(c.t, 30*time.Second, "a JetStream meta leader with every node as a peer", func() bool {
+	eventually.True(c.t, 30*time.Second, "a JetStream meta leader with every node as a peer", func() bool {
 		for _, nd := range c.nodes {
 			if nd.s != nil && nd.s.JetStreamIsLeader() {
 				return len(nd.s.JetStreamClusterPeers()) >= running

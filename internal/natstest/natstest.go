@@ -82,15 +82,3 @@ func (s *Server) Restart() {
 	s.s = srv
 	s.port = srv.Addr().(*net.TCPAddr).Port
 }
-
-// WaitFor polls cond every 10 ms until it is true or timeout passes.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

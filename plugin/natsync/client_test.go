@@ -17,6 +17,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 )
 
@@ -58,7 +59,7 @@ func newClient(t testing.TB, o Options) *Client {
 
 func waitConnected(t testing.TB, c *Client) {
 	t.Helper()
-	natstest.WaitFor(t, 5*time.Second, "natsync connected", c.Connected)
+	eventually.True(t, 5*time.Second, "natsync connected", c.Connected)
 }
 
 func TestRequestReply(t *testing.T) {
@@ -156,7 +157,7 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Stop()
-	natstest.WaitFor(t, 5*time.Second, "the drop noticed", func() bool { return !c.Connected() })
+	eventually.True(t, 5*time.Second, "the drop noticed", func() bool { return !c.Connected() })
 	start := time.Now()
 	if _, err := c.Request(subject, []byte("2"), time.Second); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("err %v, want ErrNotConnected", err)
@@ -165,7 +166,7 @@ func TestServerRestart(t *testing.T) {
 		t.Fatalf("a request while disconnected took %v", d)
 	}
 	s.Restart()
-	natstest.WaitFor(t, 10*time.Second, "answers after the restart", func() bool {
+	eventually.True(t, 10*time.Second, "answers after the restart", func() bool {
 		got, err := c.Request(subject, []byte("3"), 200*time.Millisecond)
 		return err == nil && string(got) == "re:3"
 	})
@@ -226,7 +227,7 @@ func TestNkeyAuthAndPermissions(t *testing.T) {
 			o.OnError = func(err error) { mu.Lock(); connErrs = append(connErrs, err); mu.Unlock() }
 			c := newClient(t, o)
 			if !tc.connects {
-				natstest.WaitFor(t, 5*time.Second, "a refusal", func() bool {
+				eventually.True(t, 5*time.Second, "a refusal", func() bool {
 					mu.Lock()
 					defer mu.Unlock()
 					return len(connErrs) > 0
@@ -419,7 +420,7 @@ func TestStaleServerDropped(t *testing.T) {
 	c := newClient(t, Options{URLs: []string{url}, PingInterval: 20 * time.Millisecond, MaxPingsOut: 2,
 		OnDisconnect: func(err error) { mu.Lock(); why = err; mu.Unlock() }})
 	waitConnected(t, c)
-	natstest.WaitFor(t, 2*time.Second, "the stale connection dropped", func() bool {
+	eventually.True(t, 2*time.Second, "the stale connection dropped", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return why != nil

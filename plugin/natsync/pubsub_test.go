@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 )
 
@@ -44,7 +45,7 @@ func TestSubscribeAnnouncePublish(t *testing.T) {
 		other.Publish("t.state", fmt.Appendf(nil, "%d", i))
 	}
 	other.Flush()
-	natstest.WaitFor(t, 3*time.Second, "20 states delivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 20 })
+	eventually.True(t, 3*time.Second, "20 states delivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 20 })
 	for i, g := range got {
 		if g != fmt.Sprintf("t.state=%d", i) {
 			t.Fatalf("message %d is %q: out of order", i, g)
@@ -77,7 +78,7 @@ func TestSubscribeAnnouncePublish(t *testing.T) {
 	}
 	// A restarted server gets the subscription and announcement again.
 	s.Restart()
-	natstest.WaitFor(t, 10*time.Second, "reconnected", c.Connected)
+	eventually.True(t, 10*time.Second, "reconnected", c.Connected)
 	other2, err := nats.Connect(s.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestSubscribeAnnouncePublish(t *testing.T) {
 	defer other2.Close()
 	other2.Publish("t.state", []byte("after"))
 	other2.Flush()
-	natstest.WaitFor(t, 3*time.Second, "a state after the restart", func() bool {
+	eventually.True(t, 3*time.Second, "a state after the restart", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return got[len(got)-1] == "t.state=after"

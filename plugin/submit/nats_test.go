@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rota-hpc/rota/internal/breaker"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -70,7 +71,7 @@ func responder(t *testing.T, url string, hang *atomic.Bool, seen *atomic.Int64) 
 }
 
 func waitConnected(t *testing.T, a *Conn) {
-	natstest.WaitFor(t, 5*time.Second, "plugin connected", a.Connected)
+	eventually.True(t, 5*time.Second, "plugin connected", a.Connected)
 }
 
 func TestConnAnswers(t *testing.T) {
@@ -126,7 +127,7 @@ func TestConnBreakerOnHungController(t *testing.T) {
 		}
 
 		hang.Store(false)
-		natstest.WaitFor(t, 5*time.Second, "probe closes the breaker", func() bool {
+		eventually.True(t, 5*time.Second, "probe closes the breaker", func() bool {
 			r, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 			return err == nil && r.GPUType == "v100"
 		})
@@ -195,7 +196,7 @@ func TestConnReconnectClosesBreaker(t *testing.T) {
 			t.Fatalf("breaker %v, want open", a.Breaker.State())
 		}
 		s.Restart()
-		natstest.WaitFor(t, 10*time.Second, "the breaker to close on reconnect", func() bool {
+		eventually.True(t, 10*time.Second, "the breaker to close on reconnect", func() bool {
 			return a.Connected() && a.Breaker.State() == breaker.Closed
 		})
 	})
@@ -214,7 +215,7 @@ func TestConnDeadServer(t *testing.T) {
 		defer a.Close()
 		waitConnected(t, a)
 		s.Stop()
-		natstest.WaitFor(t, 5*time.Second, "disconnect noticed", func() bool { return !a.Connected() })
+		eventually.True(t, 5*time.Second, "disconnect noticed", func() bool { return !a.Connected() })
 		if _, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version}); !errors.Is(err, ErrNotConnected) {
 			t.Fatalf("err %v, want ErrNotConnected", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/creds"
 	"github.com/rota-hpc/rota/internal/auth"
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 )
@@ -102,7 +103,7 @@ func TestPluginCredentials(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer a.Close()
-				natstest.WaitFor(t, 5*time.Second, "connected", a.Connected)
+				eventually.True(t, 5*time.Second, "connected", a.Connected)
 				rep, err := a.Place(context.Background(), nil, &wire.PlaceRequest{V: wire.Version})
 				if tc.ok {
 					if err != nil || rep.GPUType != "v100" {
@@ -113,7 +114,7 @@ func TestPluginCredentials(t *testing.T) {
 				if err == nil {
 					t.Fatal("placement answered under the cli's credential")
 				}
-				natstest.WaitFor(t, 3*time.Second, "the refusal logged", func() bool {
+				eventually.True(t, 3*time.Second, "the refusal logged", func() bool {
 					mu.Lock()
 					defer mu.Unlock()
 					return len(events) > 0 && strings.Contains(strings.Join(events, "\n"), "refused the plugin")
