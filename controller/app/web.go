@@ -129,10 +129,11 @@ func (c *Controller) nodeTypes() map[string]string {
 // gpuJob is a queue entry's GPU count and the type it runs on or is
 // constrained to ("" any); ok false for a job without GPUs.
 func gpuJob(j *slurm.Job, nodeType map[string]string, types []string) (gpus int, typ string, ok bool) {
-	if _, ok := j.GPURequest(); !ok {
+	req, ok := j.GPURequest()
+	if !ok {
 		return 0, "", false
 	}
-	return j.GPUs(), j.GPUType(nodeType, types), true
+	return j.GPUs(), j.GPUTypeOf(req, nodeType, types), true
 }
 
 func (c *Controller) typeNames() []string {

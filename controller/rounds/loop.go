@@ -720,7 +720,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// Where it was placed, it stays; the planner only orders it.
 			v.Interactive, v.Migratable = true, false
 			v.SessionWaits = j.Pending() && waitsForGPUs(j.Reason)
-			v.Type = j.GPUType(nodeType, types)
+			v.Type = j.GPUTypeOf(req, nodeType, types)
 			if j.Pending() && j.Priority > 0 {
 				v.BasePriority = uint32(max(1, int64(j.Priority)+int64(j.Nice)-int64(tr.baseNice)))
 			}
@@ -734,7 +734,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// and its user allows.
 			v.Fits, v.Unfit, v.ChoiceNote = fitTypes(cv, types, req, &asked, j.Partition)
 		}
-		v.Type = j.GPUType(nodeType, types)
+		v.Type = j.GPUTypeOf(req, nodeType, types)
 		if v.Running {
 			v.RunningFor = time.Duration(j.RunSeconds * float64(time.Second))
 		}

@@ -94,13 +94,14 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 	var pending []waiting
 	for i := range jobs {
 		j := &jobs[i]
-		if _, ok := j.GPURequest(); !ok {
+		req, ok := j.GPURequest()
+		if !ok {
 			continue
 		}
 		gpus := j.GPUs()
 		if j.Running() && len(j.Nodes) > 0 {
-			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: j.GPUType(nodeType, types), GPUs: gpus})
-		} else if t := j.GPUType(nodeType, types); j.Pending() && !limitHeld(j.Reason) && t != "" {
+			u.Add(limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: j.GPUTypeOf(req, nodeType, types), GPUs: gpus})
+		} else if t := j.GPUTypeOf(req, nodeType, types); j.Pending() && !limitHeld(j.Reason) && t != "" {
 			pending = append(pending, waiting{j, t, gpus})
 		}
 	}

@@ -537,6 +537,13 @@ func elapsedSeconds(s string) (float64, error) {
 // one reading of a job's type: rounds, limits, queue-wait history and the
 // web view all call it.
 func (j *Job) GPUType(nodeType map[string]string, types []string) string {
+	r, _ := j.GPURequest()
+	return j.GPUTypeOf(r, nodeType, types)
+}
+
+// GPUTypeOf is GPUType for a caller that has parsed the job's request
+// already (the round loop, once per job a round).
+func (j *Job) GPUTypeOf(r gpureq.Request, nodeType map[string]string, types []string) string {
 	if !j.Pending() && len(j.Nodes) > 0 {
 		if t := nodeType[j.Nodes[0]]; t != "" {
 			return t
@@ -545,10 +552,8 @@ func (j *Job) GPUType(nodeType map[string]string, types []string) string {
 	if t := gpureq.FeatureType(j.Features, func(f string) bool { return slices.Contains(types, f) }); t != "" {
 		return t
 	}
-	if r, ok := j.GPURequest(); ok {
-		if ts := r.Types(); len(ts) == 1 {
-			return ts[0]
-		}
+	if ts := r.Types(); len(ts) == 1 {
+		return ts[0]
 	}
 	return ""
 }
