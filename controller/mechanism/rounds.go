@@ -56,6 +56,10 @@ type jobState struct {
 	last      Placement
 	ran       bool // last is meaningful
 	lastRound int  // round in which it last ran
+	combo     bool // the state of a pair of jobs sharing GPUs
+	// shared: last round it ran in a pair, on the pair's GPUs (which are
+	// not its own to keep).
+	shared bool
 }
 
 type entry struct {
@@ -76,6 +80,12 @@ type Request struct {
 	Scale int
 	X     []float64 // the policy's allocation row (nil: no share yet)
 	Rates []float64 // throughput per type; 0 = cannot run there (nil: runs anywhere)
+	// Members, where set, makes this request a pair of jobs sharing the
+	// same GPUs (Gavel's space sharing): the indexes, in the same request
+	// list, of the jobs it runs together. It is placed as one unit of
+	// Scale GPUs, only while none of its members is placed otherwise, and
+	// only where its X gives it a share; its members are placed with it.
+	Members []int
 }
 
 // Result is one round's outcome, indexed like the requests.
@@ -85,6 +95,9 @@ type Result struct {
 	Migrated        []bool
 	Migrations      int
 	LeaseExtensions int // jobs that kept exactly the GPUs they had last round
+	// Via[i] is the pair request that placed job request i (Placed[i] is
+	// the pair's placement), -1 where it runs alone or not at all.
+	Via []int
 }
 
 // New makes a mechanism for a cluster; seed drives the per-round order of
@@ -140,8 +153,18 @@ func (m *Mechanism) Reset(reqs []Request) {
 		}
 	}
 	m.sinceReset = 0
+	asked := make(map[string]bool, len(reqs))
+	for _, r := range reqs {
+		asked[r.ID] = true
+	}
+	for id, s := range m.jobs {
+		if s.combo && !asked[id] {
+			delete(m.jobs, id)
+		}
+	}
 	for _, r := range reqs {
 		s := m.state(r.ID)
+		s.combo = len(r.Members) > 0
 		for k := range s.x {
 			s.x[k] = 0
 			if k < len(r.X) {
@@ -155,11 +178,34 @@ func (m *Mechanism) Reset(reqs []Request) {
 // charges every placed job a full round of time on its type.
 func (m *Mechanism) Round(reqs []Request) Result {
 	K := len(m.Capacity)
-	res := Result{Placed: make([]Placement, len(reqs)), Migrated: make([]bool, len(reqs))}
+	res := Result{Placed: make([]Placement, len(reqs)), Migrated: make([]bool, len(reqs)), Via: make([]int, len(reqs))}
 	states := make([]*jobState, len(reqs))
 	for i, r := range reqs {
 		states[i] = m.state(r.ID)
 		res.Placed[i].Type = -1
+		res.Via[i] = -1
+	}
+	// free says whether request i (a job, or each member of a pair) is
+	// still unplaced this round.
+	free := func(i int) bool {
+		if res.Placed[i].Type >= 0 {
+			return false
+		}
+		for _, mb := range reqs[i].Members {
+			if res.Placed[mb].Type >= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	take := func(i, k int) {
+		m.left[k] -= scale(reqs[i])
+		res.Placed[i].Type = k
+		m.chosen = append(m.chosen, i)
+		for _, mb := range reqs[i].Members {
+			res.Placed[mb].Type = k
+			res.Via[mb] = i
+		}
 	}
 	for k := range m.order {
 		m.order[k] = k
@@ -176,11 +222,9 @@ func (m *Mechanism) Round(reqs []Request) Result {
 	for pass := 0; pass <= 2; pass++ {
 		if pass == 2 {
 			for i, s := range states {
-				if k := s.last.Type; res.Placed[i].Type < 0 && s.ran && s.lastRound == m.rounds-1 &&
-					scale(reqs[i]) <= m.left[k] {
-					m.left[k] -= scale(reqs[i])
-					res.Placed[i].Type = k
-					m.chosen = append(m.chosen, i)
+				if k := s.last.Type; len(reqs[i].Members) == 0 && res.Placed[i].Type < 0 && s.ran &&
+					s.lastRound == m.rounds-1 && scale(reqs[i]) <= m.left[k] {
+					take(i, k)
 				}
 			}
 		}
@@ -191,12 +235,12 @@ func (m *Mechanism) Round(reqs []Request) Result {
 			m.entries = m.entries[:0]
 			w := m.workerTime[k]
 			for i, r := range reqs {
-				if res.Placed[i].Type >= 0 || scale(r) > m.Capacity[k] || (r.Rates != nil && r.Rates[k] <= 0) {
+				if !free(i) || scale(r) > m.Capacity[k] || (r.Rates != nil && r.Rates[k] <= 0) {
 					continue
 				}
 				s := states[i]
 				x := s.x[k]
-				if (pass < 2) != (x > 0) {
+				if (pass < 2) != (x > 0) || (pass == 2 && len(r.Members) > 0) {
 					continue
 				}
 				if pass == 0 && !m.NoStick && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
@@ -223,13 +267,11 @@ func (m *Mechanism) Round(reqs []Request) Result {
 				if m.left[k] == 0 {
 					break
 				}
-				s := scale(reqs[e.req])
-				if s > m.left[k] {
+				// a pair may have lost a member to a pair ahead of it
+				if scale(reqs[e.req]) > m.left[k] || !free(e.req) {
 					continue
 				}
-				m.left[k] -= s
-				res.Placed[e.req].Type = k
-				m.chosen = append(m.chosen, e.req)
+				take(e.req, k)
 			}
 		}
 	}
@@ -245,7 +287,7 @@ func (m *Mechanism) Round(reqs []Request) Result {
 		s, k := states[i], res.Placed[i].Type
 		// Only a job that ran in the previous round holds GPUs to keep:
 		// those of one preempted earlier may have gone to others since.
-		if s.ran && s.last.Type == k && s.lastRound == m.rounds-1 {
+		if s.ran && !s.shared && s.last.Type == k && s.lastRound == m.rounds-1 {
 			for _, n := range s.last.Nodes {
 				m.nodeFree[k][n]--
 			}
@@ -264,16 +306,34 @@ func (m *Mechanism) Round(reqs []Request) Result {
 	for _, i := range m.movers {
 		s, k := states[i], res.Placed[i].Type
 		res.Placed[i].Nodes = pack(m.nodeFree[k], scale(reqs[i]))
-		if s.ran && s.lastRound == m.rounds-1 && s.last.Type != k {
+		if len(reqs[i].Members) == 0 && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k {
 			res.Migrated[i] = true
 			res.Migrations++
 		}
 	}
+	// A pair's members run where it runs; a member moves (its checkpoint
+	// goes with it) when it ran last round on another type.
+	for _, i := range m.chosen {
+		for _, mb := range reqs[i].Members {
+			s := states[mb]
+			res.Placed[mb] = res.Placed[i]
+			if s.ran && s.lastRound == m.rounds-1 && s.last.Type != res.Placed[i].Type {
+				res.Migrated[mb] = true
+				res.Migrations++
+			}
+		}
+	}
+	// A pair's time is its own (its priority is its share over the time it
+	// had); its members' own times stay, as in Gavel's mechanism.
 	for _, i := range m.chosen {
 		s, pl := states[i], res.Placed[i]
 		s.timeSoFar[pl.Type] += m.RoundLength
 		m.workerTime[pl.Type] += m.RoundLength
-		s.last, s.ran, s.lastRound = pl, true, m.rounds
+		s.last, s.ran, s.lastRound, s.shared = pl, true, m.rounds, false
+		for _, mb := range reqs[i].Members {
+			ms := states[mb]
+			ms.last, ms.ran, ms.lastRound, ms.shared = pl, true, m.rounds, true
+		}
 	}
 	m.sinceReset += m.RoundLength
 	m.rounds++

@@ -57,7 +57,45 @@ func (m *maxMinPolicy) Formulate(p *Problem) (*lp.Problem, error) {
 		return nil, err
 	}
 	idx, _ := p.schedulable()
+	if m.sharing(p) {
+		prob, _ := newPacked(p, idx, m.o.shareMargin(), m.o.Agnostic).formulated(m.lasCoef(p, idx))
+		return prob, nil
+	}
 	return m.build(p, idx).FullLP(), nil
+}
+
+// sharing says whether this solve is the space-sharing formulation.
+func (m *maxMinPolicy) sharing(p *Problem) bool {
+	return m.o.SpaceSharing && m.kind == "las" && len(p.Pairs) > 0
+}
+
+// lasCoef is las's weight for each schedulable job's throughput: its
+// scale over its weight times its equal-share throughput (see build).
+func (m *maxMinPolicy) lasCoef(p *Problem, idx []int) []float64 {
+	c := make([]float64, len(idx))
+	for i, j := range idx {
+		job := &p.Jobs[j]
+		c[i] = job.scale() / (job.weight() * p.equalShare(p.usable(j, m.o.Agnostic)))
+	}
+	return c
+}
+
+// allocatePacked is las over single jobs and pairs (see packed).
+func (m *maxMinPolicy) allocatePacked(ctx context.Context, p *Problem, idx []int, a Allocation) (Allocation, error) {
+	pk := newPacked(p, idx, m.o.shareMargin(), m.o.Agnostic)
+	t, X, Y, err := pk.solve(ctx, m.lasCoef(p, idx))
+	if err != nil {
+		return a, err
+	}
+	for i, j := range idx {
+		copy(a.X[j], X[i])
+	}
+	a.PairX = Y
+	a.Objective = t
+	if !m.o.NoFill {
+		packedFill(p, a.X, a.PairX, idx, m.o.Agnostic)
+	}
+	return a, ctx.Err()
 }
 
 func (m *maxMinPolicy) LPObjective(v float64) float64 {
@@ -77,6 +115,9 @@ func (m *maxMinPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 	a.Unschedulable = not
 	if len(idx) == 0 {
 		return a, nil
+	}
+	if m.sharing(p) {
+		return m.allocatePacked(ctx, p, idx, a)
 	}
 	res, err := lp.SolveMaxMin(ctx, m.build(p, idx))
 	if err != nil {

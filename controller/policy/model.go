@@ -27,6 +27,11 @@ type Job struct {
 	// arrival and IsolatedElapsed the seconds it would have spent under an
 	// equal share so far (finish-time fairness).
 	Arrival, Elapsed, IsolatedElapsed float64
+	// Count is how many identical jobs this row stands for (0 means 1),
+	// read by the space-sharing formulations (Options.SpaceSharing), whose
+	// pairs can join two members of one row; the others take a row as one
+	// job (the simulator groups for them through Scale and Weight).
+	Count int
 }
 
 // Problem is one allocation decision.
@@ -37,6 +42,9 @@ type Problem struct {
 	CostPerHour   []float64
 	Jobs          []Job
 	EntityWeights map[string]float64 // hierarchical; missing = 1
+	// Pairs are the pairs of jobs that may share one GPU, read by the
+	// policies with Options.SpaceSharing (las and ftf).
+	Pairs []Pair
 }
 
 // Allocation is a policy's decision. X[j][k] is the fraction of time job j
@@ -65,6 +73,10 @@ type Allocation struct {
 	// water-filling level where the capacities bind or the filling ends,
 	// plus any the price estimate misplaced; fixed-point steps for ftf).
 	Levels int
+	// PairX[q][k], with space sharing, is the GPUs of type k that pair
+	// Problem.Pairs[q] should hold on average (each runs one job of A and
+	// one of B); X then holds each job's time alone.
+	PairX [][]float64
 }
 
 // Policy decides an allocation.
@@ -96,11 +108,11 @@ func (p *Problem) Validate() error {
 				return fmt.Errorf("policy: job %d (%s) has throughput %g", i, j.ID, t)
 			}
 		}
-		if j.Scale < 0 || j.Weight < 0 || j.Steps < 0 {
-			return fmt.Errorf("policy: job %d (%s) has a negative scale, weight or steps", i, j.ID)
+		if j.Scale < 0 || j.Weight < 0 || j.Steps < 0 || j.Count < 0 {
+			return fmt.Errorf("policy: job %d (%s) has a negative scale, weight, steps or count", i, j.ID)
 		}
 	}
-	return nil
+	return p.validatePairs()
 }
 
 func (j *Job) scale() float64 {

@@ -19,6 +19,18 @@ type Options struct {
 	// max-min policies hand it to jobs that can use it, which never lowers
 	// anyone's share and so keeps the optimum.
 	NoFill bool
+	// SpaceSharing lets las and ftf place Problem.Pairs on one GPU
+	// (Gavel's space-sharing variants) where the pair's combined
+	// throughput beats taking turns by ShareMargin (0: DefaultShareMargin).
+	SpaceSharing bool
+	ShareMargin  float64
+}
+
+func (o Options) shareMargin() float64 {
+	if o.ShareMargin <= 0 {
+		return DefaultShareMargin
+	}
+	return o.ShareMargin
 }
 
 // LPPolicy is a policy whose decision is one linear program; Formulate
@@ -42,6 +54,9 @@ func New(name string, o Options) (Policy, error) {
 	if !ok {
 		return nil, fmt.Errorf("policy: unknown policy %q (have %v)", name, Names())
 	}
+	if o.SpaceSharing && name != "las" && name != "ftf" {
+		return nil, fmt.Errorf("policy: %s has no space-sharing variant (las and ftf have)", name)
+	}
 	return f(o), nil
 }
 
@@ -56,8 +71,12 @@ func Names() []string {
 }
 
 func suffix(o Options) string {
+	s := ""
 	if o.Agnostic {
-		return "-agnostic"
+		s += "-agnostic"
 	}
-	return ""
+	if o.SpaceSharing {
+		s += "-ss"
+	}
+	return s
 }

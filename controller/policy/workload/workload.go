@@ -24,7 +24,13 @@ type Table struct {
 	// seed always draws the same workload.
 	JobTypes []string
 	rates    map[key][]float64 // per GPUTypes index
+	// pairs holds, per GPU type, the steps/s of a job and of the other job
+	// when the two share one GPU (Gavel's space-sharing measurements);
+	// [0, 0] where they cannot share (too much memory, for one).
+	pairs map[pairKey][][2]float64
 }
+
+type pairKey struct{ A, B key }
 
 type key struct {
 	Name  string
@@ -43,7 +49,7 @@ func Load(path string, gpuTypes []string) (*Table, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	t := &Table{GPUTypes: gpuTypes, rates: map[key][]float64{}}
+	t := &Table{GPUTypes: gpuTypes, rates: map[key][]float64{}, pairs: map[pairKey][][2]float64{}}
 	for gi, g := range gpuTypes {
 		entries, ok := doc[g]
 		if !ok {
@@ -64,6 +70,28 @@ func Load(path string, gpuTypes []string) (*Table, error) {
 				t.rates[k] = make([]float64, len(gpuTypes))
 			}
 			t.rates[k][gi] = rate
+			for os, pv := range v {
+				if os == "null" {
+					continue
+				}
+				om := keyRE.FindStringSubmatch(os)
+				if om == nil {
+					return nil, fmt.Errorf("%s: %s/%s: bad job key %q", path, g, ks, os)
+				}
+				var both [2]float64
+				if err := json.Unmarshal(pv, &both); err != nil {
+					return nil, fmt.Errorf("%s: %s/%s/%s: want [this job, other job] steps/s: %w", path, g, ks, os, err)
+				}
+				if both[0] < 0 || both[1] < 0 {
+					return nil, fmt.Errorf("%s: %s/%s/%s: negative throughput %v", path, g, ks, os, both)
+				}
+				osf, _ := strconv.Atoi(om[2])
+				pk := pairKey{k, key{om[1], osf}}
+				if t.pairs[pk] == nil {
+					t.pairs[pk] = make([][2]float64, len(gpuTypes))
+				}
+				t.pairs[pk][gi] = both
+			}
 		}
 	}
 	for k := range t.rates {
@@ -83,6 +111,18 @@ func (t *Table) Rates(name string, scale int) []float64 {
 		return nil
 	}
 	return append([]float64(nil), r...)
+}
+
+// PairRates returns, per GPU type, the steps/s of job type a and of job
+// type b (both at scale) when one of each shares a GPU; nil if the table
+// never measured the pair. An entry of [0, 0] means they cannot share that
+// type.
+func (t *Table) PairRates(a, b string, scale int) [][2]float64 {
+	r := t.pairs[pairKey{key{a, scale}, key{b, scale}}]
+	if r == nil {
+		return nil
+	}
+	return append([][2]float64(nil), r...)
 }
 
 // typesWithScale lists the job types measured at a scale factor.
