@@ -263,7 +263,10 @@ func TestSpaceSharingRejects(t *testing.T) {
 	}{
 		{"index", func(p *Problem) { p.Pairs = []Pair{{A: 0, B: 5, Throughput: [][2]float64{{1, 1}}}} }, "names job"},
 		{"types", func(p *Problem) { p.Pairs = []Pair{{A: 0, B: 0, Throughput: nil}} }, "throughputs for 1 types"},
-		{"negative", func(p *Problem) { p.Jobs[0].Count = 2; p.Pairs = []Pair{{A: 0, B: 0, Throughput: [][2]float64{{-1, 1}}}} }, "throughput"},
+		{"negative", func(p *Problem) {
+			p.Jobs[0].Count = 2
+			p.Pairs = []Pair{{A: 0, B: 0, Throughput: [][2]float64{{-1, 1}}}}
+		}, "throughput"},
 		{"multi-GPU", func(p *Problem) { p.Pairs = []Pair{{A: 0, B: 1, Throughput: [][2]float64{{1, 1}}}} }, "single-GPU"},
 		{"one job with itself", func(p *Problem) { p.Pairs = []Pair{{A: 0, B: 0, Throughput: [][2]float64{{1, 1}}}} }, "stands for one job"},
 	}
