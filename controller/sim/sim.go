@@ -45,6 +45,11 @@ type Config struct {
 	// for policies whose LP sees nothing else of a job (las). See group.
 	GroupIdentical bool
 	NoStick        bool // mechanism.Mechanism.NoStick
+	// Pairs, where set, gives two jobs' steps/s per type when they share
+	// one GPU (nil: never measured); the policy then runs with space
+	// sharing (policy.Options.SpaceSharing) and pairs run at these rates.
+	// Only single-GPU jobs share.
+	Pairs func(a, b workload.Job) [][2]float64
 }
 
 // Report summarises the measured jobs.
@@ -65,7 +70,9 @@ type Report struct {
 	SolveSecondsMean float64   `json:"solve_seconds_mean"`
 	SolveSecondsMax  float64   `json:"solve_seconds_max"`
 	Solves           int       `json:"solves"`
-	JCTHours         []float64 `json:"-"`
+	// SharedGPUHours is GPU time spent running two jobs on one GPU.
+	SharedGPUHours float64   `json:"shared_gpu_hours"`
+	JCTHours       []float64 `json:"-"`
 }
 
 type live struct {
@@ -99,6 +106,18 @@ type engine struct {
 
 	rounds, migrations, leaseExt, solves int
 	solveSum, solveMax                   float64
+
+	pairs  func(a, b workload.Job) [][2]float64
+	combos []*combo // pairs of active jobs sharing GPUs, from the last solve
+	shared float64  // GPU-seconds run by pairs
+}
+
+// combo is two active jobs that the last solve lets share a GPU.
+type combo struct {
+	id    string
+	a, b  *live
+	x     []float64
+	rates [][2]float64 // true steps/s of a and b sharing each type
 }
 
 func newEngine(types []string, capacity []int, cfg *Config, seed int64, pol policy.Policy) *engine {
@@ -106,7 +125,7 @@ func newEngine(types []string, capacity []int, cfg *Config, seed int64, pol poli
 	mech.NoStick = cfg.NoStick
 	return &engine{types: types, capacity: capacity, round: cfg.Round, migCost: cfg.MigrationCost,
 		realloc: cfg.ReallocInterval, group: cfg.GroupIdentical, pol: pol, mech: mech,
-		lastSolve: math.Inf(-1), busy: make([]float64, len(types))}
+		lastSolve: math.Inf(-1), busy: make([]float64, len(types)), pairs: cfg.Pairs}
 }
 
 func (e *engine) add(l *live) {
@@ -132,13 +151,20 @@ func (e *engine) step(ctx context.Context, now float64, fin func(l *live, end fl
 	for _, l := range e.active {
 		e.reqs = append(e.reqs, mechanism.Request{ID: l.id, Scale: l.job.Scale, Rates: l.rates})
 	}
-	if e.changed && now-e.lastSolve >= e.realloc {
+	solve := e.changed && now-e.lastSolve >= e.realloc
+	if !solve {
+		e.comboRequests()
+	}
+	if solve {
 		p := &policy.Problem{Types: e.types, Capacity: e.capacity, CostPerHour: ones(K),
 			Jobs: make([]policy.Job, 0, len(e.active))}
 		var rowOf []int // active job -> problem row
-		if e.group {
+		switch {
+		case e.pairs != nil:
+			rowOf = e.classes(p, now)
+		case e.group:
 			rowOf = group(p, e.active)
-		} else {
+		default:
 			for _, l := range e.active {
 				p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen,
 					Scale: l.job.Scale, Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
@@ -159,6 +185,10 @@ func (e *engine) step(ctx context.Context, now float64, fin func(l *live, end fl
 			} else {
 				e.reqs[i].X = a.X[i]
 			}
+		}
+		if e.pairs != nil {
+			e.setCombos(p, a, rowOf)
+			e.comboRequests()
 		}
 		e.mech.Reset(e.reqs)
 		e.changed = false
@@ -185,17 +215,31 @@ func (e *engine) step(ctx context.Context, now float64, fin func(l *live, end fl
 			lost = math.Min(e.migCost, run)
 		}
 		rate := l.rates[pl.Type]
+		gpus := float64(l.job.Scale)
+		if v := res.Via[i]; v >= 0 {
+			c := e.combos[v-len(e.active)]
+			rate = c.rates[pl.Type][0]
+			if c.b == l {
+				rate = c.rates[pl.Type][1]
+			}
+			gpus = 0.5 // one GPU for the two
+		}
 		needT := l.remaining / rate
 		if needT <= run-lost {
-			e.busy[pl.Type] += (lost + needT) * float64(l.job.Scale)
+			e.busy[pl.Type] += (lost + needT) * gpus
 			fin(l, now+lost+needT)
 			e.mech.Forget(l.id)
 			e.changed = true
 			continue
 		}
-		e.busy[pl.Type] += run * float64(l.job.Scale)
+		e.busy[pl.Type] += run * gpus
 		l.remaining -= rate * (run - lost)
 		keep = append(keep, l)
+	}
+	for i := len(e.active); i < len(e.reqs); i++ {
+		if res.Placed[i].Type >= 0 {
+			e.shared += e.round
+		}
 	}
 	clear(e.active[len(keep):])
 	e.active = keep
@@ -258,6 +302,7 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		now += cfg.Round
 	}
 	rep.Rounds, rep.Migrations, rep.LeaseExtensions, rep.Solves = e.rounds, e.migrations, e.leaseExt, e.solves
+	rep.SharedGPUHours = e.shared / 3600
 	rep.SolveSecondsMax = e.solveMax
 	for k := range e.busy {
 		rep.Utilisation[k] = e.busy[k] / (float64(cfg.Capacity[k]) * math.Max(now, 1))
@@ -278,6 +323,146 @@ func Run(ctx context.Context, cfg Config, pol policy.Policy) (Report, error) {
 		rep.RhoP99 = quantile(rhos, 0.99)
 	}
 	return rep, nil
+}
+
+// classes puts the active jobs into problem rows for a space-sharing
+// solve: with grouping, identical jobs (same workload type, throughputs as
+// seen and scale) into one row that stands for all of them (Count), else
+// one row each; and a pair for every two rows (and a row with itself,
+// when it stands for two or more) whose jobs the table measured sharing a
+// GPU. It returns, per active job, its row.
+func (e *engine) classes(p *policy.Problem, now float64) []int {
+	rowOf := make([]int, len(e.active))
+	rows := map[string]int{}
+	var first []*live // per row, one of its jobs
+	var buf []byte
+	for i, l := range e.active {
+		key := ""
+		if e.group {
+			buf = append(buf[:0], l.job.Type...)
+			buf = append(buf, '|')
+			buf = strconv.AppendInt(buf, int64(l.job.Scale), 10)
+			for _, t := range l.seen {
+				buf = append(buf, ',')
+				buf = strconv.AppendFloat(buf, t, 'g', -1, 64)
+			}
+			key = string(buf)
+			if r, ok := rows[key]; ok {
+				p.Jobs[r].Count++
+				rowOf[i] = r
+				continue
+			}
+			rows[key] = len(p.Jobs)
+		}
+		rowOf[i] = len(p.Jobs)
+		first = append(first, l)
+		p.Jobs = append(p.Jobs, policy.Job{ID: l.id, Throughput: l.seen, Scale: l.job.Scale, Count: 1,
+			Steps: l.remaining, Arrival: l.job.Arrival, Elapsed: now - l.job.Arrival})
+	}
+	for a := range p.Jobs {
+		for b := a; b < len(p.Jobs); b++ {
+			ja, jb := first[a], first[b]
+			if max(ja.job.Scale, 1) != 1 || max(jb.job.Scale, 1) != 1 || (a == b && p.Jobs[a].Count < 2) {
+				continue
+			}
+			r := e.pairs(ja.job, jb.job)
+			if r == nil {
+				continue
+			}
+			// the policy sees the pair's rates as it sees each job's
+			seen := make([][2]float64, len(r))
+			for k := range r {
+				seen[k] = [2]float64{r[k][0] * ratio(ja.seen[k], ja.rates[k]), r[k][1] * ratio(jb.seen[k], jb.rates[k])}
+			}
+			p.Pairs = append(p.Pairs, policy.Pair{A: a, B: b, Throughput: seen})
+		}
+	}
+	return rowOf
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// setCombos turns the solve's pairs into pairs of active jobs. A pair of
+// rows A and B holding y GPUs of a type becomes max(|A|, |B|) pairs of
+// jobs, member i of A with member i mod |B| of B, each with y/max of the
+// type, so that every job gets the time the LP gave each member (a row
+// with itself: member i with member i+1, each pair y/|A|).
+func (e *engine) setCombos(p *policy.Problem, a policy.Allocation, rowOf []int) {
+	// a pair of jobs that stays paired keeps its id, so its history (and
+	// the GPUs it holds) carry over; the mechanism's Reset drops the rest.
+	e.combos = e.combos[:0]
+	members := make([][]*live, len(p.Jobs))
+	for i, l := range e.active {
+		members[rowOf[i]] = append(members[rowOf[i]], l)
+	}
+	for q, row := range a.PairX {
+		tot := 0.0
+		for _, y := range row {
+			tot += y
+		}
+		if tot <= 1e-9 {
+			continue
+		}
+		pr := p.Pairs[q]
+		A, B := members[pr.A], members[pr.B]
+		var ps [][2]*live
+		if pr.A == pr.B {
+			for i := range A {
+				if len(A) == 2 && i == 1 {
+					break
+				}
+				ps = append(ps, [2]*live{A[i], A[(i+1)%len(A)]})
+			}
+		} else {
+			for i := 0; i < max(len(A), len(B)); i++ {
+				ps = append(ps, [2]*live{A[i%len(A)], B[i%len(B)]})
+			}
+		}
+		for _, m := range ps {
+			x := make([]float64, len(row))
+			for k, y := range row {
+				x[k] = y / float64(len(ps))
+			}
+			e.combos = append(e.combos, &combo{id: m[0].id + "+" + m[1].id, a: m[0], b: m[1], x: x,
+				rates: e.pairs(m[0].job, m[1].job)})
+		}
+	}
+}
+
+// comboRequests appends a request for each pair whose jobs are both still
+// active (after the jobs' own requests), dropping the others.
+func (e *engine) comboRequests() {
+	if len(e.combos) == 0 {
+		return
+	}
+	at := make(map[*live]int, len(e.active))
+	for i, l := range e.active {
+		at[l] = i
+	}
+	keep := e.combos[:0]
+	for _, c := range e.combos {
+		ia, okA := at[c.a]
+		ib, okB := at[c.b]
+		if !okA || !okB {
+			e.mech.Forget(c.id)
+			continue
+		}
+		rates := make([]float64, len(c.rates))
+		for k, r := range c.rates {
+			if r[0] > 0 && r[1] > 0 {
+				rates[k] = r[0] + r[1]
+			}
+		}
+		e.reqs = append(e.reqs, mechanism.Request{ID: c.id, Scale: 1, X: c.x, Rates: rates, Members: []int{ia, ib}})
+		keep = append(keep, c)
+	}
+	clear(e.combos[len(keep):])
+	e.combos = keep
 }
 
 // summarise sorts the JCTs (seconds, per job) into hours and their mean,

@@ -23,6 +23,8 @@ type simOptions struct {
 	policies                []string
 	agnostic, multi, asJSON bool
 	noGroup, noStick        bool
+	spaceSharing            bool
+	shareMargin             float64
 	cluster, table, measure string
 	trace, plot, cpuProfile string
 	rate, jitter            float64
@@ -84,6 +86,8 @@ rota-controller package installs in ` + installedDataDir + `/.`,
 	fs.DurationVar(&o.realloc, "realloc-interval", 0, "least simulated time between policy solves (0: at the first round after any arrival or completion, as Gavel's simulator)")
 	fs.Float64Var(&o.jitter, "jitter", 0, "scale each throughput the policy sees by a fixed per-job factor in [1-J, 1+J]; jobs run at true rates")
 	fs.BoolVar(&o.noGroup, "no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
+	fs.BoolVar(&o.spaceSharing, "space-sharing", false, "las and ftf with space sharing: two single-GPU jobs share one GPU where the table's pair throughput beats taking turns by --share-margin (docs/policy.md)")
+	fs.Float64Var(&o.shareMargin, "share-margin", policy.DefaultShareMargin, "with --space-sharing, how much more a pair must get done together than one after the other (sum of each one's throughput shared over alone)")
 	fs.BoolVar(&o.noStick, "no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
 	fs.IntVar(&o.perNode, "gpus-per-node", 4, "GPUs per node, for packing")
 	fs.StringVar(&o.trace, "trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
@@ -171,15 +175,24 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if clusters != nil && o.spaceSharing {
+		return usageError{"--space-sharing is simulated on one cluster, not with --clusters"}
+	}
 	if clusters != nil {
 		return runMultiSim(ctx, o, simCfg{types: types, clusters: clusters, jobs: jobs, lo: lo, hi: hi}, stdout)
 	}
 	cfg := sim.Config{Types: types, Capacity: caps, Round: o.round.Seconds(), MigrationCost: o.migCost.Seconds(),
 		GPUsPerNode: o.perNode, Jobs: jobs, MeasureLo: lo, MeasureHi: hi,
 		ReallocInterval: o.realloc.Seconds(), Seed: o.seed, Jitter: o.jitter, NoStick: o.noStick}
+	if o.spaceSharing {
+		if o.shareMargin <= 0 {
+			return usageError{"--share-margin must be > 0"}
+		}
+		cfg.Pairs = func(a, b workload.Job) [][2]float64 { return tab.PairRates(a.Type, b.Type, 1) }
+	}
 	var reps []sim.Report
 	for _, name := range pols {
-		pol, err := policy.New(name, policy.Options{Agnostic: o.agnostic})
+		pol, err := policy.New(name, policy.Options{Agnostic: o.agnostic, SpaceSharing: o.spaceSharing, ShareMargin: o.shareMargin})
 		if err != nil {
 			return usageError{err.Error()}
 		}
@@ -207,9 +220,13 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 		return enc.Encode(reps)
 	}
 	for _, r := range reps {
-		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  lease ext %d / %d rounds  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)\n",
+		fmt.Fprintf(stdout, "%-22s jobs %d  JCT h avg %.2f med %.2f p99 %.2f  makespan %.1f h  util %v  migrations %d  lease ext %d / %d rounds  rho mean %.2f p99 %.2f  solve mean %.4fs max %.4fs (%d solves)",
 			r.Policy, r.JobsMeasured, r.AvgJCTHours, r.MedianJCTHours, r.P99JCTHours, r.MakespanHours, fmtUtil(types, r.Utilisation),
 			r.Migrations, r.LeaseExtensions, r.Rounds, r.RhoMean, r.RhoP99, r.SolveSecondsMean, r.SolveSecondsMax, r.Solves)
+		if o.spaceSharing {
+			fmt.Fprintf(stdout, "  shared %.0f GPU-h", r.SharedGPUHours)
+		}
+		fmt.Fprintln(stdout)
 	}
 	return nil
 }
