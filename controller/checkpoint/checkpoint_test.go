@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 type agent struct {
 	node    string
 	refuse  string // reply error; nothing signalled
+	mute    bool   // takes the command, never sends the result
 	outcome string
 	step    uint64
 	elapsed float64
@@ -37,7 +39,7 @@ func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointReq
 		}
 		b, _ := json.Marshal(rep)
 		m.Respond(b)
-		if a.refuse != "" {
+		if a.refuse != "" || a.mute {
 			return
 		}
 		res, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: req.ID, Node: a.node, JobID: req.JobID,
@@ -102,5 +104,32 @@ func TestCheckpointKeep(t *testing.T) {
 				t.Errorf("request %+v, want keep_running for job 7 with a 10 s grace", req)
 			}
 		})
+	}
+}
+
+// TestCheckpointNoResult: an agent that took the command (the job is
+// signalled, and stopped when its grace ends) but whose result does not
+// come in time gives ErrNoResult, which the round loop takes as "stopped,
+// requeue it"; an agent that answers nothing is another error.
+func TestCheckpointNoResult(t *testing.T) {
+	srv := natstest.Start(t)
+	agentConn, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentConn.Close()
+	seen := make(chan wire.CheckpointRequest, 4)
+	agent{node: "a", mute: true}.serve(t, agentConn, seen)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := &NATS{NC: nc, Timeout: 500 * time.Millisecond, ResultSlack: 100 * time.Millisecond}
+	if _, err := c.Checkpoint(context.Background(), []string{"a"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) {
+		t.Fatalf("a mute agent: %v, want ErrNoResult", err)
+	}
+	if _, err := c.Checkpoint(context.Background(), []string{"nobody"}, 7, 200*time.Millisecond); err == nil || errors.Is(err, ErrNoResult) {
+		t.Fatalf("no agent at all: %v, want an error other than ErrNoResult (nothing was signalled)", err)
 	}
 }

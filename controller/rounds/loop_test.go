@@ -221,13 +221,14 @@ type fakeCkpt struct {
 	mu      sync.Mutex
 	calls   []uint32
 	outcome string
+	err     error
 }
 
 func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.Duration) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, id)
-	return c.outcome, nil
+	return c.outcome, c.err
 }
 
 func newLoop(t *testing.T, f slurm.Scheduler, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
@@ -444,6 +445,39 @@ func TestMigrationRules(t *testing.T) {
 				if j.Features != "v100" || !j.Pending() || l.Stats().Migrations != 1 {
 					t.Errorf("after move: features %q state %s stats %+v", j.Features, j.State, l.Stats())
 				}
+			}
+		})
+	}
+}
+
+// TestMigrationWithoutResult: the agents took the checkpoint command (so
+// the job was signalled and stops) but their result never came: the job
+// is requeued all the same, or it would end and leave the queue
+// unfinished (seen in the site-sized replay). An agent that did not take
+// the command leaves the job running where it is.
+func TestMigrationWithoutResult(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		err       error
+		wantMoved bool
+	}{
+		{"accepted, no result in time", fmt.Errorf("%w from 1 of 1 nodes within 30s", checkpoint.ErrNoResult), true},
+		{"not accepted", errors.New("node node-k80's agent did not answer the checkpoint command"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+				Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+			f.jobs[1].Start = time.Now().Add(-time.Hour)
+			l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{err: c.err})
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.wg.Wait()
+			if moved := len(f.requeued) == 1; moved != c.wantMoved {
+				t.Fatalf("requeued %v, want moved %v", f.requeued, c.wantMoved)
 			}
 		})
 	}

@@ -2,8 +2,10 @@ package rounds
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/checkpoint"
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -56,6 +58,15 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to string, u slurm.JobUpdate, limit uint32) bool {
 	outcome, err := l.ckpt.Checkpoint(ctx, nodes, id, l.cfg.CheckpointGrace)
 	log := l.log.With().Uint32("job", id).Str("from", from).Str("to", to).Logger()
+	late := errors.Is(err, checkpoint.ErrNoResult)
+	if late {
+		// The agents signalled the job and stop it when its grace ends:
+		// left alone it would end (its script exits after saving) and
+		// leave the queue unfinished. Requeued, it resumes from its last
+		// checkpoint.
+		log.Warn().Err(err).Msg("the node agents took the checkpoint command but did not report in time; requeued to resume from its last checkpoint")
+		outcome, err = wire.CheckpointTimedOut, nil
+	}
 	if err != nil {
 		log.Warn().Err(err).Msg("checkpoint failed; the job keeps running where it is")
 		return false
@@ -64,7 +75,7 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 		log.Info().Msg("the agents found no process of the job (it may have ended); not requeued")
 		return false
 	}
-	if outcome == wire.CheckpointTimedOut {
+	if outcome == wire.CheckpointTimedOut && !late {
 		log.Warn().Msg("the job did not confirm its checkpoint in time and was stopped; requeued to resume from its last checkpoint")
 	}
 	if err := l.sched.Requeue(ctx, id); err != nil {
