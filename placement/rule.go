@@ -18,6 +18,7 @@ import (
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Result is a placement with the numbers behind it, for `rota explain`.
@@ -39,13 +40,11 @@ type Result struct {
 	HoldS uint32
 }
 
-// Speed is type t's relative speed in r; a missing or non-positive entry
-// counts as 1.
+// Speed is type t's relative speed in r (gputype.Speed: the table's, a
+// MIG slice's share of its whole GPU's, else 1).
 func Speed(r *wire.PlaceRule, t string) float64 {
-	if s, ok := r.Speed[t]; ok && s > 0 {
-		return s
-	}
-	return 1
+	s, _ := gputype.Speed(r.Speed, t)
+	return s
 }
 
 // Apply adds a placement's reservation to s, which the caller owns:

@@ -16,6 +16,7 @@ import (
 	"github.com/rota-hpc/rota/controller/metrics"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // queueGroup lets several controllers share the request subjects; only one
@@ -299,10 +300,7 @@ func (c *Controller) onStatus(m *nats.Msg) {
 		rep.RefreshedAt = s.At.UTC().Format(time.RFC3339)
 		for _, t := range s.TypeNames() {
 			tc := s.Types[t]
-			sp := 1.0
-			if v, ok := c.cfg.Placement.Speed[t]; ok {
-				sp = v
-			}
+			sp, _ := gputype.Speed(c.cfg.Placement.Speed, t)
 			rep.Types = append(rep.Types, wire.TypeState{Type: t, Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, Speed: sp})
 		}
 		for _, p := range s.Partitions {

@@ -19,6 +19,7 @@ import (
 	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // WebConfig is the read-only web view's part of the config
@@ -194,10 +195,7 @@ func (c *Controller) trendJobs(jobs []slurm.Job) []trend.Job {
 		}
 		tj := trend.Job{ID: j.ID, Entity: e, Submit: j.Submit, Running: j.Running()}
 		if tj.Running {
-			sp, known := c.cfg.Placement.Speed[typ]
-			if !known {
-				sp = 1
-			}
+			sp, _ := gputype.Speed(c.cfg.Placement.Speed, typ)
 			tj.Power = float64(gpus) * sp
 		}
 		out = append(out, tj)
@@ -223,10 +221,7 @@ func (s webSource) Overview(context.Context) web.Overview {
 		o.RefreshedAt = snap.At
 		for _, t := range snap.TypeNames() {
 			tc := snap.Types[t]
-			sp, ok := c.cfg.Placement.Speed[t]
-			if !ok {
-				sp = 1
-			}
+			sp, _ := gputype.Speed(c.cfg.Placement.Speed, t)
 			o.Types = append(o.Types, wire.TypeState{Type: t, Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, Speed: sp})
 		}
 		for _, p := range snap.Partitions {

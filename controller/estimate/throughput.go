@@ -3,6 +3,7 @@ package estimate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rota-hpc/rota/wire/gputype"
 	"maps"
 	"math"
 	"slices"
@@ -86,10 +87,8 @@ func (c ThroughputConfig) withDefaults() ThroughputConfig {
 }
 
 func (c *ThroughputConfig) speed(t string) float64 {
-	if s, ok := c.Speed[t]; ok && s > 0 && !math.IsInf(s, 0) {
-		return s
-	}
-	return 1
+	s, _ := gputype.Speed(c.Speed, t)
+	return s
 }
 
 // Estimate is a job's throughput on one GPU type, with where it came from.

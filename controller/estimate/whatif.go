@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/rota-hpc/rota/wire/gputype"
+
 // EstimateHinted estimates the steps/s on each of types of a job that has
 // not run: one with these hints (per type) and this job name, completed
 // from what the other jobs measured, exactly as Estimate would for such a
@@ -28,9 +30,10 @@ func (t *Throughputs) EstimateHinted(name string, hint map[string]float64, types
 	return out
 }
 
-// SpeedOf is the admin's relative speed of a type and whether the table
-// names it (a type it does not name counts as 1 in SourceTable numbers).
+// SpeedOf is the relative speed of a type and whether it is known: the
+// admin's table names it, or it is a MIG slice of a type the table names
+// (gputype.Speed; an unknown type counts as 1 in SourceTable numbers).
 func (t *Throughputs) SpeedOf(ty string) (float64, bool) {
-	s, ok := t.cfg.Speed[ty]
-	return s, ok && s > 0
+	s, src := gputype.Speed(t.cfg.Speed, ty)
+	return s, src != gputype.FromDefault
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/xcluster"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Job is what the estimate reads of a job.
@@ -35,10 +36,10 @@ const fallbackSpeed = 1.0
 // a type the job does not allow.
 func rates(j Job, v *wire.MCView, speed map[string]float64) map[string]float64 {
 	sp := func(t string) float64 {
-		if s, ok := v.Speed[t]; ok && s > 0 {
+		if s, src := gputype.Speed(v.Speed, t); src != gputype.FromDefault {
 			return s
 		}
-		if s, ok := speed[t]; ok && s > 0 {
+		if s, src := gputype.Speed(speed, t); src != gputype.FromDefault {
 			return s
 		}
 		return fallbackSpeed
