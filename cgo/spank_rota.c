@@ -11,6 +11,9 @@
  *                                     what kind of job this is (docs/kinds.md)
  *   --rota-service=NAME               the inference service this job is a
  *                                     replica of
+ *   --rota-gpu-mem=SIZE               the GPU memory the job needs per GPU
+ *                                     (16G, 20480M): keeps it off smaller
+ *                                     GPUs and MIG slices
  *   --rota-checkpoint-signal=SIG      the signal this job checkpoints on
  *                                     (declares that it can be migrated)
  *   --rota-chain[=on|off]             run past MaxTime as a chain of segments
@@ -55,6 +58,7 @@ static int check_chain(int val, const char *optarg, int remote);
 static int check_types(int val, const char *optarg, int remote);
 static int check_kind(int val, const char *optarg, int remote);
 static int check_service(int val, const char *optarg, int remote);
+static int check_gpu_mem(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -81,6 +85,9 @@ static struct spank_option rota_options[] = {
 	{ "rota-service", "NAME",
 	  "The inference service this job is a replica of (--rota-kind=serve); Rota spreads its replicas over nodes.",
 	  1, 7, check_service },
+	{ "rota-gpu-mem", "SIZE",
+	  "GPU memory this job needs on each GPU, e.g. 16G or 20480M; Rota never gives it a smaller GPU or MIG slice.",
+	  1, 8, check_gpu_mem },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -212,6 +219,29 @@ static int check_service(int val, const char *optarg, int remote)
 bad:
 	slurm_error("--rota-service: want a name of letters, digits, '_', '.' or '-' (at most 64), got '%s'",
 		    optarg ? optarg : "");
+	return -1;
+}
+
+/* A size as Slurm writes memory: a positive whole number of megabytes, or
+ * with a K, M, G or T suffix (binary units); wire/hints reads the same. */
+static int check_gpu_mem(int val, const char *optarg, int remote)
+{
+	char *end = NULL;
+	unsigned long long n;
+
+	(void) val;
+	(void) remote;
+	if (!optarg || *optarg < '0' || *optarg > '9')
+		goto bad;
+	errno = 0;
+	n = strtoull(optarg, &end, 10);
+	if (errno || n == 0 || n >= (1ULL << 40))
+		goto bad;
+	if (*end && (strchr("KkMmGgTt", *end) == NULL || end[1]))
+		goto bad;
+	return 0;
+bad:
+	slurm_error("--rota-gpu-mem: want a memory size such as 16G or 20480M, got '%s'", optarg ? optarg : "");
 	return -1;
 }
 

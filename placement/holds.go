@@ -7,6 +7,7 @@ import (
 
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Holds reports whether the usable nodes of GPU type t can take the whole
@@ -21,6 +22,17 @@ func Holds(cv *wire.ClusterView, t string, n gpureq.Need, parts, constraint stri
 	}
 	tc, ok := cv.Types[t]
 	return ok && holds(&tc, n, parts, readConstraint(constraint))
+}
+
+// FitsMemory says whether a job needing need bytes of GPU memory per GPU
+// (0: unknown) may be given type t under rule r, and why not
+// (gputype.Fits: a known need must fit the type's memory; an unknown one
+// keeps off MIG slices under r.SliceMinMemory). measured is what the node
+// agents found per type (nil at submission: the plugin has only the
+// admin's figures and the slices' names).
+func FitsMemory(r *wire.PlaceRule, t string, need uint64, measured map[string]uint64) (bool, string) {
+	mem, _ := gputype.Memory(t, r.GPUMemory, measured)
+	return gputype.Fits(t, mem, need, r.SliceMinMemory)
 }
 
 func holds(tc *wire.TypeView, n gpureq.Need, parts string, c constraint) bool {

@@ -56,6 +56,10 @@ func placeInteractive(v *View, req *wire.PlaceRequest, explain bool) Result {
 		if restricted && !slices.Contains(allowed, t) || !holds(&tc, need, parts, cons) {
 			continue
 		}
+		if ok, _ := FitsMemory(r, t, req.Hints.GPUMemBytes, nil); !ok {
+			num.set2("memory_fits.", t, 0)
+			continue
+		}
 		free := max(tc.Free()-v.taken(t), 0)
 		kept := min(v.reserveLeft(t), free) // free GPUs training may not take
 		c := icand{t: t, free: free, kept: kept, loss: float64(max(total-kept, 0)) * Speed(r, t)}

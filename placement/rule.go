@@ -335,7 +335,7 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	// its user had named the type.
 	roomKey := s.RoomKey(req.UID, req.Account, req.QOS)
 	var limitedBuf [8]cand
-	limited, limitWhy := limitedBuf[:0], ""
+	limited, limitWhy, memWhy := limitedBuf[:0], "", ""
 	allowed, restricted := AllowedTypes(req.Hints, req.Features, func(f string) bool { _, ok := cv.Types[f]; return ok })
 	for _, t := range v.types {
 		tc := cv.Types[t]
@@ -347,6 +347,13 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 			// Only types that can hold the whole job as asked: any other
 			// would leave it refused or pending for good.
 			num.set2("holds.", t, 0)
+			continue
+		}
+		if ok, why := FitsMemory(r, t, req.Hints.GPUMemBytes, nil); !ok {
+			num.set2("memory_fits.", t, 0)
+			if explain {
+				memWhy += "; " + why
+			}
 			continue
 		}
 		free := v.batchFree(t) // the interactive reserve is not its to take
@@ -383,10 +390,15 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 				") is on this cluster; held up to " + strconv.FormatUint(uint64(res.HoldS), 10) + " s for another cluster that has them, then left as asked"
 		case restricted:
 			res.Reason = "none of the GPU types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) + ") can hold the job as asked; left as asked"
+		case explain && memWhy != "":
+			res.Reason = "no GPU type with the memory the job needs can hold it as asked (" + memWhy[2:] + "); left as asked"
 		case explain:
 			res.Reason = NoTypeReason(need, parts, req.Features)
 		}
 		return withNumbers(res, num)
+	}
+	if memWhy != "" {
+		limitWhy += memWhy
 	}
 	if restricted && explain {
 		limitWhy += "; chosen among the types the user allows (" + ChoiceWords(allowed, req.Hints, req.Features) + ")"

@@ -86,6 +86,9 @@ type Hints struct {
 	// Service is --rota-service: the service a serve job is a replica
 	// of, so that its replicas are spread over nodes ("" none).
 	Service string `json:"service,omitempty"`
+	// GPUMemBytes is --rota-gpu-mem: the GPU memory the job needs on
+	// each GPU (0: not given); it never goes on a type with less.
+	GPUMemBytes uint64 `json:"gpu_mem_bytes,omitempty"`
 }
 
 // StepsPerSecond is the job's speed on GPU type t from its hints: the

@@ -123,6 +123,13 @@ type PlaceRule struct {
 	// many seconds, for the multi-cluster manager to send it to a cluster
 	// that has them (docs/multicluster.md); 0 never.
 	ElsewhereHoldS uint32 `json:"elsewhere_hold_s,omitempty"`
+	// GPUMemory is the admin's memory per GPU of a type in bytes
+	// (gpu_mem.<type>); a MIG slice's is read from its name
+	// (wire/gputype).
+	GPUMemory map[string]uint64 `json:"gpu_memory,omitempty"`
+	// SliceMinMemory keeps a job whose GPU memory need is unknown off MIG
+	// slices with less memory than this (slice_min_gpu_mem); 0: any.
+	SliceMinMemory uint64 `json:"slice_min_gpu_mem,omitempty"`
 }
 
 // KindRules says which jobs are interactive and which are services by

@@ -266,6 +266,21 @@ func LoadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	c.Site = sc
+	// The submit-time rule keeps jobs off GPUs their memory does not fit:
+	// the admin's gpu_mem.<type>, a MIG slice's from its name, and
+	// slice_min_gpu_mem for jobs that do not say (docs/kinds.md).
+	c.Placement.GPUMemory = sc.GPUMemory
+	c.Rounds.GPUMemory = sc.GPUMemory
+	var sliceMin string
+	v.String("slice_min_gpu_mem", &sliceMin)
+	if sliceMin != "" {
+		b, err := site.ParseBytes(sliceMin)
+		if err != nil {
+			return c, fmt.Errorf("%s: slice_min_gpu_mem = %q: want a size such as 10GiB, or 0 for any slice", path, sliceMin)
+		}
+		c.Placement.SliceMinMemory = b
+	}
+	c.Rounds.SliceMinMemory = c.Placement.SliceMinMemory
 	if err := v.Err(); err != nil {
 		return c, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Result is a placement with the numbers behind it, for `rota explain`.
@@ -49,6 +50,11 @@ type Config struct {
 	// ElsewhereHoldS holds a job whose allowed types are on no node here
 	// for the multi-cluster manager (wire.PlaceRule.ElsewhereHoldS).
 	ElsewhereHoldS uint32
+	// GPUMemory is bytes per GPU by type where the admin set it
+	// (gpu_mem.<type>); SliceMinMemory keeps jobs of unknown need off
+	// smaller MIG slices (slice_min_gpu_mem). See wire.PlaceRule.
+	GPUMemory      map[string]uint64
+	SliceMinMemory uint64
 	// Name is the policy named in annotations; "" means "interim". The
 	// controller sets it to the round loop's policy, whose rounds then
 	// correct what the submit-time rule chose.
@@ -57,13 +63,14 @@ type Config struct {
 
 // DefaultConfig is what an unconfigured controller uses.
 func DefaultConfig() Config {
-	return Config{Speed: map[string]float64{}, WalltimeMargin: 1.5, WalltimeOverheadMin: 5}
+	return Config{Speed: map[string]float64{}, WalltimeMargin: 1.5, WalltimeOverheadMin: 5, SliceMinMemory: gputype.DefaultSliceMinMemory}
 }
 
 // Rule is c as the wire form the plugin receives.
 func (c *Config) Rule() wire.PlaceRule {
 	return wire.PlaceRule{Speed: maps.Clone(c.Speed), RetypeTyped: c.RetypeTyped, WalltimeMargin: c.WalltimeMargin, WalltimeOverheadMin: c.WalltimeOverheadMin, Kinds: c.Kinds,
-		InteractiveReserve: maps.Clone(c.InteractiveReserve), ServeHoldS: c.ServeHoldS, ElsewhereHoldS: c.ElsewhereHoldS}
+		InteractiveReserve: maps.Clone(c.InteractiveReserve), ServeHoldS: c.ServeHoldS, ElsewhereHoldS: c.ElsewhereHoldS,
+		GPUMemory: maps.Clone(c.GPUMemory), SliceMinMemory: c.SliceMinMemory}
 }
 
 // Placer runs Rota's submit-time rule (package placement): jobs

@@ -24,6 +24,7 @@ import (
 	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Config is the loop's configuration.
@@ -34,6 +35,11 @@ type Config struct {
 	// MoveCost is the checkpoint + restart time assumed for a job until
 	// one of its moves has been measured.
 	MoveCost time.Duration
+	// GPUMemory (bytes per GPU by type, gpu_mem.<type>) and
+	// SliceMinMemory (slice_min_gpu_mem) keep jobs off GPUs their memory
+	// does not fit, as the submit-time rule does (wire/gputype).
+	GPUMemory      map[string]uint64
+	SliceMinMemory uint64
 	// CheckpointGrace is how long the agent waits for a checkpoint before
 	// SIGTERM.
 	CheckpointGrace time.Duration
@@ -64,7 +70,7 @@ type Config struct {
 // DefaultConfig are the production defaults: minutes-long rounds.
 func DefaultConfig() Config {
 	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
-		CheckpointGrace: 60 * time.Second, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
+		CheckpointGrace: 60 * time.Second, SliceMinMemory: gputype.DefaultSliceMinMemory, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
 		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace(), AdoptUnplaced: true}
 }
 
@@ -817,7 +823,12 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				}
 			}
 			for k, t := range types {
-				v.Fits[k] = v.Fits[k] && (memPerGPU[t] == 0 || l.est.MemoryFits(ctx, tr.key, memPerGPU[t]))
+				// The rule the plugin applied at submission (the user's
+				// --rota-gpu-mem, the site's minimum on MIG slices), then
+				// what the job was seen to use.
+				mem, _ := gputype.Memory(t, l.cfg.GPUMemory, memPerGPU)
+				fits, _ := gputype.Fits(t, mem, asked.Hints.GPUMemBytes, l.cfg.SliceMinMemory)
+				v.Fits[k] = v.Fits[k] && fits && (mem == 0 || l.est.MemoryFits(ctx, tr.key, mem))
 			}
 		}
 		out = append(out, v)

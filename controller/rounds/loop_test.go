@@ -354,6 +354,32 @@ func TestRoundsKeepToTheTypesTheUserAllows(t *testing.T) {
 	}
 }
 
+// TestRoundsKeepJobsWhereTheirMemoryFits: a job that needs 20 GiB of GPU
+// memory (--rota-gpu-mem) is never retyped onto the 16 GiB V100s and
+// P100s however fast they are; its neighbour that needs 8 GiB is.
+func TestRoundsKeepJobsWhereTheirMemoryFits(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	f.add(1, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600, GPUMemBytes: 20 << 30}}}, decs)
+	f.add(2, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600, GPUMemBytes: 8 << 30}}}, decs)
+	cfg := DefaultConfig()
+	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
+	cfg.GPUMemory = map[string]uint64{"v100": 16 << 30, "p100": 16 << 30}
+	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{rates: map[string][]float64{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.jobs[1].Features; got != "k80" {
+		t.Errorf("the 20 GiB job was retyped to %q (updates %v)", got, f.updates)
+	}
+	if got := f.jobs[2].Features; got == "k80" {
+		t.Errorf("the 8 GiB job stayed on k80: the test no longer shows a retype (updates %v)", f.updates)
+	}
+}
+
 // New jobs are bound to their decisions from the queue read when it
 // carries AdminComment, with no second read of Slurm; from
 // DecisionIDs when it does not. Jobs without a decision stay unmanaged.

@@ -49,6 +49,11 @@ func computeSlices(model string) int {
 // ParseSlice reads t as a MIG slice type ("a100_3g.20gb",
 // "h100_1g.10gb+me", "nvidia_a100_2g.10gb"); false for a whole GPU.
 func ParseSlice(t string) (Slice, bool) {
+	// Most types are whole GPUs: no regexp for them (the plugin asks for
+	// every type of every submission, on slurmctld's thread).
+	if !strings.Contains(t, "g.") && !strings.Contains(t, "G.") {
+		return Slice{}, false
+	}
 	m := sliceRE.FindStringSubmatch(strings.ToLower(t))
 	if m == nil {
 		return Slice{}, false
@@ -123,6 +128,11 @@ func Memory(t string, configured, measured map[string]uint64) (uint64, string) {
 	}
 	return 0, FromDefault
 }
+
+// DefaultSliceMinMemory is slice_min_gpu_mem's default: a job that says
+// nothing of its GPU memory gets no MIG slice under 10 GiB (an A100's
+// 1g.5gb is too small for most training; a 2g.10gb holds a notebook).
+const DefaultSliceMinMemory = 10 << 30
 
 // Fits says whether a job needing need bytes of GPU memory (0: unknown)
 // may go on type t with mem bytes (0: unknown), and why not: a known

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rota-hpc/rota/internal/slurmsize"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
 )
@@ -84,6 +85,12 @@ func Parse(env []string) (Options, error) {
 				return o, err
 			}
 			o.Hints.Kind = k
+		case "rota_gpu_mem":
+			mb, err := slurmsize.MB(v)
+			if err != nil || mb == 0 {
+				return o, fmt.Errorf("--rota-gpu-mem=%q: want a memory size such as 16G or 20480M", v)
+			}
+			o.Hints.GPUMemBytes = mb << 20
 		case "rota_service":
 			if err := checkName(v); err != nil {
 				return o, fmt.Errorf("--rota-service=%q: %w", v, err)

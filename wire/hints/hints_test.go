@@ -20,6 +20,24 @@ func TestParseKindAndService(t *testing.T) {
 	}
 }
 
+func TestParseGPUMem(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  string
+		want uint64
+	}{
+		{"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=16G", 16 << 30},
+		{"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=20480M", 20 << 30},
+		{"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=512", 512 << 20}, // megabytes, as Slurm's --mem
+		{"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=1t", 1 << 40},
+	} {
+		o, err := Parse([]string{c.env})
+		if err != nil || o.Hints.GPUMemBytes != c.want {
+			t.Errorf("%q: %d bytes, err %v; want %d", c.env, o.Hints.GPUMemBytes, err, c.want)
+		}
+	}
+}
+
 func TestParseChain(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
 		{"", ""},
@@ -56,6 +74,11 @@ func TestParseErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_service=-web",
 		"_SLURM_SPANK_OPTION_rota_rota_service=a b",
 		"_SLURM_SPANK_OPTION_rota_rota_service=" + strings.Repeat("x", 65),
+		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=",
+		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=0",
+		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=16GB",
+		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=-1G",
+		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=lots",
 	} {
 		if _, err := Parse([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)
@@ -71,6 +94,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_chain=on")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_kind=serve")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_service=llm")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_gpu_mem=16G")
 	f.Fuzz(func(t *testing.T, env string) {
 		o, err := Parse([]string{env})
 		if err != nil {
