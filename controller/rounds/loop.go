@@ -479,6 +479,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		if l.meas != nil {
 			if mn, ok := l.measNode(n.Name); ok && len(mn.GPUs) > 0 && mn.GPUs[0].MemoryTotalBytes > 0 {
 				t := nodeType[n.Name]
+				if t == "" {
+					continue // several types (MIG slices): no one size
+				}
 				if m := memPerGPU[t]; m == 0 || mn.GPUs[0].MemoryTotalBytes < m {
 					memPerGPU[t] = mn.GPUs[0].MemoryTotalBytes
 				}

@@ -166,17 +166,22 @@ func trunc(s string) string {
 	return s
 }
 
-// NodeType is the GPU type of a node with gpus (type -> count): the typed
-// GPUs it has most of, by name when even; "" for a node without typed
-// GPUs. Slurm lets a node mix types; Rota counts a node as one.
+// NodeType is the GPU type of a node with gpus (type -> count): its one
+// typed GPU type; "" for a node without typed GPUs, and for a node of
+// several types (an A100 cut into MIG slices of different sizes: a
+// job's type there is the one its request names, not the node's).
 func NodeType(gpus map[string]int) string {
-	best, n := "", 0
+	one := ""
 	for t, c := range gpus {
-		if t != "" && (c > n || c == n && c > 0 && t < best) {
-			best, n = t, c
+		if t == "" || c <= 0 {
+			continue
 		}
+		if one != "" {
+			return ""
+		}
+		one = t
 	}
-	return best
+	return one
 }
 
 // NodeTypes maps each node with typed GPUs to its type (NodeType).

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// A node's type: the typed GPUs it has most of (by name when even),
-// never an untyped or empty entry.
+// A node's type: its one typed GPU type, never an untyped or empty entry;
+// none for a node of several types (MIG slices of different sizes: the
+// job's request says which it has).
 func TestNodeType(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -18,8 +19,9 @@ func TestNodeType(t *testing.T) {
 		{"untyped only", map[string]int{"": 4}, ""},
 		{"untyped beside typed", map[string]int{"": 8, "k80": 2}, "k80"},
 		{"a type configured with none", map[string]int{"v100": 0}, ""},
-		{"mixed: the most", map[string]int{"a100": 1, "a100_3g.20gb": 4}, "a100_3g.20gb"},
-		{"mixed, even: by name", map[string]int{"p100": 2, "k80": 2}, "k80"},
+		{"MIG slices of two sizes: none", map[string]int{"a100_1g.5gb": 4, "a100_3g.20gb": 2}, ""},
+		{"mixed whole types: none", map[string]int{"p100": 2, "k80": 2}, ""},
+		{"one slice type", map[string]int{"a100_1g.5gb": 7}, "a100_1g.5gb"},
 		{"none", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,7 +31,8 @@ func TestNodeType(t *testing.T) {
 			}
 		})
 	}
-	got := NodeTypes([]Node{{Name: "a", GPUs: map[string]int{"v100": 2}}, {Name: "b", GPUs: map[string]int{"": 2}}, {Name: "c"}})
+	got := NodeTypes([]Node{{Name: "a", GPUs: map[string]int{"v100": 2}}, {Name: "b", GPUs: map[string]int{"": 2}}, {Name: "c"},
+		{Name: "mig", GPUs: map[string]int{"a100_3g.20gb": 2, "a100_1g.5gb": 4}}})
 	if want := map[string]string{"a": "v100"}; !maps.Equal(got, want) {
 		t.Errorf("NodeTypes = %v, want %v", got, want)
 	}
@@ -39,8 +42,9 @@ func TestNodeType(t *testing.T) {
 // that started), else its constraint, else its request's one type.
 func TestJobGPUType(t *testing.T) {
 	t.Parallel()
-	nodeType := map[string]string{"n-v100": "v100", "n-k80": "k80"}
-	types := []string{"v100", "p100", "k80"}
+	nodeType := NodeTypes([]Node{{Name: "n-v100", GPUs: map[string]int{"v100": 4}}, {Name: "n-k80", GPUs: map[string]int{"k80": 4}},
+		{Name: "mig", GPUs: map[string]int{"a100_3g.20gb": 2, "a100_1g.5gb": 4}}})
+	types := []string{"v100", "p100", "k80", "a100_3g.20gb", "a100_1g.5gb"}
 	for _, tc := range []struct {
 		name string
 		job  Job
@@ -49,6 +53,7 @@ func TestJobGPUType(t *testing.T) {
 		{"running: its node, whatever it asked", Job{State: "RUNNING", Nodes: []string{"n-v100"}, Features: "k80", TresPerNode: "gres/gpu:p100:1"}, "v100"},
 		{"ended: its node", Job{State: "COMPLETED", Nodes: []string{"n-k80"}, TresPerNode: "gres/gpu:1"}, "k80"},
 		{"running on a node of no type: its constraint", Job{State: "RUNNING", Nodes: []string{"cpu1"}, Features: "p100", TresPerNode: "gres/gpu:1"}, "p100"},
+		{"running on a node of MIG slices: the slice it asked", Job{State: "RUNNING", Nodes: []string{"mig"}, Features: "a100", TresPerNode: "gres/gpu:a100_3g.20gb:1"}, "a100_3g.20gb"},
 		{"pending: the constraint before the request", Job{State: "PENDING", Features: "k80", TresPerNode: "gres/gpu:v100:1"}, "k80"},
 		{"pending, nodes listed: not where it runs", Job{State: "PENDING", Nodes: []string{"n-v100"}, TresPerNode: "gres/gpu:k80:1"}, "k80"},
 		{"pending: the request's one type", Job{State: "PENDING", TresPerNode: "gres/gpu:p100:2"}, "p100"},
