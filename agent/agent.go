@@ -34,6 +34,7 @@ import (
 	"github.com/rota-hpc/rota/agent/report"
 	"github.com/rota-hpc/rota/internal/auth"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // Deps are what the agent is given rather than makes.
@@ -281,6 +282,13 @@ func (a *Agent) Sample(ctx context.Context, now time.Time) *wire.NodeReport {
 				continue
 			}
 			j := job(p.JobID)
+			if g.MIG != nil && g.MIG.Profile != "" {
+				// On a MIG slice the job runs on the slice's type, not the
+				// whole GPU's: its measured speed is the slice's.
+				if t := gputype.SliceType(a.opts.GPUType, g.MIG.Profile); t != "" {
+					j.GPUType = t
+				}
+			}
 			j.Processes++
 			if p.UsedMemoryBytes != nil {
 				j.GPUMemoryBytes += *p.UsedMemoryBytes

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu"
 	"github.com/rota-hpc/rota/agent/gpu/nvmlgpu/fakenvml"
 	"github.com/rota-hpc/rota/agent/progress"
@@ -182,5 +183,57 @@ func TestAgentOverNATS(t *testing.T) {
 		if rep.Accepted || rep.Error == "" {
 			t.Errorf("%s: reply %+v", body, rep)
 		}
+	}
+}
+
+// TestJobOnMIGSliceReportsSliceType: a job whose processes run on a MIG
+// device is reported on the slice's Slurm type (the node's gpu_type and the
+// device's profile: a100_3g.20gb), so its measured speed is the slice's;
+// a job on a whole GPU of the same node keeps the node's type.
+func TestJobOnMIGSliceReportsSliceType(t *testing.T) {
+	procRoot := t.TempDir()
+	pids := map[uint32]uint32{}
+	for _, job := range []uint32{201, 202} {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-done })
+		d := filepath.Join(procRoot, strconv.Itoa(cmd.Process.Pid))
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "cgroup"), []byte(fmt.Sprintf("0::/system.slice/slurmstepd.scope/job_%d/step_0/user/task_0\n", job)), 0o644)
+		pids[job] = uint32(cmd.Process.Pid)
+	}
+	m := fakenvml.New(2)
+	d := m.GPUs[0].Device
+	d.MigMode = nvml.DEVICE_MIG_ENABLE
+	slice := fakenvml.MIGDevice("MIG-aaa", "3g.20gb", 1, 0, 20<<30, 5<<30, []nvml.ProcessInfo{{Pid: pids[201], UsedGpuMemory: 5 << 30, GpuInstanceId: 1}})
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 0 {
+			return slice, nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	m.GPUs[1].SetLoad(40, map[uint32][2]uint64{pids[202]: {2 << 30, 40}})
+	b, err := nvmlgpu.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Defaults()
+	o.Node, o.GPUType, o.Interval, o.MetricsAddr = "gpu02.test", "a100", 100*time.Millisecond, ""
+	o.ProgressDir, o.ProcRoot = t.TempDir(), procRoot
+	a, err := New(o, Deps{Log: zerolog.Nop(), GPU: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.Sample(context.Background(), time.Now())
+	got := map[uint32]string{}
+	for _, j := range r.Jobs {
+		got[j.JobID] = j.GPUType
+	}
+	if got[201] != "a100_3g.20gb" || got[202] != "a100" || r.GPUType != "a100" {
+		t.Fatalf("job types %v (node %s), want 201 on a100_3g.20gb and 202 on a100", got, r.GPUType)
 	}
 }

@@ -139,7 +139,11 @@ type GPUSample struct {
 
 // MIGInfo identifies a MIG device within its parent GPU.
 type MIGInfo struct {
-	Index           int    `json:"index"`
+	Index int `json:"index"`
+	// Profile is the MIG profile ("3g.20gb", from the device's name "NVIDIA
+	// A100-SXM4-40GB MIG 3g.20gb"); the Slurm GPU type of the slice is the
+	// node's type and the profile (gputype.SliceType).
+	Profile         string `json:"profile,omitempty"`
 	GPUInstanceID   uint32 `json:"gi,omitempty"`
 	ComputeInstance uint32 `json:"ci,omitempty"`
 	ParentUUID      string `json:"parent_uuid,omitempty"`

@@ -75,6 +75,17 @@ func ParseSlice(t string) (Slice, bool) {
 	return Slice{Whole: whole, Compute: g, Of: of, MemoryBytes: gb << 30}, true
 }
 
+// SliceType is the Slurm GPU type of a MIG slice of profile ("3g.20gb") on
+// a GPU of type whole ("a100"): "a100_3g.20gb", as a site names it in
+// slurm.conf; "" unless that reads back as a slice (ParseSlice).
+func SliceType(whole, profile string) string {
+	t := whole + "_" + profile
+	if _, ok := ParseSlice(t); !ok {
+		return ""
+	}
+	return t
+}
+
 // Sources of a speed or a memory size, as `rota explain` and the status
 // views name them.
 const (

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -256,10 +257,26 @@ func (b *Backend) sampleMIG(dev nvml.Device, parent *wire.GPUSample) []wire.GPUS
 			info.ComputeInstance = uint32(ci)
 		}
 		s := b.sampleDevice(m, parent.Index, info)
+		info.Profile = migProfile(s.Name)
 		b.sampleProcesses(m, &s)
 		out = append(out, s)
 	}
 	return out
+}
+
+// migProfile is the profile in a MIG device's name ("NVIDIA A100-SXM4-40GB
+// MIG 3g.20gb" -> "3g.20gb"; "1c.3g.20gb" and "1g.10gb+me" as they come);
+// "" when the name has none.
+func migProfile(name string) string {
+	i := strings.LastIndex(name, " MIG ")
+	if i < 0 {
+		return ""
+	}
+	p := strings.ToLower(strings.TrimSpace(name[i+len(" MIG "):]))
+	if strings.ContainsAny(p, " \t") {
+		return ""
+	}
+	return p
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -203,8 +203,8 @@ func TestMIG(t *testing.T) {
 	// The parent, as the driver does, lists nothing of its own here; each
 	// MIG device lists its own processes.
 	migs := map[int]nvml.Device{
-		0: fakenvml.MIGDevice("MIG-aaa", 1, 0, 20<<30, 5<<30, []nvml.ProcessInfo{{Pid: 11, UsedGpuMemory: 5 << 30, GpuInstanceId: 1}}),
-		2: fakenvml.MIGDevice("MIG-bbb", 2, 0, 10<<30, 0, nil),
+		0: fakenvml.MIGDevice("MIG-aaa", "3g.20gb", 1, 0, 20<<30, 5<<30, []nvml.ProcessInfo{{Pid: 11, UsedGpuMemory: 5 << 30, GpuInstanceId: 1}}),
+		2: fakenvml.MIGDevice("MIG-bbb", "2g.10gb", 2, 0, 10<<30, 0, nil),
 	}
 	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
 		if g, ok := migs[i]; ok {
@@ -220,6 +220,9 @@ func TestMIG(t *testing.T) {
 	parent, a, bb := got[0], got[1], got[2]
 	if parent.MIG != nil || a.MIG == nil || a.MIG.Index != 0 || a.MIG.GPUInstanceID != 1 || a.MIG.ParentUUID != parent.UUID || bb.MIG.Index != 2 {
 		t.Errorf("MIG identity: parent %+v a %+v b %+v", parent.MIG, a.MIG, bb.MIG)
+	}
+	if a.MIG.Profile != "3g.20gb" || bb.MIG.Profile != "2g.10gb" {
+		t.Errorf("MIG profiles %q and %q, want 3g.20gb and 2g.10gb (from the devices' names)", a.MIG.Profile, bb.MIG.Profile)
 	}
 	if len(parent.Processes) != 0 {
 		t.Errorf("parent in MIG mode lists processes %v", parent.Processes)

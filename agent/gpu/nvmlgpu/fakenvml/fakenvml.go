@@ -133,14 +133,15 @@ func (g *GPU) install() {
 	d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
 }
 
-// MIGDevice is a fake MIG device: like a real one it reports identity,
-// memory and processes, and "not supported" for utilisation, clocks, power,
-// temperature and PCIe.
-func MIGDevice(uuid string, gi, ci int, memTotal, memUsed uint64, procs []nvml.ProcessInfo) *mock.Device {
+// MIGDevice is a fake MIG device of an A100-SXM4-40GB with the given
+// profile ("3g.20gb"): like a real one it reports identity, its name
+// ("NVIDIA A100-SXM4-40GB MIG 3g.20gb"), memory and processes, and "not
+// supported" for utilisation, clocks, power, temperature and PCIe.
+func MIGDevice(uuid, profile string, gi, ci int, memTotal, memUsed uint64, procs []nvml.ProcessInfo) *mock.Device {
 	ns := func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	return &mock.Device{
 		GetUUIDFunc:              func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
-		GetNameFunc:              func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB MIG 3g.20gb", nvml.SUCCESS },
+		GetNameFunc:              func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB MIG " + profile, nvml.SUCCESS },
 		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return gi, nvml.SUCCESS },
 		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return ci, nvml.SUCCESS },
 		GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: memTotal, Used: memUsed}, nvml.SUCCESS },
