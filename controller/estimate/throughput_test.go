@@ -263,3 +263,23 @@ func TestThroughputConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A MIG slice the speed table does not name counts as its whole GPU's
+// share (wire/gputype): a job hinted on a V100 is estimated on
+// a100_3g.20gb at 6.72 x 3/7 over 3.36, and SpeedOf calls the slice known.
+func TestEstimateOnMIGSlice(t *testing.T) {
+	t.Parallel()
+	tp := NewThroughputs(ThroughputConfig{Speed: map[string]float64{"v100": 3.36, "a100": 6.72}})
+	if s, ok := tp.SpeedOf("a100_3g.20gb"); !ok || math.Abs(s-2.88) > 1e-9 {
+		t.Fatalf("SpeedOf(a100_3g.20gb) = %g, %v; want 2.88, known", s, ok)
+	}
+	if _, ok := tp.SpeedOf("h100_3g.40gb"); ok {
+		t.Fatal("a slice of a GPU the table does not name counts as known")
+	}
+	est := tp.EstimateHinted("resnet", map[string]float64{"v100": 10}, []string{"a100_3g.20gb", "a100_1g.5gb"})
+	for i, want := range []float64{10 * 2.88 / 3.36, 10 * 0.96 / 3.36} {
+		if math.Abs(est[i].StepsPerSec-want) > 1e-6 {
+			t.Errorf("%s: %g steps/s (%s: %s), want %g", est[i].GPUType, est[i].StepsPerSec, est[i].Source, est[i].Basis, want)
+		}
+	}
+}
