@@ -190,6 +190,36 @@ func TestOldSpellings(t *testing.T) {
 	}
 }
 
+// rota sim on a cluster with MIG slices and space sharing: slices are
+// derived from their whole GPU (itself derived from a measured type, as the
+// user says), each derivation is said, and pairs share GPUs.
+func TestSimSlicesAndSharing(t *testing.T) {
+	t.Parallel()
+	table := filepath.Join("..", "..", "..", "contrib", "gavel", throughputTableName)
+	stdout, stderr, code := rota(t, "sim", "--static", "40", "--throughput-table", table, "--cluster", "v100=4,a100_3g.20gb=4,a100_1g.5gb=4",
+		"--derive-type", "a100=v100*2", "--space-sharing", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "a100_3g.20gb not measured in the table; its rates are v100 x 2 (given) x 3/7") {
+		t.Errorf("stderr does not say how the slice's rates were made: %q", stderr)
+	}
+	var rep struct {
+		JobsMeasured int       `json:"jobs_measured"`
+		Utilisation  []float64 `json:"utilisation"`
+		Shared       float64   `json:"shared_gpu_hours"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.JobsMeasured != 40 || len(rep.Utilisation) != 3 || rep.Utilisation[1] == 0 || rep.Shared == 0 {
+		t.Errorf("sim --json: %v, %+v", err, rep)
+	}
+	for _, bad := range [][]string{{"sim", "--derive-type", "a100=v100"}, {"sim", "--derive-type", "a100=v100*-1"},
+		{"sim", "--cluster", "v100=4,a100=4"}, {"sim", "--space-sharing", "--policy", "makespan"}} {
+		if _, stderr, code := rota(t, append(bad, "--static", "2", "--throughput-table", table)...); code == 0 {
+			t.Errorf("%v accepted: %s", bad, stderr)
+		}
+	}
+}
+
 // The man pages come from the same tree: one per visible command, each
 // with its flags, and groff reads them without a warning.
 func TestManPages(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/sim"
+	"math"
 )
 
 // simOptions are rota sim's flags.
@@ -25,6 +26,7 @@ type simOptions struct {
 	noGroup, noStick        bool
 	spaceSharing            bool
 	shareMargin             float64
+	derive                  []string
 	cluster, table, measure string
 	trace, plot, cpuProfile string
 	rate, jitter            float64
@@ -68,7 +70,7 @@ rota-controller package installs in ` + installedDataDir + `/.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.movesSet = cmd.Flags().Changed("moves") || cmd.Flags().Changed("link")
-			return runSim(cmd.Context(), o, cmd.OutOrStdout())
+			return runSim(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fs := cmd.Flags()
@@ -88,6 +90,7 @@ rota-controller package installs in ` + installedDataDir + `/.`,
 	fs.BoolVar(&o.noGroup, "no-group", false, "las: solve over single jobs, not groups of identical jobs (slower, same optimum)")
 	fs.BoolVar(&o.spaceSharing, "space-sharing", false, "las and ftf with space sharing: two single-GPU jobs share one GPU where the table's pair throughput beats taking turns by --share-margin (docs/policy.md)")
 	fs.Float64Var(&o.shareMargin, "share-margin", policy.DefaultShareMargin, "with --space-sharing, how much more a pair must get done together than one after the other (sum of each one's throughput shared over alone)")
+	fs.StringSliceVar(&o.derive, "derive-type", nil, "a GPU type the table never measured, as TYPE=FROM*FACTOR (e.g. a100=v100*2; repeat); MIG slices in --cluster (a100_3g.20gb) are derived from their whole GPU's rates and their share of its compute")
 	fs.BoolVar(&o.noStick, "no-stick", false, "mechanism: Gavel's plain greedy, without keeping jobs on the type they hold")
 	fs.IntVar(&o.perNode, "gpus-per-node", 4, "GPUs per node, for packing")
 	fs.StringVar(&o.trace, "trace", "", "CSV trace (arrival_seconds,job_type,scale_factor,steps) instead of the generator")
@@ -107,7 +110,7 @@ rota-controller package installs in ` + installedDataDir + `/.`,
 	return cmd
 }
 
-func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
+func runSim(ctx context.Context, o simOptions, stdout, stderr io.Writer) error {
 	pols := o.policies
 	if len(pols) == 0 {
 		pols = []string{"las"}
@@ -130,9 +133,18 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tab, err := workload.Load(path, types)
+	derive, err := parseDerive(o.derive)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	tab, err := workload.LoadDerived(path, types, derive)
 	if err != nil {
 		return err
+	}
+	for _, t := range types {
+		if how := tab.Derived[t]; how != "" {
+			fmt.Fprintf(stderr, "rota sim: %s not measured in the table; its rates are %s\n", t, how)
+		}
 	}
 	var jobs []workload.Job
 	switch {
@@ -229,6 +241,21 @@ func runSim(ctx context.Context, o simOptions, stdout io.Writer) error {
 		fmt.Fprintln(stdout)
 	}
 	return nil
+}
+
+// parseDerive reads --derive-type TYPE=FROM*FACTOR entries.
+func parseDerive(items []string) (map[string]workload.Derivation, error) {
+	out := map[string]workload.Derivation{}
+	for _, it := range items {
+		t, rest, ok := strings.Cut(it, "=")
+		from, f, ok2 := strings.Cut(rest, "*")
+		factor, err := strconv.ParseFloat(f, 64)
+		if !ok || !ok2 || t == "" || from == "" || err != nil || !(factor > 0) || math.IsInf(factor, 0) {
+			return nil, fmt.Errorf("--derive-type %q: want TYPE=FROM*FACTOR, e.g. a100=v100*2", it)
+		}
+		out[t] = workload.Derivation{From: from, Factor: factor}
+	}
+	return out, nil
 }
 
 func fmtUtil(types []string, u []float64) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rota-hpc/rota/wire/gputype"
 	"math"
 	"math/rand"
 	"os"
@@ -28,6 +29,10 @@ type Table struct {
 	// when the two share one GPU (Gavel's space-sharing measurements);
 	// [0, 0] where they cannot share (too much memory, for one).
 	pairs map[pairKey][][2]float64
+	// Derived says, for each GPU type the table did not measure, how its
+	// rates were made ("a100 x 3/7 (its share of the a100)"); such a type
+	// has no pair throughputs.
+	Derived map[string]string
 }
 
 type pairKey struct{ A, B key }
@@ -39,8 +44,25 @@ type key struct {
 
 var keyRE = regexp.MustCompile(`^\('(.*)', (\d+)\)$`)
 
+// Derivation makes a GPU type the table never measured from one it did:
+// every job type's rate on From times Factor (an assumption the caller
+// states, e.g. a100 as twice a v100).
+type Derivation struct {
+	From   string
+	Factor float64
+}
+
 // Load reads Gavel's table for the given GPU types (e.g. v100, p100, k80).
-func Load(path string, gpuTypes []string) (*Table, error) {
+// A MIG slice type the table lacks (a100_3g.20gb) is derived from its
+// whole GPU's rates times its share of that GPU's compute (wire/gputype),
+// when the whole GPU is among the types; anything else it lacks is an
+// error (see LoadDerived).
+func Load(path string, gpuTypes []string) (*Table, error) { return LoadDerived(path, gpuTypes, nil) }
+
+// LoadDerived is Load with the whole GPU types the table lacks made by
+// derive (type -> derivation from a type the table has); Derived says how
+// each derived type was made.
+func LoadDerived(path string, gpuTypes []string, derive map[string]Derivation) (*Table, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -49,12 +71,38 @@ func Load(path string, gpuTypes []string) (*Table, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	t := &Table{GPUTypes: gpuTypes, rates: map[key][]float64{}, pairs: map[pairKey][][2]float64{}}
-	for gi, g := range gpuTypes {
-		entries, ok := doc[g]
-		if !ok {
-			return nil, fmt.Errorf("%s: no GPU type %q", path, g)
+	t := &Table{GPUTypes: gpuTypes, rates: map[key][]float64{}, pairs: map[pairKey][][2]float64{}, Derived: map[string]string{}}
+	// Types the table lacks: derived from one it has (derive), or a MIG
+	// slice from its whole GPU's (itself measured or derived).
+	base := map[string]string{} // derived type -> measured type
+	factor := map[string]float64{}
+	for _, g := range gpuTypes {
+		if _, ok := doc[g]; ok {
+			continue
 		}
+		from, f := "", 0.0
+		if d, ok := derive[g]; ok && d.Factor > 0 {
+			from, f = d.From, d.Factor
+			t.Derived[g] = fmt.Sprintf("%s x %g (given)", d.From, d.Factor)
+		} else if sl, ok := gputype.ParseSlice(g); ok {
+			from, f = sl.Whole, sl.Share()
+			if d, ok := derive[sl.Whole]; ok && d.Factor > 0 {
+				from, f = d.From, d.Factor*sl.Share()
+				t.Derived[g] = fmt.Sprintf("%s x %g (given) x %d/%d (its share of the %s)", d.From, d.Factor, sl.Compute, sl.Of, sl.Whole)
+			} else {
+				t.Derived[g] = fmt.Sprintf("%s x %d/%d (its share of the %s)", sl.Whole, sl.Compute, sl.Of, sl.Whole)
+			}
+		}
+		if _, ok := doc[from]; !ok {
+			return nil, fmt.Errorf("%s: no GPU type %q (derive it from a measured one, or give its whole GPU)", path, g)
+		}
+		base[g], factor[g] = from, f
+	}
+	for gi, g := range gpuTypes {
+		if _, ok := base[g]; ok {
+			continue // filled below, from the measured type's rows
+		}
+		entries := doc[g]
 		for ks, v := range entries {
 			m := keyRE.FindStringSubmatch(ks)
 			if m == nil {
@@ -92,6 +140,28 @@ func Load(path string, gpuTypes []string) (*Table, error) {
 				}
 				t.pairs[pk][gi] = both
 			}
+		}
+	}
+	for gi, g := range gpuTypes {
+		from, ok := base[g]
+		if !ok {
+			continue
+		}
+		for ks, v := range doc[from] {
+			m := keyRE.FindStringSubmatch(ks)
+			if m == nil {
+				return nil, fmt.Errorf("%s: bad job key %q", path, ks)
+			}
+			var rate float64
+			if err := json.Unmarshal(v["null"], &rate); err != nil {
+				return nil, fmt.Errorf("%s: %s/%s: null: %w", path, from, ks, err)
+			}
+			sf, _ := strconv.Atoi(m[2])
+			k := key{m[1], sf}
+			if t.rates[k] == nil {
+				t.rates[k] = make([]float64, len(gpuTypes))
+			}
+			t.rates[k][gi] = rate * factor[g]
 		}
 	}
 	for k := range t.rates {
