@@ -235,11 +235,10 @@ type Manager struct {
 	// recv are the checkpoints coming in, links the links to the peers as
 	// measured, xfers the checkpoints sent (the last one's figures).
 	recv  map[string]*receipt
-	links map[string]*linkMeasure
+	links *linkBook
 	xfers TransferStats
-	// warned is the last warning logged per route or peer, so a failure
-	// retried every tick is logged once.
-	warned map[string]string
+	// warned logs a failure retried every tick once per route or peer.
+	warned onceLog
 	// saveMu keeps saves in order: each writes the state as of its own
 	// marshal, never an older one over a newer.
 	saveMu sync.Mutex
@@ -256,9 +255,12 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 	if store == nil {
 		store = newMemStore()
 	}
-	return &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
+	m := &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
 		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{},
-		recv: map[string]*receipt{}, links: map[string]*linkMeasure{}, warned: map[string]string{}}, nil
+		recv: map[string]*receipt{}}
+	m.links = newLinkBook(cfg, func() time.Time { return m.now() })
+	m.warned.log = m.log
+	return m, nil
 }
 
 // Run restores the state, subscribes and ticks until ctx ends.

@@ -196,17 +196,17 @@ func (m *Manager) transfer(ctx context.Context, r *Route) {
 				m.log.Warn().Err(err).Str("route", r.ID).Str("to", r.To).
 					Msg("the moved job's checkpoint cannot cross (refused there, or no progress for mc_route_timeout); aborting the move: the job resumes here from its checkpoint once the other cluster confirms")
 				m.set(r, OutAborting, r.Why+"; its checkpoint did not cross: "+err.Error())
-				m.clearWarn("route", r.ID)
+				m.warned.clear("route", r.ID)
 				return
 			}
-			m.warnOnce("route", r.ID, err, "cannot send the moved job's checkpoint to cluster "+r.To+
+			m.warned.warn("route", r.ID, err, "cannot send the moved job's checkpoint to cluster "+r.To+
 				" (the job has ended here at its checkpoint and waits); trying again every tick, the move is aborted after mc_route_timeout without progress: see the error, and `rota status` for the link")
 			return
 		}
 		if path == "" {
 			return // more next tick
 		}
-		m.clearWarn("route", r.ID)
+		m.warned.clear("route", r.ID)
 		landed = path
 		m.mu.Lock()
 		r.Landed = landed

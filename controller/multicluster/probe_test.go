@@ -39,12 +39,11 @@ func TestLinkFigure(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			m := &Manager{cfg: Config{Name: "a", Links: c.links, ProbeInterval: 5 * time.Minute}, now: func() time.Time { return now },
-				links: map[string]*linkMeasure{}}
+			b := newLinkBook(Config{Name: "a", Links: c.links, ProbeInterval: 5 * time.Minute}, func() time.Time { return now })
 			if c.measure != nil {
-				m.links["b"] = c.measure
+				b.m["b"] = c.measure
 			}
-			f := m.link("b")
+			f := b.fig("b")
 			if f.Bandwidth != c.bw || f.Latency != c.lat || f.Measured != c.measured || f.words() != c.words {
 				t.Errorf("got %+v %q", f, f.words())
 			}
@@ -125,7 +124,7 @@ func TestProbe(t *testing.T) {
 	}
 	// A second probe moves the average, not replaces it.
 	before := p.MeasuredBandwidth
-	ma.addSample("b", 10e6, -1)
+	ma.links.add("b", 10e6, -1)
 	if got := ma.Links()[0].MeasuredBandwidth; math.Abs(got-(0.3*10e6+0.7*before)) > 1 {
 		t.Errorf("average after a 10 MB/s sample: %g from %g", got, before)
 	}

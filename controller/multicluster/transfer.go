@@ -196,7 +196,7 @@ func (m *Manager) openReceipt(ctx context.Context, c chunkReq) wire.MCChunkReply
 	}
 	if err := os.MkdirAll(m.cfg.TransferDir, 0o755); err != nil {
 		rep.Error = fmt.Sprintf("cluster %s cannot make its mc_transfer_dir: %v", m.cfg.Name, err)
-		m.warnOnce("receiving", c.ID, err, "cannot make mc_transfer_dir for a checkpoint coming in; fix the directory")
+		m.warned.warn("receiving", c.ID, err, "cannot make mc_transfer_dir for a checkpoint coming in; fix the directory")
 		return rep
 	}
 	m.mu.Lock()
@@ -304,7 +304,7 @@ func (m *Manager) receiveChunk(ctx context.Context, c chunkReq) wire.MCChunkRepl
 	if err != nil {
 		rep.Error = fmt.Sprintf("cluster %s cannot write the checkpoint: %v", m.cfg.Name, err)
 		rep.Have = m.held(rc)
-		m.warnOnce("receiving", c.ID, err, "cannot write a checkpoint coming in; check mc_transfer_dir's space and rights")
+		m.warned.warn("receiving", c.ID, err, "cannot write a checkpoint coming in; check mc_transfer_dir's space and rights")
 		return rep
 	}
 	have = max(have, c.Offset+int64(len(c.Data)))
@@ -336,7 +336,7 @@ func (m *Manager) landed(ctx context.Context, rc *receipt) {
 	m.mu.Lock()
 	rc.Done = true
 	m.mu.Unlock()
-	m.clearWarn("receiving", rc.ID)
+	m.warned.clear("receiving", rc.ID)
 	_ = m.save(ctx) // unsaved, the next open finds the file itself
 }
 
@@ -437,7 +437,7 @@ func (m *Manager) sendCheckpoint(ctx context.Context, r *Route, budget time.Dura
 		// A sample in the prediction's own terms: latency + bytes /
 		// bandwidth took actual.
 		if s := actual - m.link(r.To).Latency; s > 0 {
-			m.addSample(r.To, float64(size)/s, -1)
+			m.links.add(r.To, float64(size)/s, -1)
 		}
 	}
 	m.log.Info().Str("route", r.ID).Str("to", r.To).Int64("bytes", size).Float64("predicted_s", pred).Float64("actual_s", actual).
@@ -553,26 +553,4 @@ func (m *Manager) chunkReply(peer string, msg *nats.Msg, err error) (wire.MCChun
 		return rep, fmt.Errorf("cluster %s answered a checkpoint request with something else: %w", peer, err)
 	}
 	return rep, nil
-}
-
-// warnOnce logs a failure that is retried every tick, about (field,
-// value): as a warning the first time (and when msg changes), then at
-// debug level; clearWarn after a success.
-func (m *Manager) warnOnce(field, value string, err error, msg string) {
-	key := field + "=" + value
-	m.mu.Lock()
-	seen := m.warned[key] == msg
-	m.warned[key] = msg
-	m.mu.Unlock()
-	if seen {
-		m.log.Debug().Err(err).Str(field, value).Msg(msg)
-		return
-	}
-	m.log.Warn().Err(err).Str(field, value).Msg(msg)
-}
-
-func (m *Manager) clearWarn(field, value string) {
-	m.mu.Lock()
-	delete(m.warned, field+"="+value)
-	m.mu.Unlock()
 }
