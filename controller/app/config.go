@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rota-hpc/rota/controller/bus"
@@ -17,9 +16,7 @@ import (
 	"github.com/rota-hpc/rota/controller/site"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/conf"
-	"github.com/rota-hpc/rota/placement"
 	"github.com/rota-hpc/rota/wire"
-	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // Config is the controller's configuration: /etc/rota/controller.conf
@@ -161,7 +158,6 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	var overheadMin int = int(c.Placement.WalltimeOverheadMin)
 	v.String("state_dir", &c.StateDir)
 	v.String("nats_url", &c.NATSURL)
 	v.String("listen", &c.Listen)
@@ -176,23 +172,11 @@ func LoadConfig(path string) (Config, error) {
 	v.Duration("state_interval", &c.StateInterval, 100*time.Millisecond, time.Minute)
 	v.Duration("decision_ttl", &c.DecisionTTL, time.Hour, 10*365*24*time.Hour)
 	v.String("log_level", &c.LogLevel)
-	v.Bool("retype_typed", &c.Placement.RetypeTyped)
-	v.Float("walltime_margin", &c.Placement.WalltimeMargin, 1, 100)
-	v.Int("walltime_overhead_min", &overheadMin, 0, 24*60)
 	v.Duration("agent_forget_after", &c.Observe.ForgetAfter, 10*time.Second, 7*24*time.Hour)
 	v.Duration("throughput_smoothing", &c.Observe.Smoothing, time.Second, 24*time.Hour)
-	c.Placement.WalltimeOverheadMin = uint32(overheadMin)
-	// Which jobs are interactive or services without saying so (docs/kinds.md).
-	for _, k := range []struct {
-		prefix string
-		m      *wire.KindMatch
-	}{{"interactive_", &c.Placement.Kinds.Interactive}, {"serve_", &c.Placement.Kinds.Serve}} {
-		v.List(k.prefix+"partitions", &k.m.Partitions)
-		v.List(k.prefix+"qos", &k.m.QOS)
-		v.List(k.prefix+"accounts", &k.m.Accounts)
-		v.List(k.prefix+"names", &k.m.Names)
-	}
-	if err := placement.CheckKindRules(c.Placement.Kinds); err != nil {
+	// The submit-time rule's keys (placer.Config.Read); the round loop
+	// applies the same walltime, reserve and memory settings.
+	if err := c.Placement.Read(v); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	v.String("metrics_listen", &c.MetricsListen)
@@ -216,36 +200,6 @@ func LoadConfig(path string) (Config, error) {
 	// chain segments do.
 	c.Serve.Read(v)
 	c.Serve.Priority = c.Chains.Priority
-	// speed.<type> = relative speed, one line per GPU type.
-	for _, k := range v.Keys() {
-		t, ok := strings.CutPrefix(k, "speed.")
-		if !ok {
-			continue
-		}
-		var s float64
-		v.Float(k, &s, 1e-6, 1e6)
-		if err := gpureq.CheckTypeName(t); err != nil {
-			return c, fmt.Errorf("%s: %s: %w", path, k, err)
-		}
-		c.Placement.Speed[t] = s
-	}
-	// interactive_reserve.<type> = GPUs of the type batch jobs may not
-	// take (docs/kinds.md): the rule and the round loop honour it.
-	for _, k := range v.Keys() {
-		t, ok := strings.CutPrefix(k, "interactive_reserve.")
-		if !ok {
-			continue
-		}
-		var n int
-		v.Int(k, &n, 0, 1<<20)
-		if err := gpureq.CheckTypeName(t); err != nil {
-			return c, fmt.Errorf("%s: %s: %w", path, k, err)
-		}
-		if c.Placement.InteractiveReserve == nil {
-			c.Placement.InteractiveReserve = map[string]int{}
-		}
-		c.Placement.InteractiveReserve[t] = n
-	}
 	c.Rounds.InteractiveReserve = c.Placement.InteractiveReserve
 	if err := loadMC(v, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
@@ -268,18 +222,9 @@ func LoadConfig(path string) (Config, error) {
 	c.Site = sc
 	// The submit-time rule keeps jobs off GPUs their memory does not fit:
 	// the admin's gpu_mem.<type>, a MIG slice's from its name, and
-	// slice_min_gpu_mem for jobs that do not say (docs/kinds.md).
+	// slice_min_gpu_mem for jobs that do not say (docs/fractions.md).
 	c.Placement.GPUMemory = sc.GPUMemory
 	c.Rounds.GPUMemory = sc.GPUMemory
-	var sliceMin string
-	v.String("slice_min_gpu_mem", &sliceMin)
-	if sliceMin != "" {
-		b, err := site.ParseBytes(sliceMin)
-		if err != nil {
-			return c, fmt.Errorf("%s: slice_min_gpu_mem = %q: want a size such as 10GiB, or 0 for any slice", path, sliceMin)
-		}
-		c.Placement.SliceMinMemory = b
-	}
 	c.Rounds.SliceMinMemory = c.Placement.SliceMinMemory
 	if err := v.Err(); err != nil {
 		return c, err

@@ -7,9 +7,7 @@ package site
 
 import (
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/rota-hpc/rota/internal/conf"
@@ -71,7 +69,7 @@ func ReadConfig(v *conf.Values) (Config, error) {
 				errs = append(errs, fmt.Sprintf("%s: %v", k, err))
 				continue
 			}
-			b, err := ParseBytes(s)
+			b, err := conf.ParseBytes(s)
 			if err != nil || b == 0 {
 				errs = append(errs, fmt.Sprintf("%s = %q: want a size such as 16GiB or 40G", k, s))
 				continue
@@ -137,40 +135,6 @@ func parseRateKey(k string) (wire.Rate, error) {
 	}
 	r.GPUType = t
 	return r, nil
-}
-
-// ParseBytes reads a size: a number with an optional unit K, M, G, T
-// (powers of 1024, with or without "iB" or "B"); a bare number is bytes.
-func ParseBytes(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	i := strings.IndexFunc(s, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
-	num, unit := s, ""
-	if i >= 0 {
-		num, unit = s[:i], strings.TrimSpace(s[i:])
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("size %q: want a number with an optional unit (K, M, G, T)", s)
-	}
-	mult := 1.0
-	switch strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "i")) {
-	case "":
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
-	case "T":
-		mult = 1 << 40
-	default:
-		return 0, fmt.Errorf("size %q: unknown unit %q (K, M, G, T)", s, unit)
-	}
-	v := f * mult
-	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return uint64(v), nil
 }
 
 // IsDebug says whether p is a debug/development partition.

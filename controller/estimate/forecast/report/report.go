@@ -16,7 +16,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/jobscript"
-	"github.com/rota-hpc/rota/controller/site"
+	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/internal/slurmtime"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/hints"
@@ -92,7 +92,7 @@ func Request(script []byte, scriptName string, f Fields) (req wire.EstimateReque
 		req.Throughput = h
 	}
 	if f.GPUMem != "" {
-		b, err := site.ParseBytes(f.GPUMem)
+		b, err := conf.ParseBytes(f.GPUMem)
 		if err != nil || b == 0 {
 			return req, optOut, FieldError{fmt.Sprintf("--gpu-mem=%q: want a size such as 20GiB", f.GPUMem)}
 		}
