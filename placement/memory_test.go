@@ -70,6 +70,9 @@ func TestPlaceOnSlices(t *testing.T) {
 			if res.GPUType != tc.wantType || !strings.Contains(res.Reason, tc.why) {
 				t.Fatalf("placed on %q (%s), want %q with %q", res.GPUType, res.Reason, tc.wantType, tc.why)
 			}
+			if strings.HasPrefix(res.GPUType, "a100_") && !strings.Contains(res.Reason, "(MIG slice: a100's 8 x ") {
+				t.Errorf("a slice's speed is not explained: %s", res.Reason)
+			}
 			if d := Decide(s, nil, &tc.req); d.GPUType != res.GPUType {
 				t.Fatalf("Decide gave %q, Place %q", d.GPUType, res.GPUType)
 			}

@@ -127,8 +127,8 @@ func TestMIGSlices(t *testing.T) {
 	}
 	for _, id := range need12 {
 		if j := look(id); typeOf(j) == "a100_3g.20gb" {
-			if out := explain(id); !strings.Contains(out, "speed.a100_3g.20gb") || !strings.Contains(out, "2.88") {
-				t.Errorf("rota explain of a job on a slice does not show the slice's speed (6.72 x 3/7):\n%s", out)
+			if out := explain(id); !strings.Contains(out, "speed.a100_3g.20gb") || !strings.Contains(out, "2.88 (MIG slice: a100's 6.72 x 3/7 of its compute)") {
+				t.Errorf("rota explain of a job on a slice does not show the slice's speed and where it comes from (6.72 x 3/7):\n%s", out)
 			}
 			// Slurm runs a job typed onto a slice: the MIG gres is real to it.
 			eventually.True(t, 60*time.Second, "job "+id+" on a slice runs", func() bool { return look(id).state == "RUNNING" })
