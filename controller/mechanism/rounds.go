@@ -243,7 +243,9 @@ func (m *Mechanism) Round(reqs []Request) Result {
 				if (pass < 2) != (x > 0) || (pass == 2 && len(r.Members) > 0) {
 					continue
 				}
-				if pass == 0 && !m.NoStick && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && s.x[s.last.Type] > 0 {
+				// A job that shared a GPU last round competes, in pass 0,
+				// only where it shared: its pairs there come first.
+				if pass == 0 && !m.NoStick && s.ran && s.lastRound == m.rounds-1 && s.last.Type != k && (s.x[s.last.Type] > 0 || s.shared) {
 					continue
 				}
 				prio := 0.0
