@@ -134,39 +134,46 @@ func (m *maxMinPolicy) Allocate(ctx context.Context, p *Problem) (Allocation, er
 	return a, ctx.Err()
 }
 
-// fill hands capacity the optimum leaves idle to jobs with time to spare,
-// fastest gain first. It only ever raises allocations, so every max-min
-// objective keeps its value; it exists because an LP vertex often leaves
-// GPUs unused that Gavel's interior-point solutions would spread out.
-func fill(p *Problem, X [][]float64, idx []int, agnostic bool) {
-	K := len(p.Types)
-	free := p.caps()
-	for j := range X {
-		for k, x := range X[j] {
-			free[k] -= p.Jobs[j].scale() * x
-		}
-	}
-	type cand struct {
-		j, k int
-		gain float64
-	}
-	var cs []cand
+// fillCand is job j on type k, gain its speed there over its best.
+type fillCand struct {
+	j, k int
+	gain float64
+}
+
+// fillOrder is the order the fills hand idle GPUs out in: every (job,
+// type) the job can use, fastest relative to the job's best type first.
+func fillOrder(p *Problem, idx []int, agnostic bool) []fillCand {
+	var cs []fillCand
 	for _, j := range idx {
 		u := p.usable(j, agnostic)
 		best := 0.0
 		for _, t := range u {
 			best = math.Max(best, t)
 		}
-		for k := 0; k < K; k++ {
-			if u[k] > 0 {
-				cs = append(cs, cand{j, k, u[k] / best})
+		for k, t := range u {
+			if t > 0 {
+				cs = append(cs, fillCand{j, k, t / best})
 			}
 		}
 	}
 	// slices' generic stable sort, not sort.SliceStable: the reflection
 	// swapper made this sort a quarter of a 2,048-job las solve.
-	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.gain, a.gain) })
-	for _, c := range cs {
+	slices.SortStableFunc(cs, func(a, b fillCand) int { return cmp.Compare(b.gain, a.gain) })
+	return cs
+}
+
+// fill hands capacity the optimum leaves idle to jobs with time to spare,
+// fastest gain first. It only ever raises allocations, so every max-min
+// objective keeps its value; it exists because an LP vertex often leaves
+// GPUs unused that Gavel's interior-point solutions would spread out.
+func fill(p *Problem, X [][]float64, idx []int, agnostic bool) {
+	free := p.caps()
+	for j := range X {
+		for k, x := range X[j] {
+			free[k] -= p.Jobs[j].scale() * x
+		}
+	}
+	for _, c := range fillOrder(p, idx, agnostic) {
 		if free[c.k] <= 1e-9 {
 			continue
 		}

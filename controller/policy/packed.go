@@ -1,10 +1,8 @@
 package policy
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/rota-hpc/rota/controller/policy/lp"
 )
@@ -266,7 +264,6 @@ func (pk *packed) formulated(coef []float64) (*lp.Problem, int) {
 // time to spare, as fill does for the plain formulation: it only raises
 // allocations, so no job's share falls.
 func packedFill(p *Problem, X, Y [][]float64, idx []int, agnostic bool) {
-	K := len(p.Types)
 	free := p.caps()
 	room := make([]float64, len(p.Jobs))
 	for j := range p.Jobs {
@@ -287,25 +284,7 @@ func packedFill(p *Problem, X, Y [][]float64, idx []int, agnostic bool) {
 			room[pr.B] -= y / p.Jobs[pr.B].count()
 		}
 	}
-	type cand struct {
-		j, k int
-		gain float64
-	}
-	var cs []cand
-	for _, j := range idx {
-		u := p.usable(j, agnostic)
-		top := 0.0
-		for _, t := range u {
-			top = max(top, t)
-		}
-		for k := 0; k < K; k++ {
-			if u[k] > 0 {
-				cs = append(cs, cand{j, k, u[k] / top})
-			}
-		}
-	}
-	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.gain, a.gain) })
-	for _, c := range cs {
+	for _, c := range fillOrder(p, idx, agnostic) {
 		if free[c.k] <= 1e-9 || room[c.j] <= 1e-9 {
 			continue
 		}
