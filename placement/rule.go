@@ -428,9 +428,11 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 			total, best.t, cv.Types[best.t].Total, jobSpeed(r, req, best.t))
 	}
 	res.Reserve = &wire.Reservation{Type: best.t, GPUs: total}
-	if _, src := gputype.Speed(r.Speed, best.t); explain && src == gputype.FromSlice {
-		// An estimate nobody measured: say where it comes from.
-		res.Reason += "; " + best.t + "'s speed " + gputype.SpeedBasis(r.Speed, best.t)
+	if explain {
+		if _, src := gputype.Speed(r.Speed, best.t); src == gputype.FromSlice {
+			// An estimate nobody measured: say where it comes from.
+			res.Reason += "; " + best.t + "'s speed " + gputype.SpeedBasis(r.Speed, best.t)
+		}
 	}
 	num.set("chosen.score", best.score)
 	if best.t != req.GPU.Type {

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Slice is a MIG slice type read from its name.
@@ -49,11 +51,38 @@ func computeSlices(model string) int {
 // ParseSlice reads t as a MIG slice type ("a100_3g.20gb",
 // "h100_1g.10gb+me", "nvidia_a100_2g.10gb"); false for a whole GPU.
 func ParseSlice(t string) (Slice, bool) {
-	// Most types are whole GPUs: no regexp for them (the plugin asks for
-	// every type of every submission, on slurmctld's thread).
+	// Most types are whole GPUs: no regexp for them, and a slice's name is
+	// read once (the plugin asks for every type of every submission, on
+	// slurmctld's thread).
 	if !strings.Contains(t, "g.") && !strings.Contains(t, "G.") {
 		return Slice{}, false
 	}
+	if v, ok := parsed.Load(t); ok {
+		r := v.(parsedSlice)
+		return r.s, r.ok
+	}
+	s, ok := parseSlice(t)
+	if parsedN.Load() < maxParsed { // names users type must not grow it for ever
+		parsedN.Add(1)
+		parsed.Store(t, parsedSlice{s, ok})
+	}
+	return s, ok
+}
+
+// parsed caches ParseSlice's answers, up to maxParsed names.
+var (
+	parsed  sync.Map // string -> parsedSlice
+	parsedN atomic.Int64
+)
+
+const maxParsed = 1024
+
+type parsedSlice struct {
+	s  Slice
+	ok bool
+}
+
+func parseSlice(t string) (Slice, bool) {
 	m := sliceRE.FindStringSubmatch(strings.ToLower(t))
 	if m == nil {
 		return Slice{}, false
