@@ -17,8 +17,9 @@ import (
 // does: the reply at once, then the result (none when refused).
 type agent struct {
 	node    string
-	refuse  string // reply error; nothing signalled
-	mute    bool   // takes the command, never sends the result
+	refuse  string        // reply error; nothing signalled
+	mute    bool          // takes the command, never sends the result
+	late    time.Duration // answers the command this late
 	outcome string
 	step    uint64
 	elapsed float64
@@ -38,6 +39,7 @@ func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointReq
 			rep.Processes, rep.Signal = 1, "SIGUSR2"
 		}
 		b, _ := json.Marshal(rep)
+		time.Sleep(a.late)
 		m.Respond(b)
 		if a.refuse != "" || a.mute {
 			return
@@ -118,7 +120,7 @@ func TestCheckpointNoResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer agentConn.Close()
-	seen := make(chan wire.CheckpointRequest, 4)
+	seen := make(chan wire.CheckpointRequest, 16)
 	agent{node: "a", mute: true}.serve(t, agentConn, seen)
 	nc, err := nats.Connect(srv.URL())
 	if err != nil {
@@ -131,5 +133,20 @@ func TestCheckpointNoResult(t *testing.T) {
 	}
 	if _, err := c.Checkpoint(context.Background(), []string{"nobody"}, 7, 200*time.Millisecond); err == nil || errors.Is(err, ErrNoResult) {
 		t.Fatalf("no agent at all: %v, want an error other than ErrNoResult (nothing was signalled)", err)
+	}
+	// A busy agent that answers after the command's timeout still signals
+	// the job: the job may stop, so it is ErrNoResult, not "keeps running".
+	agent{node: "slow", late: time.Second, outcome: wire.CheckpointAcknowledged}.serve(t, agentConn, seen)
+	if _, err := c.Checkpoint(context.Background(), []string{"slow"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) {
+		t.Fatalf("an agent that answers late: %v, want ErrNoResult (it signals the job all the same)", err)
+	}
+	// One node signalled it, the next refused: the job is signalled.
+	agent{node: "ok", outcome: wire.CheckpointAcknowledged}.serve(t, agentConn, seen)
+	agent{node: "no", refuse: "no such job here"}.serve(t, agentConn, seen)
+	if _, err := c.Checkpoint(context.Background(), []string{"ok", "no"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) {
+		t.Fatalf("signalled on one node, refused on the other: %v, want ErrNoResult", err)
+	}
+	if _, err := c.Checkpoint(context.Background(), []string{"no", "ok"}, 7, 200*time.Millisecond); err == nil || errors.Is(err, ErrNoResult) {
+		t.Fatalf("refused on the first node (nothing signalled): %v, want another error", err)
 	}
 }

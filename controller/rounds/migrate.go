@@ -60,11 +60,12 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 	log := l.log.With().Uint32("job", id).Str("from", from).Str("to", to).Logger()
 	late := errors.Is(err, checkpoint.ErrNoResult)
 	if late {
-		// The agents signalled the job and stop it when its grace ends:
+		// The agents signalled the job (or may yet: an answer came late)
+		// and stop it when its grace ends:
 		// left alone it would end (its script exits after saving) and
 		// leave the queue unfinished. Requeued, it resumes from its last
 		// checkpoint.
-		log.Warn().Err(err).Msg("the node agents took the checkpoint command but did not report in time; requeued to resume from its last checkpoint")
+		log.Warn().Err(err).Msg("the node agents took the checkpoint command (or may yet act on it) but did not report in time; requeued to resume from its last checkpoint")
 		outcome, err = wire.CheckpointTimedOut, nil
 	}
 	if err != nil {
