@@ -60,7 +60,8 @@ type Agent struct {
 	pub      *report.Publisher
 	pidCache map[uint32]pidEntry
 	jobNode  map[uint32]string // job -> node, from environ (JobNodeFromEnviron)
-	jobScan  time.Time         // when jobNode was last rebuilt
+	environ  *jobs.EnvironScanner
+	jobScan  time.Time // when jobNode was last rebuilt
 	seq      uint64
 	lastErr  string
 
@@ -348,7 +349,10 @@ func (a *Agent) onThisNode(prog map[uint32]wire.JobProgress) map[uint32]wire.Job
 	if rescan {
 		a.jobScan = time.Now()
 		fresh := map[uint32]string{}
-		for j, n := range a.proc.NodesFromEnviron() {
+		if a.environ == nil {
+			a.environ = &jobs.EnvironScanner{Proc: a.proc}
+		}
+		for j, n := range a.environ.Scan() {
 			fresh[j] = n
 		}
 		// A job with no process anywhere right now (between a requeue

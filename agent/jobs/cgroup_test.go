@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -227,5 +228,93 @@ func TestNodesFromEnviron(t *testing.T) {
 	got := Proc{Root: root}.NodesFromEnviron()
 	if len(got) != 2 || got[31] != "node-v100" || got[32] != "node-k80" {
 		t.Errorf("NodesFromEnviron = %v", got)
+	}
+}
+
+// writeExe makes /proc/<pid>/exe name prog; fresh makes <pid> anew
+// first, as a new process of that PID (a new inode) would.
+func writeExe(t *testing.T, root string, pid int, prog string, fresh bool) {
+	t.Helper()
+	dir := filepath.Join(root, itoa(pid))
+	if fresh {
+		tmp := dir + ".new"
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"cgroup", "environ"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				os.WriteFile(filepath.Join(tmp, f), b, 0o644)
+			}
+		}
+		os.RemoveAll(dir + ".old")
+		if err := os.Rename(dir, dir+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(dir, "exe"))
+	if err := os.Symlink(prog, filepath.Join(dir, "exe")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An EnvironScanner reads a process's environment once while it lives,
+// and again when its PID is another process's or it executed another
+// program (slurmstepd's child takes the job's environment at exec).
+func TestEnvironScannerRereads(t *testing.T) {
+	root := t.TempDir()
+	s := EnvironScanner{Proc: Proc{Root: root}}
+	writeProc(t, root, 30, "0::/\n", "SLURM_JOB_ID=41\x00SLURMD_NODENAME=node-a\x00")
+	writeExe(t, root, 30, "/usr/bin/bash", false)
+	writeProc(t, root, 31, "0::/\n", "HOME=/\x00") // slurmstepd's child, before its exec
+	writeExe(t, root, 31, "/usr/sbin/slurmstepd", false)
+	writeProc(t, root, 32, "0::/\n", "SLURM_JOB_ID=43\x00SLURMD_NODENAME=node-c\x00")
+	writeExe(t, root, 32, "/usr/bin/python3", false)
+	if got := s.Scan(); len(got) != 2 || got[41] != "node-a" || got[43] != "node-c" {
+		t.Fatalf("first scan = %v", got)
+	}
+	// Unchanged processes are not read again: a changed file is not seen.
+	writeProc(t, root, 30, "0::/\n", "SLURM_JOB_ID=41\x00SLURMD_NODENAME=node-z\x00")
+	if got := s.Scan(); got[41] != "node-a" {
+		t.Errorf("the same process read again: %v", got)
+	}
+	// 31 executes the job's script: same PID and inode, new program.
+	writeProc(t, root, 31, "0::/\n", "SLURM_JOB_ID=42\x00SLURMD_NODENAME=node-b\x00")
+	writeExe(t, root, 31, "/usr/bin/bash", false)
+	// 30 ended and its PID went to another job's process, same program.
+	writeProc(t, root, 30, "0::/\n", "SLURM_JOB_ID=44\x00SLURMD_NODENAME=node-d\x00")
+	writeExe(t, root, 30, "/usr/bin/bash", true)
+	os.RemoveAll(filepath.Join(root, "30.old"))
+	// 32 ended.
+	os.RemoveAll(filepath.Join(root, "32"))
+	got := s.Scan()
+	want := map[uint32]string{42: "node-b", 44: "node-d"}
+	if len(got) != len(want) || got[42] != "node-b" || got[44] != "node-d" {
+		t.Errorf("after an exec, a reused PID and an exit: %v, want %v", got, want)
+	}
+	if len(s.known) != 2 {
+		t.Errorf("remembers %d processes, want the 2 that live", len(s.known))
+	}
+}
+
+// On the real /proc: a child started with a job's environment is found,
+// and found again (from memory) on the next scan.
+func TestEnvironScannerRealProc(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"SLURM_JOB_ID=4000000001", "SLURMD_NODENAME=node-real"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var s EnvironScanner
+	for i := 0; i < 2; i++ {
+		if got := s.Scan(); got[4000000001] != "node-real" {
+			t.Fatalf("scan %d: job of the child not found: %v", i, got[4000000001])
+		}
+	}
+	if _, ok := s.known[cmd.Process.Pid]; !ok {
+		t.Errorf("the child's process is not remembered")
 	}
 }

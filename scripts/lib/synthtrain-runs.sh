@@ -4,7 +4,8 @@
 # plain Slurm, from the same sbatch lines.
 #
 # The caller sets REPO, TRAIN (bin/rota-synthtrain), TABLE (Gavel's
-# table), SCALE (the jobs' --time-scale), HINT (all, v100, noisy or none:
+# table; JOB_TABLE, if set, the part of it the jobs read: rota-synthtrain
+# workload --solo-table), SCALE (the jobs' --time-scale), HINT (all, v100, noisy or none:
 # what each job tells with --rota-throughput; noisy: every type, each off
 # by its own factor drawn log-uniformly from 0.5 to 2, from HINT_SEED,
 # default 1, and the job's index: the same wrong hints on every run), the
@@ -49,7 +50,7 @@ run_job() {
   local dir=$1 i=$2 steps=$3 sv=$4 sp=$5 sk=$6 model=$7 name
   cat >"$dir/jobs/$i.sh" <<EOF
 #!/bin/bash
-exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs $TABLE --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log${TRAIN_FLAGS:+ $TRAIN_FLAGS}
+exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs ${JOB_TABLE:-$TABLE} --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log${TRAIN_FLAGS:+ $TRAIN_FLAGS}
 EOF
   chmod 0755 "$dir/jobs/$i.sh"
   name=$(echo "$model" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')

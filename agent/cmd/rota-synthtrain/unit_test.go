@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rota-hpc/rota/controller/policy/workload"
 )
 
 // gavelTable is Gavel's measured table in the shared data folder beside
@@ -55,6 +57,41 @@ func TestStepRate(t *testing.T) {
 				t.Fatalf("rate = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestSoloTable: a job reads the very same rate, for every job type on
+// every type of the cluster, from the solo table as from Gavel's whole one.
+func TestSoloTable(t *testing.T) {
+	table := gavelTable(t)
+	solo := filepath.Join(t.TempDir(), "solo.json")
+	types := []string{"v100", "p100", "k80"}
+	if err := writeSoloTable(table, solo, types); err != nil {
+		t.Fatal(err)
+	}
+	full, err := workload.Load(table, types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.JobTypes) == 0 {
+		t.Fatal("Gavel's table read with no job types")
+	}
+	for _, m := range full.JobTypes {
+		for _, g := range types {
+			want, werr := stepRate(table, g, m, 300)
+			got, gerr := stepRate(solo, g, m, 300)
+			if got != want || (werr == nil) != (gerr == nil) {
+				t.Fatalf("%s on %s: solo table %v (%v), whole table %v (%v)", m, g, got, gerr, want, werr)
+			}
+		}
+	}
+	a, _ := os.Stat(table)
+	b, _ := os.Stat(solo)
+	if b.Size()*10 > a.Size() {
+		t.Errorf("solo table %d bytes against the whole table's %d: it should hold a small part", b.Size(), a.Size())
+	}
+	if err := writeSoloTable(table, solo, []string{"a100"}); err == nil || !strings.Contains(err.Error(), `no GPU type "a100"`) {
+		t.Errorf("a type the table lacks: %v", err)
 	}
 }
 
