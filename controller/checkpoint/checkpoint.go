@@ -95,7 +95,11 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 		kind = "keep-"
 	}
 	id := kind + strconv.FormatUint(uint64(jobID), 10) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
-	results := make(chan *nats.Msg, len(nodes)*2)
+	// A node's results subject carries every job's there: with eight
+	// jobs of a node migrating at once, a channel subscription's buffer
+	// overflowed (the client's "slow consumer") and dropped this job's own
+	// result. The handler keeps only this command's, one per node.
+	results := make(chan wire.CheckpointResult, len(nodes))
 	var subs []*nats.Subscription
 	defer func() {
 		for _, s := range subs {
@@ -103,7 +107,16 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 		}
 	}()
 	for _, n := range nodes {
-		s, err := c.NC.ChanSubscribe(wire.SubjectAgentCheckpointResult(n), results)
+		s, err := c.NC.Subscribe(wire.SubjectAgentCheckpointResult(n), func(m *nats.Msg) {
+			var r wire.CheckpointResult
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
+				return // another command's result
+			}
+			select {
+			case results <- r:
+			default: // a node's second result for the same command
+			}
+		})
 		if err != nil {
 			return res, fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
 		}
@@ -156,17 +169,18 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 	wait := grace + timeout + slack
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	from := map[string]bool{}
 	for got := 0; got < accepted; {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-deadline.C:
 			return res, fmt.Errorf("%w from %d of %d nodes within %s", ErrNoResult, accepted-got, accepted, wait)
-		case m := <-results:
-			var r wire.CheckpointResult
-			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
-				continue // another command's result
+		case r := <-results:
+			if from[r.Node] {
+				continue
 			}
+			from[r.Node] = true
 			got++
 			if rank(r.Outcome) > rank(worst) {
 				worst = r.Outcome

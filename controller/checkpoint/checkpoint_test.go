@@ -9,8 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"fmt"
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
+	"strconv"
+	"sync"
 )
 
 // agent answers checkpoint commands on node's subject as a node agent
@@ -20,6 +23,7 @@ type agent struct {
 	refuse  string        // reply error; nothing signalled
 	mute    bool          // takes the command, never sends the result
 	late    time.Duration // answers the command this late
+	others  int           // results of other commands sent before this one's
 	outcome string
 	step    uint64
 	elapsed float64
@@ -43,6 +47,10 @@ func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointReq
 		m.Respond(b)
 		if a.refuse != "" || a.mute {
 			return
+		}
+		for i := 0; i < a.others; i++ {
+			o, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: "other-" + strconv.Itoa(i), Node: a.node, JobID: req.JobID + 1000, Outcome: wire.CheckpointAcknowledged})
+			nc.Publish(wire.SubjectAgentCheckpointResult(a.node), o)
 		}
 		res, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: req.ID, Node: a.node, JobID: req.JobID,
 			Outcome: a.outcome, CkptStep: a.step, ElapsedSeconds: a.elapsed})
@@ -148,5 +156,42 @@ func TestCheckpointNoResult(t *testing.T) {
 	}
 	if _, err := c.Checkpoint(context.Background(), []string{"no", "ok"}, 7, 200*time.Millisecond); err == nil || errors.Is(err, ErrNoResult) {
 		t.Fatalf("refused on the first node (nothing signalled): %v, want another error", err)
+	}
+}
+
+// TestCheckpointResultAmongOthers: a node's results subject carries every
+// job's results there; with many jobs of one node checkpointing at once,
+// each command still gets its own (a channel subscription of a few
+// messages overflowed and dropped it, seen at 1,200 jobs on 66 nodes).
+func TestCheckpointResultAmongOthers(t *testing.T) {
+	srv := natstest.Start(t)
+	agentConn, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentConn.Close()
+	seen := make(chan wire.CheckpointRequest, 64)
+	agent{node: "busy", others: 500, outcome: wire.CheckpointAcknowledged, step: 3}.serve(t, agentConn, seen)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := &NATS{NC: nc, Timeout: 2 * time.Second, ResultSlack: time.Second}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for j := uint32(1); j <= 8; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if o, err := c.Checkpoint(context.Background(), []string{"busy"}, j, 100*time.Millisecond); err != nil || o != wire.CheckpointAcknowledged {
+				errs <- fmt.Errorf("job %d: %q, %v", j, o, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
