@@ -48,7 +48,8 @@ func (l *Loop) limitInput(j *slurm.Job, snap *cluster.Snapshot, nodeType map[str
 	var ours bool
 	if tr != nil && tr.decision != nil {
 		d = tr.decision
-		ours = j.TimeLimitMin == d.Given.TimeLimitMin || j.TimeLimitMin == tr.limitMin || j.TimeLimitMin == tr.followed
+		ours = j.TimeLimitMin == d.Given.TimeLimitMin || j.TimeLimitMin == tr.limitMin || j.TimeLimitMin == tr.followed ||
+			(tr.sentLimit != 0 && j.TimeLimitMin == tr.sentLimit)
 	}
 	l.mu.Unlock()
 	if !ours || moving {

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"errors"
 	"github.com/rota-hpc/rota/controller/observe"
+	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 )
 
@@ -228,5 +230,44 @@ func TestLoopFollowsAgain(t *testing.T) {
 	}
 	if n := len(decs.m["d1"].Limits); n != 3 {
 		t.Errorf("%d changes recorded, want 3: %+v", n, decs.m["d1"].Limits)
+	}
+}
+
+// Slurm applies an update's fields one by one: a pending job that starts
+// before the round's retype reaches it takes the retype's shorter limit
+// and refuses the type. The loop must still follow that limit (raise it
+// as the job's progress needs) and keep the chain manager off the job; it
+// did not, and a job that needed 14 minutes on the K80 it had started on
+// ran under the 7 computed for a V100 and was cut into a chain.
+func TestLoopFollowsALimitSlurmTookAlone(t *testing.T) {
+	t.Parallel()
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	d := &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 120, Hints: wire.Hints{Steps: 3000}}}
+	d.Given.TimeLimitMin = 120
+	f.add(1, "RUNNING", "node-v100", "", d, decs)
+	f.jobs[1].TimeLimitMin, f.jobs[1].RunSeconds = 120, 180
+	l := followLoop(t, f, decs, fakeMeas{1: onV100(792, 4.4)}, &tableEst{})
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.jobs[1].TimeLimitMin; got != 120 {
+		t.Fatalf("limit %d before the update, want the user's 120", got)
+	}
+	// The round's retype: Slurm takes the limit, refuses the type.
+	seven, v100 := uint32(7), "v100"
+	f.jobs[1].TimeLimitMin = seven
+	l.mu.Lock()
+	tr := l.known[1]
+	l.mu.Unlock()
+	l.applied(pendingUpdate{j: f.jobs[1], tr: tr, u: slurm.JobUpdate{TimeLimitMin: &seven, Features: &v100}},
+		errors.New("Job is no longer pending execution"), time.Now())
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.jobs[1].TimeLimitMin; got != 19 {
+		t.Fatalf("limit %d after the next round, want 19 (raised for its measured progress; updates %v)", got, f.updates)
+	}
+	if in, _ := l.ChainInfo(1); !in.LimitFollowed {
+		t.Error("the chain manager is not kept off a job whose limit the loop follows")
 	}
 }

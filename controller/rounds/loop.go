@@ -213,6 +213,11 @@ type tracked struct {
 	runSec      float64
 	step, total uint64
 	limitMin    uint32 // the job's time limit when Rota set it, else 0
+	// sentLimit is a limit Rota sent in an update Slurm refused: Slurm
+	// applies an update's fields one by one, so a job that started
+	// meanwhile takes the new limit and refuses the new type (22.05
+	// seen: a job typed k80 ran under the 7 min meant for a v100).
+	sentLimit uint32
 	// followed is the limit FollowLimit last raised it to (0 none);
 	// limitMin stays the estimate, whose error the estimator learns.
 	followed uint32
@@ -986,6 +991,11 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 		l.stats.SlurmErrors++
 		l.mu.Unlock()
 		l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not update the job (it may have started or ended meanwhile); next round tries again")
+		if u.TimeLimitMin != nil {
+			l.mu.Lock()
+			tr.sentLimit = *u.TimeLimitMin
+			l.mu.Unlock()
+		}
 		return
 	}
 	l.mu.Lock()

@@ -98,7 +98,15 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 		if err != nil || !ok || !j.Pending() {
 			continue
 		}
-		if uerr = l.sched.Update(ctx, id, u); uerr == nil {
+		uerr = l.sched.Update(ctx, id, u)
+		if uerr != nil && u.TimeLimitMin != nil {
+			l.mu.Lock()
+			if tr := l.known[id]; tr != nil {
+				tr.sentLimit = *u.TimeLimitMin // it may have taken the limit alone (loop.go)
+			}
+			l.mu.Unlock()
+		}
+		if uerr == nil {
 			l.mu.Lock()
 			if tr := l.known[id]; tr != nil {
 				if u.TimeLimitMin != nil {
