@@ -300,11 +300,18 @@ func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tr := l.known[id]
-	if tr == nil || tr.decision == nil {
-		return chains.Info{}, false
+	if tr == nil || tr.decision == nil || l.moving[id] {
+		return chains.Info{}, false // a job being moved is judged once it is requeued
 	}
-	in := chains.Info{Decision: tr.decision, StepsLeft: tr.stepsLeft, Type: tr.typ, Rates: tr.rates,
-		Rate: tr.rates[tr.typ], Step: tr.step, Total: tr.total, LimitFollowed: tr.limitFollowed}
+	// A job requeued onto a new type is judged on that type, where its
+	// new limit was reckoned: on the old one's rate, jobs moved off a K80
+	// were made chains whose work their V100 did well within the limit.
+	typ := tr.typ
+	if tr.target != "" {
+		typ = tr.target
+	}
+	in := chains.Info{Decision: tr.decision, StepsLeft: tr.stepsLeft, Type: typ, Rates: tr.rates,
+		Rate: tr.rates[typ], Step: tr.step, Total: tr.total, LimitFollowed: tr.limitFollowed}
 	if measured {
 		in.Step, in.Total = m.Step, m.Total
 	}

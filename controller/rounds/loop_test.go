@@ -708,6 +708,21 @@ func TestLoopLeavesChainSegments(t *testing.T) {
 	if _, ok := l.ChainInfo(99); ok {
 		t.Error("info for an unknown job")
 	}
+	// Job 2, requeued onto its new type, is judged there (its new limit
+	// was reckoned for it), not on the K80 it left; while it is being
+	// moved, not at all.
+	l.mu.Lock()
+	target := l.known[2].target
+	l.mu.Unlock()
+	if in, ok := l.ChainInfo(2); target == "" || target == "k80" || !ok || in.Type != target || in.Rate != in.Rates[target] || in.Rate == 0 {
+		t.Errorf("ChainInfo(2) after its move to %q = type %q rate %v (rates %v), %v", target, in.Type, in.Rate, in.Rates, ok)
+	}
+	l.mu.Lock()
+	l.moving[2] = true
+	l.mu.Unlock()
+	if _, ok := l.ChainInfo(2); ok {
+		t.Error("info for a job being moved")
+	}
 }
 
 // The round loop retypes a job only onto a type that can hold it as the
