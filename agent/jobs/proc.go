@@ -143,8 +143,8 @@ func (p Proc) NodesFromEnviron() map[uint32]string {
 // reused, and a process forked from slurmstepd takes the job's
 // environment only when it executes the job's program): where
 // several slurmd share a host, every agent would otherwise read every
-// process's environment, twice, each tick (seen as a fifth of a 2-core
-// host with 66 agents and 528 jobs).
+// process's environment each tick (66 agents and 528 jobs on a 2-core
+// host: the agents took a fifth of it when they read each twice).
 type EnvironScanner struct {
 	Proc  Proc
 	known map[int]environEntry
