@@ -219,15 +219,15 @@ func TestRealProc(t *testing.T) {
 	t.Logf("this test runs in %+v", ref)
 }
 
-func TestNodesFromEnviron(t *testing.T) {
+func TestEnvironScanner(t *testing.T) {
 	root := t.TempDir()
 	writeProc(t, root, 20, "0::/\n", "SLURM_JOB_ID=31\x00SLURMD_NODENAME=node-v100\x00")
 	writeProc(t, root, 21, "0::/\n", "SLURM_JOB_ID=32\x00SLURMD_NODENAME=node-k80\x00")
 	writeProc(t, root, 22, "0::/\n", "SLURM_JOB_ID=x\x00SLURMD_NODENAME=node-k80\x00")
 	writeProc(t, root, 23, "0::/\n", "HOME=/\x00")
-	got := Proc{Root: root}.NodesFromEnviron()
+	got := (&EnvironScanner{Proc: Proc{Root: root}}).Scan()
 	if len(got) != 2 || got[31] != "node-v100" || got[32] != "node-k80" {
-		t.Errorf("NodesFromEnviron = %v", got)
+		t.Errorf("Scan = %v", got)
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // BenchmarkEnvironScan: one scan of the real /proc with 300 job processes
-// (and whatever else runs), reading every environment (fresh) against
-// remembering the processes already read (remembering).
+// (and whatever else runs): a new scanner each scan, which reads every
+// environment (fresh), against one that remembers the processes it read
+// (remembering).
 //
 //	go test -run '^$' -bench EnvironScan ./agent/jobs/
 func BenchmarkEnvironScan(b *testing.B) {
@@ -29,7 +30,7 @@ func BenchmarkEnvironScan(b *testing.B) {
 	}
 	b.Run("fresh", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if len(Proc{}.NodesFromEnviron()) < 300 {
+			if len((&EnvironScanner{}).Scan()) < 300 {
 				b.Fatal("jobs missing")
 			}
 		}

@@ -124,24 +124,17 @@ func readBounded(path string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, maxProcFile))
 }
 
-// NodesFromEnviron maps job IDs to the node named in their processes'
+// EnvironScanner maps job IDs to the node named in their processes'
 // environments (SLURM_JOB_ID, SLURMD_NODENAME). Only for clusters where
 // Slurm puts jobs in no cgroup (proctrack/linuxproc, as in the dev
 // cluster, where several slurmd share one host): a job's user can forge
 // its environment, so this serves to attribute progress files, never to
-// choose whom to signal. An EnvironScanner does the same and reads each
-// process once.
-func (p Proc) NodesFromEnviron() map[uint32]string {
-	var s EnvironScanner
-	s.Proc = p
-	return s.Scan()
-}
-
-// EnvironScanner is NodesFromEnviron with a memory. A process's initial
-// environment does not change, so each process is read once while it
-// lives (known by its PID, its /proc inode and its program: PIDs are
-// reused, and a process forked from slurmstepd takes the job's
-// environment only when it executes the job's program): where
+// choose whom to signal.
+//
+// A process's initial environment does not change, so each process is
+// read once while it lives (known by its PID, its /proc inode and its
+// program: PIDs are reused, and a process forked from slurmstepd takes
+// the job's environment only when it executes the job's program): where
 // several slurmd share a host, every agent would otherwise read every
 // process's environment each tick (66 agents and 528 jobs on a 2-core
 // host: the agents took a fifth of it when they read each twice).
