@@ -98,7 +98,8 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 	// A node's results subject carries every job's there: with eight
 	// jobs of a node migrating at once, a channel subscription's buffer
 	// overflowed (the client's "slow consumer") and dropped this job's own
-	// result. The handler keeps only this command's, one per node.
+	// result. Each node's handler passes on only this command's result,
+	// once (a subscription's handler runs one message at a time).
 	results := make(chan wire.CheckpointResult, len(nodes))
 	var subs []*nats.Subscription
 	defer func() {
@@ -107,15 +108,14 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 		}
 	}()
 	for _, n := range nodes {
+		passed := false
 		s, err := c.NC.Subscribe(wire.SubjectAgentCheckpointResult(n), func(m *nats.Msg) {
 			var r wire.CheckpointResult
-			if err := json.Unmarshal(m.Data, &r); err != nil || r.ID != id || r.JobID != jobID {
-				return // another command's result
+			if passed || json.Unmarshal(m.Data, &r) != nil || r.ID != id || r.JobID != jobID {
+				return // another command's result, or this node's again
 			}
-			select {
-			case results <- r:
-			default: // a node's second result for the same command
-			}
+			passed = true
+			results <- r
 		})
 		if err != nil {
 			return res, fmt.Errorf("subscribing to %s's checkpoint results: %w", n, err)
@@ -169,7 +169,6 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 	wait := grace + timeout + slack
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	from := map[string]bool{}
 	for got := 0; got < accepted; {
 		select {
 		case <-ctx.Done():
@@ -177,10 +176,6 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 		case <-deadline.C:
 			return res, fmt.Errorf("%w from %d of %d nodes within %s", ErrNoResult, accepted-got, accepted, wait)
 		case r := <-results:
-			if from[r.Node] {
-				continue
-			}
-			from[r.Node] = true
 			got++
 			if rank(r.Outcome) > rank(worst) {
 				worst = r.Outcome

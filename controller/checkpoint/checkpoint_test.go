@@ -29,6 +29,17 @@ type agent struct {
 	elapsed float64
 }
 
+// connect is a client of the test's NATS server, closed when the test ends.
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointRequest) {
 	t.Helper()
 	_, err := nc.Subscribe(wire.SubjectAgentCheckpoint(a.node), func(m *nats.Msg) {
@@ -88,22 +99,14 @@ func TestCheckpointKeep(t *testing.T) {
 		{"another refusal is an error", []agent{{node: "a", refuse: "finding the processes of job 7: permission denied"}, {node: "b"}}, Result{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			agentConn, err := nats.Connect(srv.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer agentConn.Close()
+			agentConn := connect(t, srv.URL())
 			seen := make(chan wire.CheckpointRequest, 4)
 			var nodes []string
 			for _, a := range tc.agents {
 				a.serve(t, agentConn, seen)
 				nodes = append(nodes, a.node)
 			}
-			nc, err := nats.Connect(srv.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
+			nc := connect(t, srv.URL())
 			c := &NATS{NC: nc, Timeout: 2 * time.Second}
 			got, err := c.CheckpointKeep(context.Background(), nodes, 7, 10*time.Second)
 			if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
@@ -123,18 +126,10 @@ func TestCheckpointKeep(t *testing.T) {
 // requeue it"; an agent that answers nothing is another error.
 func TestCheckpointNoResult(t *testing.T) {
 	srv := natstest.Start(t)
-	agentConn, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer agentConn.Close()
+	agentConn := connect(t, srv.URL())
 	seen := make(chan wire.CheckpointRequest, 16)
 	agent{node: "a", mute: true}.serve(t, agentConn, seen)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connect(t, srv.URL())
 	c := &NATS{NC: nc, Timeout: 500 * time.Millisecond, ResultSlack: 100 * time.Millisecond}
 	if _, err := c.Checkpoint(context.Background(), []string{"a"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) {
 		t.Fatalf("a mute agent: %v, want ErrNoResult", err)
@@ -165,18 +160,10 @@ func TestCheckpointNoResult(t *testing.T) {
 // messages overflowed and dropped it, seen at 1,200 jobs on 66 nodes).
 func TestCheckpointResultAmongOthers(t *testing.T) {
 	srv := natstest.Start(t)
-	agentConn, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer agentConn.Close()
+	agentConn := connect(t, srv.URL())
 	seen := make(chan wire.CheckpointRequest, 64)
 	agent{node: "busy", others: 500, outcome: wire.CheckpointAcknowledged, step: 3}.serve(t, agentConn, seen)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connect(t, srv.URL())
 	c := &NATS{NC: nc, Timeout: 2 * time.Second, ResultSlack: time.Second}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
