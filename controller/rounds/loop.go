@@ -990,6 +990,17 @@ func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
 	return slurm.UpdateOneByOne(ctx, l.sched.Update, ch, gap)
 }
 
+// refused keeps the limit of an update Slurm refused: the job may have
+// taken it alone (tracked.sentLimit), and it is Rota's to follow then.
+func (l *Loop) refused(tr *tracked, u slurm.JobUpdate) {
+	if tr == nil || u.TimeLimitMin == nil {
+		return
+	}
+	l.mu.Lock()
+	tr.sentLimit = *u.TimeLimitMin
+	l.mu.Unlock()
+}
+
 // applied records one change's outcome in the job's tracking.
 func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 	j, tr, u := p.j, p.tr, p.u
@@ -998,11 +1009,7 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 		l.stats.SlurmErrors++
 		l.mu.Unlock()
 		l.log.Info().Err(err).Uint32("job", j.ID).Msg("could not update the job (it may have started or ended meanwhile); next round tries again")
-		if u.TimeLimitMin != nil {
-			l.mu.Lock()
-			tr.sentLimit = *u.TimeLimitMin
-			l.mu.Unlock()
-		}
+		l.refused(tr, u)
 		return
 	}
 	l.mu.Lock()

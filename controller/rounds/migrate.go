@@ -98,27 +98,24 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 		if err != nil || !ok || !j.Pending() {
 			continue
 		}
-		uerr = l.sched.Update(ctx, id, u)
-		if uerr != nil && u.TimeLimitMin != nil {
+		if uerr = l.sched.Update(ctx, id, u); uerr != nil {
 			l.mu.Lock()
-			if tr := l.known[id]; tr != nil {
-				tr.sentLimit = *u.TimeLimitMin // it may have taken the limit alone (loop.go)
-			}
+			tr := l.known[id]
 			l.mu.Unlock()
+			l.refused(tr, u)
+			continue
 		}
-		if uerr == nil {
-			l.mu.Lock()
-			if tr := l.known[id]; tr != nil {
-				if u.TimeLimitMin != nil {
-					tr.limitMin = *u.TimeLimitMin
-				}
-				// Handed back to Slurm once it runs (order nice, none).
-				tr.prioFixed = true
+		l.mu.Lock()
+		if tr := l.known[id]; tr != nil {
+			if u.TimeLimitMin != nil {
+				tr.limitMin = *u.TimeLimitMin
 			}
-			l.mu.Unlock()
-			log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
-			return true
+			// Handed back to Slurm once it runs (order nice, none).
+			tr.prioFixed = true
 		}
+		l.mu.Unlock()
+		log.Info().Str("outcome", outcome).Msg("job checkpointed and requeued onto its new type")
+		return true
 	}
 	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; the next rounds retry")
 	return true
