@@ -107,11 +107,18 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 			_ = s.Unsubscribe()
 		}
 	}()
+	// unreadable keeps the last result that could not be decoded (an
+	// agent of another version), to say why no result came.
+	var unreadable atomic.Value
 	for _, n := range nodes {
 		passed := false
 		s, err := c.NC.Subscribe(wire.SubjectAgentCheckpointResult(n), func(m *nats.Msg) {
 			var r wire.CheckpointResult
-			if passed || json.Unmarshal(m.Data, &r) != nil || r.ID != id || r.JobID != jobID {
+			if err := wire.Decode(m.Data, &r); err != nil {
+				unreadable.Store(fmt.Errorf("node %s's agent sent a checkpoint result that cannot be read: %w", n, err))
+				return
+			}
+			if passed || r.ID != id || r.JobID != jobID {
 				return // another command's result, or this node's again
 			}
 			passed = true
@@ -174,7 +181,11 @@ func (c *NATS) run(ctx context.Context, nodes []string, jobID uint32, grace time
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-deadline.C:
-			return res, fmt.Errorf("%w from %d of %d nodes within %s", ErrNoResult, accepted-got, accepted, wait)
+			err := fmt.Errorf("%w from %d of %d nodes within %s", ErrNoResult, accepted-got, accepted, wait)
+			if u, ok := unreadable.Load().(error); ok {
+				err = fmt.Errorf("%w (%v)", err, u)
+			}
+			return res, err
 		case r := <-results:
 			got++
 			if rank(r.Outcome) > rank(worst) {

@@ -13,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/internal/natstest"
 	"github.com/rota-hpc/rota/wire"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -24,6 +25,7 @@ type agent struct {
 	mute    bool          // takes the command, never sends the result
 	late    time.Duration // answers the command this late
 	others  int           // results of other commands sent before this one's
+	resultV int           // the result's wire version (0: wire.Version)
 	outcome string
 	step    uint64
 	elapsed float64
@@ -63,7 +65,11 @@ func (a agent) serve(t *testing.T, nc *nats.Conn, seen chan<- wire.CheckpointReq
 			o, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: "other-" + strconv.Itoa(i), Node: a.node, JobID: req.JobID + 1000, Outcome: wire.CheckpointAcknowledged})
 			nc.Publish(wire.SubjectAgentCheckpointResult(a.node), o)
 		}
-		res, _ := json.Marshal(wire.CheckpointResult{V: wire.Version, ID: req.ID, Node: a.node, JobID: req.JobID,
+		v := wire.Version
+		if a.resultV != 0 {
+			v = a.resultV
+		}
+		res, _ := json.Marshal(wire.CheckpointResult{V: v, ID: req.ID, Node: a.node, JobID: req.JobID,
 			Outcome: a.outcome, CkptStep: a.step, ElapsedSeconds: a.elapsed})
 		nc.Publish(wire.SubjectAgentCheckpointResult(a.node), res)
 	})
@@ -142,6 +148,13 @@ func TestCheckpointNoResult(t *testing.T) {
 	agent{node: "slow", late: time.Second, outcome: wire.CheckpointAcknowledged}.serve(t, agentConn, seen)
 	if _, err := c.Checkpoint(context.Background(), []string{"slow"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) {
 		t.Fatalf("an agent that answers late: %v, want ErrNoResult (it signals the job all the same)", err)
+	}
+	// A result of another wire version is not taken for this one's, and
+	// the error says why none came.
+	agent{node: "other-version", outcome: wire.CheckpointAcknowledged, resultV: wire.Version + 1}.serve(t, agentConn, seen)
+	if _, err := c.Checkpoint(context.Background(), []string{"other-version"}, 7, 200*time.Millisecond); !errors.Is(err, ErrNoResult) ||
+		!strings.Contains(err.Error(), "cannot be read") {
+		t.Fatalf("a result of another version: %v, want ErrNoResult saying it cannot be read", err)
 	}
 	// One node signalled it, the next refused: the job is signalled.
 	agent{node: "ok", outcome: wire.CheckpointAcknowledged}.serve(t, agentConn, seen)
