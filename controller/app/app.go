@@ -43,8 +43,9 @@ import (
 type Options struct {
 	Config Config
 	Log    zerolog.Logger
-	// Slurm reads the cluster; nil means the command-line tools.
-	Slurm slurm.Client
+	// Slurm is the cluster; nil means the command-line tools (or
+	// slurmrestd, as the config says). A stand-in embeds slurm.Unserved.
+	Slurm slurm.Backend
 	// Ready, when set, is called once the controller answers requests,
 	// with the URL NATS clients reach it at.
 	Ready func(clientURL string)
@@ -54,7 +55,7 @@ type Options struct {
 type Controller struct {
 	cfg   Config
 	log   zerolog.Logger
-	slurm slurm.Client
+	slurm slurm.Backend
 	// bus is the controller's NATS; nc is its request connection.
 	bus     *bus.Bus
 	nc      *nats.Conn

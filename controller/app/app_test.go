@@ -22,8 +22,11 @@ import (
 )
 
 // fakeSlurm stands in at the Slurm boundary: a fixed cluster and the
-// admin comments the plugin would have written.
+// admin comments the plugin would have written. It serves those reads
+// only (slurm.Unserved the rest), so the tests that run a controller on it
+// turn its rounds off (testConfig).
 type fakeSlurm struct {
+	slurm.Unserved
 	mu       sync.Mutex
 	comments map[uint32]string
 	// commentDir, when set, holds the comments as files named by job id,
@@ -66,11 +69,12 @@ func testConfig(stateDir string) Config {
 	cfg.StateDir = stateDir
 	cfg.Listen = "127.0.0.1:-1" // random port
 	cfg.Placement.Speed = map[string]float64{"v100": 3, "k80": 1}
+	cfg.RoundsOff = true // fakeSlurm changes no jobs
 	return cfg
 }
 
 // startWith runs a controller with cfg until the returned stop is called.
-func startWith(t *testing.T, cfg Config, fs slurm.Client) (string, func()) {
+func startWith(t *testing.T, cfg Config, fs slurm.Backend) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	urlc := make(chan string, 1)
@@ -243,6 +247,7 @@ func BenchmarkPlaceRoundTripCluster(b *testing.B) {
 			cfg.NATSURL = cl.URLs()
 			cfg.Replicas = 3
 			cfg.AsyncDecisions = mode.async
+			cfg.RoundsOff = true
 			ctx, cancel := context.WithCancel(context.Background())
 			ready := make(chan struct{})
 			done := make(chan error, 1)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/estimate/live"
-	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/conf"
 )
 
@@ -35,6 +34,5 @@ func (c *Controller) startQueueWaitPlugin(w *live.Waits) (stop func(), err error
 // readHistory seeds the queue-wait history from slurmdbd over the
 // configured window.
 func (c *Controller) readHistory(ctx context.Context) {
-	acct, _ := c.slurm.(slurm.AccountingReader)
-	c.waits.ReadHistory(ctx, acct, c.cfg.HistoryWindow, conf.FormatWindow(c.cfg.HistoryWindow), c.log)
+	c.waits.ReadHistory(ctx, c.slurm, c.cfg.HistoryWindow, conf.FormatWindow(c.cfg.HistoryWindow), c.log)
 }

@@ -49,6 +49,7 @@ func runChildController(url, comments string) int {
 	cfg.Replicas = 3
 	cfg.LeaseTTL = time.Second
 	cfg.Placement.Speed = map[string]float64{"v100": 3, "k80": 1}
+	cfg.RoundsOff = true // fakeSlurm changes no jobs
 	log := zerolog.New(os.Stderr).With().Timestamp().Logger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

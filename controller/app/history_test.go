@@ -48,7 +48,7 @@ func TestReadHistory(t *testing.T) {
 	cases := []struct {
 		name    string
 		window  time.Duration
-		client  slurm.Client
+		client  slurm.Backend
 		source  string
 		fromAcc int
 		groups  int
@@ -57,7 +57,7 @@ func TestReadHistory(t *testing.T) {
 		{"slurmdbd down", 7 * 24 * time.Hour, &acctSlurm{err: errors.New("sacct ...: exit status 1: sacct: error: x\nsacct: error: Problem talking to the database: Connection refused")},
 			"slurmdbd not read at start (sacct: error: Problem talking to the database: Connection refused)", 0, 0},
 		{"off", 0, &acctSlurm{jobs: jobs}, "history_window = 0: slurmdbd not read", 0, 0},
-		{"no accounting reader", 7 * 24 * time.Hour, &fakeSlurm{}, "cannot read accounting", 0, 0},
+		{"no accounting served", 7 * 24 * time.Hour, &fakeSlurm{}, "slurmdbd not read at start (" + slurm.ErrUnserved.Error() + ")", 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

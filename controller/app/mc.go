@@ -9,7 +9,6 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/multicluster"
 	"github.com/rota-hpc/rota/controller/rounds"
-	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/controller/xcluster"
 	"github.com/rota-hpc/rota/internal/conf"
@@ -73,13 +72,12 @@ func loadMC(v *conf.Values, c *Config) error {
 
 // startMC runs the multi-cluster manager beside the round loop while
 // leading (docs/multicluster.md), when a cluster name is set.
-func (c *Controller) startMC(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
+func (c *Controller) startMC(ctx context.Context, ms multicluster.Slurm, loop *rounds.Loop, st *state.KV) {
 	if c.cfg.MC.Name == "" {
 		return
 	}
-	ms, ok := sched.(multicluster.Slurm)
-	if !ok || c.bus == nil || c.bus.MC == nil {
-		c.log.Warn().Msg("the multi-cluster manager needs Slurm's command line and the bus; it does not run")
+	if c.bus == nil || c.bus.MC == nil {
+		c.log.Warn().Msg("the multi-cluster manager needs the bus's cluster link; it does not run")
 		return
 	}
 	var store state.Store

@@ -13,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/controller/estimate/forecast"
 	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/faulttol"
+	"github.com/rota-hpc/rota/controller/multicluster"
 	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/serve"
@@ -25,21 +26,27 @@ import (
 // explain.
 var _ rounds.LimitRecorder = (*decisions.Store)(nil)
 
+// Each part takes the Slurm it needs as an interface of its own; the
+// backend is all of them, checked here when app compiles, so no part is
+// turned off at run time for want of a method.
+var (
+	_ rounds.LimitReader = slurm.Backend(nil)
+	_ chains.Slurm       = slurm.Backend(nil)
+	_ serve.Slurm        = slurm.Backend(nil)
+	_ multicluster.Slurm = slurm.Backend(nil)
+	_ faulttol.Slurm     = slurm.Backend(nil)
+)
+
 // startRounds runs the round loop while this controller leads: the
 // policy then drives Slurm (retyping and ordering pending jobs, migrating
 // running ones) with what the agents measure, and the submit path answers
-// from the view each round leaves behind. Returns nil when rounds are off
-// or Slurm cannot be driven (a read-only Client in tests).
+// from the view each round leaves behind. Returns nil when rounds are off.
 func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	if c.cfg.RoundsOff {
 		return nil
 	}
-	sched, ok := c.slurm.(slurm.Scheduler)
-	if !ok {
-		c.log.Info().Msg("the Slurm client cannot change jobs; rounds are off, placement happens at submission only")
-		return nil
-	}
-	deps := rounds.Deps{Sched: sched, Decisions: c.store, Measurements: c.obs, Estimator: c.estimator,
+	sched := c.slurm
+	deps := rounds.Deps{Sched: sched, Shares: sched, Decisions: c.store, Measurements: c.obs, Estimator: c.estimator,
 		Checkpoint: &checkpoint.NATS{NC: c.nc}, Hold: c.stateSaveHold(ctx)}
 	var st *state.KV
 	if js, err := jetstream.New(c.nc); err != nil {
@@ -52,18 +59,13 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	if c.inst != nil {
 		deps.Timings = c.inst
 	}
-	if cli, ok := c.slurm.(interface {
-		rounds.LimitReader
-		Release(context.Context) (int, int, error)
-	}); ok {
-		// Typed GPU limits (docs/rounds.md): read from accounting every
-		// round; Slurm 24.11 and later retype a pending GPU request.
-		major, minor, err := cli.Release(ctx)
-		if err != nil {
-			c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
-		}
-		deps.Limits, deps.RetypeGres = cli, major > 24 || (major == 24 && minor >= 11)
+	// Typed GPU limits (docs/rounds.md): read from accounting every
+	// round; Slurm 24.11 and later retype a pending GPU request.
+	major, minor, err := sched.Release(ctx)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
 	}
+	deps.Limits, deps.RetypeGres = sched, major > 24 || (major == 24 && minor >= 11)
 	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), deps)
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")
@@ -100,13 +102,7 @@ func (c *Controller) stateSaveHold(ctx context.Context) rounds.Hold {
 	if !c.cfg.ApplyAroundSaves {
 		return nil
 	}
-	cli, ok := c.slurm.(interface {
-		StateSaveDir(context.Context) (string, error)
-	})
-	if !ok {
-		return nil
-	}
-	dir, err := cli.StateSaveDir(ctx)
+	dir, err := c.slurm.StateSaveDir(ctx)
 	if err == nil {
 		s := slurm.NewStateSaves(dir)
 		if err = s.Check(); err == nil {
@@ -120,9 +116,8 @@ func (c *Controller) stateSaveHold(ctx context.Context) rounds.Hold {
 
 // startChains runs the chain manager beside the round loop
 // (docs/chains.md), when Slurm can take submissions.
-func (c *Controller) startChains(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
-	cs, ok := sched.(chains.Slurm)
-	if c.cfg.Chains.Off || !ok {
+func (c *Controller) startChains(ctx context.Context, cs chains.Slurm, loop *rounds.Loop, st *state.KV) {
+	if c.cfg.Chains.Off {
 		return
 	}
 	var store state.Store
@@ -181,9 +176,8 @@ func (f faultInfo) FaultInfo(id uint32) (faulttol.Info, bool) {
 
 // startServe runs the service manager beside the round loop
 // (docs/serve.md), when Slurm can take submissions.
-func (c *Controller) startServe(ctx context.Context, sched slurm.Scheduler, loop *rounds.Loop, st *state.KV) {
-	ss, ok := sched.(serve.Slurm)
-	if c.cfg.Serve.Off || !ok {
+func (c *Controller) startServe(ctx context.Context, ss serve.Slurm, loop *rounds.Loop, st *state.KV) {
+	if c.cfg.Serve.Off {
 		return
 	}
 	var store state.Store

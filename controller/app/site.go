@@ -22,11 +22,7 @@ import (
 // to run: a missing or broken one is logged once and the numbers that need
 // it are reported unknown, with the reason.
 func (c *Controller) loadSite() {
-	var jobs func(context.Context) ([]slurm.Job, error)
-	if sched, ok := c.slurm.(slurm.Scheduler); ok {
-		jobs = sched.Jobs
-	}
-	c.waits = live.NewWaits(c.cfg.QueueWaitModel, jobs, c.log)
+	c.waits = live.NewWaits(c.cfg.QueueWaitModel, c.slurm.Jobs, c.log)
 	c.book = &site.Book{Log: c.log, Open: func(ctx context.Context) (state.Store, error) {
 		js, err := jetstream.New(c.nc)
 		if err != nil {
@@ -58,16 +54,12 @@ func (c *Controller) refreshSite(ctx context.Context, nodes []slurm.Node, parts 
 		}
 		in.AgentMemory = c.obs.GPUMemory(names)
 	}
-	if d, ok := c.slurm.(slurm.NodeDetailer); ok {
-		det, err := d.NodeDetails(ctx)
-		if err != nil {
-			in.Problems = append(in.Problems, "node sizes unknown: "+err.Error())
-			c.log.Debug().Err(err).Msg("cannot read node sizes (scontrol show node)")
-		}
-		in.Details = det
-	} else {
-		in.Problems = append(in.Problems, "node sizes unknown: the Slurm client cannot read them")
+	det, err := c.slurm.NodeDetails(ctx)
+	if err != nil {
+		in.Problems = append(in.Problems, "node sizes unknown: "+err.Error())
+		c.log.Debug().Err(err).Msg("cannot read node sizes (scontrol show node)")
 	}
+	in.Details = det
 	c.book.Set(ctx, site.Build(in))
 }
 

@@ -87,7 +87,7 @@ func (s SlurmConfig) Check() error {
 }
 
 // newSlurm builds the Slurm client the config names.
-func newSlurm(s SlurmConfig, log zerolog.Logger) slurm.Client {
+func newSlurm(s SlurmConfig, log zerolog.Logger) slurm.Backend {
 	if s.Backend != "restd" {
 		// The round loop, the chain, fault-tolerance and service managers
 		// and the refresh each read Slurm on their own tick; ticks of one

@@ -39,6 +39,10 @@ func (q queueSlurm) Jobs(context.Context) ([]slurm.Job, error) {
 	}, nil
 }
 
+func (q queueSlurm) JobsAt(ctx context.Context) ([]slurm.Job, time.Time, error) {
+	return slurm.JobsNow(ctx, q)
+}
+
 func (q queueSlurm) Job(context.Context, uint32) (slurm.Job, bool, error) {
 	return slurm.Job{}, false, nil
 }

@@ -290,8 +290,10 @@ func (n *simNode) tick(now time.Time, interval time.Duration) {
 // FakeSlurm is the simulated fleet as Slurm would describe it, so a
 // controller run for the load test places on the same cluster the agents
 // report from: a partition "gpu" with every node, about half its GPUs in
-// use.
+// use. It serves the cluster's reads only (slurm.Unserved the rest): the
+// load test's controller places at submission and drives no rounds.
 type FakeSlurm struct {
+	slurm.Unserved
 	nodes []slurm.Node
 }
 

@@ -456,6 +456,8 @@ func StartController(ctx context.Context, fleet FleetConfig, stateDir string, lo
 	cfg.StateDir = stateDir
 	cfg.Listen = "127.0.0.1:-1"
 	cfg.Placement.Speed = Speeds()
+	// The simulated fleet changes no jobs: placement at submission only.
+	cfg.RoundsOff = true
 	ctx, cancel := context.WithCancel(ctx)
 	urlc := make(chan string, 1)
 	done := make(chan error, 1)

@@ -150,18 +150,20 @@ type Timings interface {
 
 // Loop drives Slurm round by round.
 type Loop struct {
-	cfg     Config
-	log     zerolog.Logger
-	sched   slurm.Scheduler
-	dec     Decisions
-	meas    Measurements
-	est     Estimator
-	ckpt    checkpoint.Checkpointer
-	store   state.Store
-	planner *Planner
-	pol     policy.Policy
-	chains  ChainSegments
-	timings Timings
+	cfg   Config
+	log   zerolog.Logger
+	sched Slurm
+	// shareReader reads Slurm's fair-share tree (nil: none).
+	shareReader slurm.ShareReader
+	dec         Decisions
+	meas        Measurements
+	est         Estimator
+	ckpt        checkpoint.Checkpointer
+	store       state.Store
+	planner     *Planner
+	pol         policy.Policy
+	chains      ChainSegments
+	timings     Timings
 	// hold keeps the apply's updates away from slurmctld's own heavy
 	// moments (SetHold); nil: none.
 	hold Hold
@@ -329,11 +331,18 @@ func (l *Loop) Decision(id uint32) *wire.Decision {
 	return nil
 }
 
+// Slurm is what the loop drives: the queue, and the jobs' changes, a
+// round's updates sent in order with the pace's gaps between them.
+type Slurm interface {
+	slurm.JobsAter
+	slurm.PacedUpdater
+}
+
 // Deps are what the loop works through. Sched, Decisions, Measurements
 // and Estimator are needed; the rest may be nil, and then the loop does
 // without.
 type Deps struct {
-	Sched        slurm.Scheduler
+	Sched        Slurm
 	Decisions    Decisions
 	Measurements Measurements
 	Estimator    Estimator
@@ -355,6 +364,9 @@ type Deps struct {
 	// request, where typed limits count them, not by node constraint.
 	Limits     LimitReader
 	RetypeGres bool
+	// Shares reads the accounts' fair-share shares that the hierarchical
+	// policy weighs them by (shares = slurm); nil: every account alike.
+	Shares slurm.ShareReader
 }
 
 // New makes a loop.
@@ -385,7 +397,7 @@ func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
 	if err := cfg.Pace.Check(); err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg, log: log, sched: d.Sched, dec: d.Decisions, meas: d.Measurements, est: d.Estimator, ckpt: d.Checkpoint, pol: pol,
+	l := &Loop{cfg: cfg, log: log, sched: d.Sched, shareReader: d.Shares, dec: d.Decisions, meas: d.Measurements, est: d.Estimator, ckpt: d.Checkpoint, pol: pol,
 		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
@@ -469,7 +481,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("reading partitions: %w", err)
 	}
-	jobs, readAt, err := slurm.ReadQueue(ctx, l.sched)
+	jobs, readAt, err := l.sched.JobsAt(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the queue: %w", err)
 	}
@@ -975,19 +987,14 @@ type pendingUpdate struct {
 	untyped bool
 }
 
-// updateMany sends a round's changes, paced (pace.go): through one
-// client where the Scheduler can (slurm.PacedUpdater: both backends),
-// else one by one.
+// updateMany sends a round's changes in order, paced (pace.go).
 func (l *Loop) updateMany(ctx context.Context, pend []pendingUpdate) []error {
 	ch := make([]slurm.Change, len(pend))
 	for i, p := range pend {
 		ch[i] = slurm.Change{JobID: p.j.ID, Update: p.u}
 	}
 	gap := l.cfg.Pace.gaps(ctx, l.hold)
-	if s, ok := l.sched.(slurm.PacedUpdater); ok {
-		return s.UpdatePaced(ctx, ch, gap)
-	}
-	return slurm.UpdateOneByOne(ctx, l.sched.Update, ch, gap)
+	return l.sched.UpdatePaced(ctx, ch, gap)
 }
 
 // refused keeps the limit of an update Slurm refused: the job may have

@@ -101,6 +101,16 @@ func (f *fakeSched) DecisionIDs(context.Context) (map[uint32]string, error) {
 	return out, nil
 }
 
+// UpdatePaced sends the changes one by one (pacedSched: through one
+// client, as the command-line backend does).
+func (f *fakeSched) UpdatePaced(ctx context.Context, ch []slurm.Change, gap func() bool) []error {
+	return slurm.UpdateOneByOne(ctx, f.Update, ch, gap)
+}
+
+func (f *fakeSched) JobsAt(ctx context.Context) ([]slurm.Job, time.Time, error) {
+	return slurm.JobsNow(ctx, f)
+}
+
 func (f *fakeSched) Update(_ context.Context, id uint32, u slurm.JobUpdate) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -231,7 +241,7 @@ func (c *fakeCkpt) Checkpoint(_ context.Context, _ []string, id uint32, _ time.D
 	return c.outcome, c.err
 }
 
-func newLoop(t *testing.T, f slurm.Scheduler, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
+func newLoop(t *testing.T, f Slurm, decs *fakeDecisions, est Estimator, ck checkpoint.Checkpointer) *Loop {
 	cfg := DefaultConfig()
 	cfg.Round, cfg.MinLease, cfg.MoveCost = time.Minute, 10*time.Minute, 30*time.Second
 	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: est, Checkpoint: ck})
@@ -939,9 +949,9 @@ func (p *pacedSched) UpdatePaced(ctx context.Context, ch []slurm.Change, gap fun
 	return errs
 }
 
-// A round's updates go to Slurm through one paced call where the
-// Scheduler takes one (slurm.PacedUpdater), with the same outcome, a
-// failed job included, as one by one.
+// A round's updates go to Slurm in one paced call, with the same
+// outcome, a failed job included, whether the backend sends them through
+// one client or one by one.
 func TestRoundUpdatesPaced(t *testing.T) {
 	t.Parallel()
 	run := func(paced bool) (*fakeSched, Stats, *pacedSched) {
@@ -950,7 +960,7 @@ func TestRoundUpdatesPaced(t *testing.T) {
 			f.add(id, "PENDING", "", "k80", &wire.Decision{Asked: wire.PlaceRequest{Hints: wire.Hints{Steps: 3600}}}, decs)
 		}
 		f.failOn[2] = true
-		var sched slurm.Scheduler = f
+		var sched Slurm = f
 		p := &pacedSched{fakeSched: f}
 		if paced {
 			sched = p

@@ -108,11 +108,8 @@ func clampNice(n int64) int32 {
 // every sharesRefresh. nil (every entity alike) when shares are off,
 // the policy is not hierarchical, or Slurm has no accounting.
 func (l *Loop) entityWeights(ctx context.Context, now time.Time) map[string]float64 {
-	if l.cfg.Shares != SharesSlurm || !strings.HasPrefix(l.pol.Name(), "hierarchical") {
-		return nil
-	}
-	sr, ok := l.sched.(slurm.ShareReader)
-	if !ok {
+	sr := l.shareReader
+	if l.cfg.Shares != SharesSlurm || !strings.HasPrefix(l.pol.Name(), "hierarchical") || sr == nil {
 		return nil
 	}
 	l.mu.Lock()

@@ -200,7 +200,7 @@ func TestEntityWeightsFromShares(t *testing.T) {
 			s := &shareSched{fakeSched: f, w: lab, err: c.err}
 			cfg := DefaultConfig()
 			cfg.Policy, cfg.Shares = c.policy, c.shares
-			l, err := New(cfg, zerolog.Nop(), Deps{Sched: s, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
+			l, err := New(cfg, zerolog.Nop(), Deps{Sched: s, Shares: s, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, Checkpoint: nil})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package slurm
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -11,8 +10,8 @@ import (
 // MaxAge: page loads of the web view and its fairness samples cost Slurm
 // one squeue per MaxAge, however many viewers there are.
 type QueueCache struct {
-	// Client reads the queue; one that is not a Scheduler cannot.
-	Client Client
+	// Client reads the queue.
+	Client JobsAter
 	MaxAge time.Duration
 
 	mu   sync.Mutex
@@ -25,17 +24,14 @@ type QueueCache struct {
 // when that read began (a client's shared read can be older than this
 // call); concurrent callers wait for one read.
 func (q *QueueCache) Jobs(ctx context.Context) ([]Job, time.Time, error) {
-	sched, ok := q.Client.(Scheduler)
-	if !ok {
-		return nil, time.Time{}, errors.New("the controller's Slurm client cannot read the queue")
-	}
+	sched := q.Client
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	qs, since := queueSinceOf(ctx)
 	if !q.at.IsZero() && time.Since(q.at) < q.MaxAge && (!since || qs.takes(q.at)) {
 		return q.jobs, q.at, nil
 	}
-	jobs, at, err := ReadQueue(ctx, sched)
+	jobs, at, err := sched.JobsAt(ctx)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,10 @@ func (q *countingQueue) Jobs(context.Context) ([]Job, error) {
 	q.mu.Unlock()
 	time.Sleep(10 * time.Millisecond) // concurrent readers wait for this one
 	return []Job{{ID: 1}, {ID: 2}}, nil
+}
+
+func (q *countingQueue) JobsAt(ctx context.Context) ([]Job, time.Time, error) {
+	return JobsNow(ctx, q)
 }
 
 func (q *countingQueue) DecisionIDs(context.Context) (map[uint32]string, error) {
@@ -49,9 +54,9 @@ func TestQueueCacheSharesOneRead(t *testing.T) {
 	if _, _, err := c.Jobs(context.Background()); err != nil || q.reads != 2 {
 		t.Fatalf("after MaxAge: %d reads, err %v", q.reads, err)
 	}
-	// A client that cannot read the queue says so.
-	if _, _, err := (&QueueCache{Client: struct{ Client }{}}).Jobs(context.Background()); err == nil {
-		t.Fatal("a client without a queue read gave a queue")
+	// A read that fails says so, and is not kept.
+	if _, _, err := (&QueueCache{Client: Unserved{}}).Jobs(context.Background()); !errors.Is(err, ErrUnserved) {
+		t.Fatalf("a failed queue read: %v, want ErrUnserved", err)
 	}
 }
 

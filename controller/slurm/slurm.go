@@ -85,8 +85,9 @@ type Scheduler interface {
 
 // JobsAter is a Scheduler that also says when the queue it returns was
 // read: a shared read (CLI.ShareReads, QueueSince) can be older than the
-// call.
+// call. A stand-in whose reads are never shared answers with JobsNow.
 type JobsAter interface {
+	Scheduler
 	JobsAt(ctx context.Context) ([]Job, time.Time, error)
 }
 
@@ -336,22 +337,31 @@ func ParseAdminComment(out string) string {
 	return ""
 }
 
-// Backend is all the controller asks of Slurm. Both backends are all of
-// it, checked here when the package compiles: a backend that lacked a
-// capability would turn a feature off without a word where the
-// controller asks whether its Client has it (which it does for the
-// read-only clients of tests).
+// Backend is all the controller asks of Slurm: each part of the
+// controller takes the subset it uses (an interface of its own, which
+// controller/app checks against Backend when it compiles), and both
+// backends are all of it, checked here. So no part finds out at run time
+// that its backend lacks a capability and turns its feature off.
 type Backend interface {
 	Client
 	Scheduler
+	Submitter
 	AccountingReader
 	NodeDetailer
+	ShareReader
+	PacedUpdater
+	JobsAter
 	// Limits reads the site's typed GPU limits (rounds.LimitReader).
 	Limits(ctx context.Context) (*limits.Set, error)
 	// Release is Slurm's release, major and minor.
 	Release(ctx context.Context) (major, minor int, err error)
 	// StateSaveDir is slurmctld's StateSaveLocation.
 	StateSaveDir(ctx context.Context) (string, error)
+	// Hold keeps a pending job from starting; Unhold gives it back.
+	Hold(ctx context.Context, id uint32) error
+	Unhold(ctx context.Context, id uint32) error
+	// FindByComment is the job whose comment is exactly comment.
+	FindByComment(ctx context.Context, comment string) (uint32, bool, error)
 }
 
 var (

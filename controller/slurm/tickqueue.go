@@ -7,13 +7,9 @@ import (
 	"time"
 )
 
-// ReadQueue is s's queue and when its read began: a JobsAter says (a
-// shared read can be older than the call), any other Scheduler is timed
-// from the call.
-func ReadQueue(ctx context.Context, s Scheduler) ([]Job, time.Time, error) {
-	if ja, ok := s.(JobsAter); ok {
-		return ja.JobsAt(ctx)
-	}
+// JobsNow is JobsAt for a reader whose reads are never shared: its
+// queue, timed from the call.
+func JobsNow(ctx context.Context, s QueueReader) ([]Job, time.Time, error) {
 	at := time.Now()
 	jobs, err := s.Jobs(ctx)
 	return jobs, at, err
