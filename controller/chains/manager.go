@@ -33,6 +33,10 @@ type Info struct {
 	StepsLeft float64
 	Rate      float64
 	Type      string
+	// Wants is the type where the policy gives the job most of its time
+	// ("" unknown): its next segment goes there, a segment's end being a
+	// move that costs no checkpoint of its own.
+	Wants string
 	// Rates per GPU type, for development partitions of another type.
 	Rates map[string]float64
 	// Step and Total from the job's progress (0 unknown).
@@ -566,8 +570,12 @@ func (m *Manager) submit(ctx context.Context, c *Chain, k int, after uint32, in 
 	}
 	succ := Successor{Chain: c.ID, N: prev.N + 1, Name: c.Name, Partition: prev.Partition, LimitMin: prev.LimitMin,
 		After: after, Features: c.Features, Hints: c.Hints}
-	if prev.Type != "" {
-		if f, ok := gpureq.WithTypeFeature(c.Features, prev.Type); ok {
+	pin := prev.Type
+	if in.Wants != "" && prev.Type != "" {
+		pin = in.Wants
+	}
+	if pin != "" {
+		if f, ok := gpureq.WithTypeFeature(c.Features, pin); ok {
 			succ.Features = f
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,9 @@ type fakeSlurm struct {
 	every uint64
 	// quiet: a segment reports no progress for this long after it
 	// starts, and the round loop's steps left is then the whole job's.
-	quiet   time.Duration
+	quiet time.Duration
+	// wants: the type the round loop's plan gives the job most time on.
+	wants   string
 	submits []slurm.Submission
 	signals []uint32
 	cancels []uint32
@@ -237,7 +240,7 @@ func (f *fakeSlurm) ChainInfo(id uint32) (Info, bool) {
 	if j.job.State == "RUNNING" && f.now.Sub(j.job.Start) < f.quiet {
 		in.Step, in.Total, in.StepsLeft = 0, 0, float64(f.total)
 	}
-	in.LimitFollowed = f.limitFollowed
+	in.LimitFollowed, in.Wants = f.limitFollowed, f.wants
 	return in, true
 }
 
@@ -348,6 +351,33 @@ func TestChainRunsToCompletion(t *testing.T) {
 			}
 			if s := m.Stats(); s.Chains != 1 || s.Done != 1 || s.Submitted != 2 || s.Checkpoints != 2 {
 				t.Errorf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// The successor goes to the type the policy gives the job most time on
+// (a segment's end costs no checkpoint of its own), else stays on its
+// predecessor's: a segment is never migrated, so this is where a chain
+// started on a slow type reaches the type the policy wants.
+func TestSuccessorGoesWherePolicyWants(t *testing.T) {
+	for _, c := range []struct{ wants, constraint string }{
+		{"", "--constraint=v100"},
+		{"v100", "--constraint=v100"},
+		{"p100", "--constraint=p100"},
+	} {
+		t.Run("wants "+c.wants, func(t *testing.T) {
+			now := t0
+			f := newFakeSlurm(&now)
+			f.wants = c.wants
+			m := newManager(t, f, ModeAhead)
+			f.add(60)
+			run(t, m, f, 58*time.Minute)
+			if len(f.submits) == 0 {
+				t.Fatal("no successor submitted")
+			}
+			if args := f.submits[0].Args; !slices.Contains(args, c.constraint) {
+				t.Errorf("successor's options %q, want %s", args, c.constraint)
 			}
 		})
 	}

@@ -242,6 +242,8 @@ type tracked struct {
 	stepsLeft float64
 	typ       string
 	rates     map[string]float64
+	// wants is the type where the last plan gave it most of its time.
+	wants string
 	// note, when set, is the AdminComment of a decision the loop made for
 	// a job it adopted (adopt.go), still to be written into the job.
 	note string
@@ -314,6 +316,10 @@ func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {
 	}
 	in := chains.Info{Decision: tr.decision, StepsLeft: tr.stepsLeft, Type: typ, Rates: tr.rates,
 		Rate: tr.rates[typ], Step: tr.step, Total: tr.total, LimitFollowed: tr.limitFollowed}
+	if typ != "" {
+		// A type the job could not run on alone (Unfit) pins nothing.
+		in.Wants = tr.wants
+	}
 	if measured {
 		in.Step, in.Total = m.Step, m.Total
 	}
@@ -913,6 +919,9 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		j, v := byID[a.JobID], viewOf[a.JobID]
 		l.mu.Lock()
 		tr := l.known[a.JobID]
+		if tr != nil {
+			tr.wants = a.Wants
+		}
 		l.mu.Unlock()
 		if j == nil || v == nil || tr == nil {
 			continue

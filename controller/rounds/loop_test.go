@@ -718,6 +718,13 @@ func TestLoopLeavesChainSegments(t *testing.T) {
 	if _, ok := l.ChainInfo(99); ok {
 		t.Error("info for an unknown job")
 	}
+	// The running segment's next one goes where the plan gives the job
+	// most of its time, not to the K80 it runs on because segments are
+	// not migrated.
+	a1, _, _ := l.Explain(1)
+	if in, ok := l.ChainInfo(1); !ok || in.Type != "k80" || in.Wants != "v100" || a1.Wants != "v100" {
+		t.Errorf("ChainInfo(1) type %q wants %q (plan: %q, share %v), want k80 wanting v100", in.Type, in.Wants, a1.Wants, a1.Share)
+	}
 	// Job 2, requeued onto its new type, is judged there (its new limit
 	// was reckoned for it), not on the K80 it left; while it is being
 	// moved, not at all.

@@ -116,6 +116,9 @@ type Action struct {
 	Placed bool
 	// Share is the job's allocation row (fraction of time per type).
 	Share []float64
+	// Wants is the type where Share gives the job most of its time (""
+	// none): where a chain's next segment goes (chains.Info.Wants).
+	Wants string `json:"wants,omitempty"`
 	// Why says in words why the job got this type (explain).
 	Why string
 	// Rates and RateSource are the throughputs the policy used.
@@ -378,10 +381,18 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 			a.Remaining = j.StepsLeft / prob.Jobs[i].Throughput[k]
 		}
 		best, bestScore := -1, -1.0
+		most := -1
 		for k := 0; k < K; k++ {
 			if s := alloc.X[i][k] * prob.Jobs[i].Throughput[k]; s > bestScore && prob.Jobs[i].Throughput[k] > 0 {
 				best, bestScore = k, s
 			}
+			if x := alloc.X[i][k]; x > 1e-6 && (most < 0 || x > alloc.X[i][most]+1e-9 ||
+				(x > alloc.X[i][most]-1e-9 && prob.Jobs[i].Throughput[k] > prob.Jobs[i].Throughput[most])) {
+				most = k
+			}
+		}
+		if most >= 0 {
+			a.Wants = types[most]
 		}
 		// A pending job the mechanism hands GPUs of a type where it has no
 		// share only fills a gap for one round in Gavel (it is preempted
