@@ -536,11 +536,9 @@ func testMoves(t *testing.T, conns func(t *testing.T) (nca, mca, ncb, mcb *nats.
 	defer cancel()
 	go mb.Run(ctx)
 	go ma.Run(ctx)
-	for i := 0; i < 600 && len(ma.Links()) == 0; i++ { // the leaf link up
-		time.Sleep(25 * time.Millisecond)
-	}
+	eventually.True(t, 15*time.Second, "the leaf link up", func() bool { return len(ma.Links()) > 0 })
 	eventually.True(t, 5*time.Second, "the small job moved", func() bool { r := ma.Explain(small); return r != nil && r.State == OutRouted })
-	time.Sleep(300 * time.Millisecond)
+	eventually.True(t, 5*time.Second, "the big job judged", func() bool { r := ma.Explain(big); return r != nil && r.State == "refused_slow" })
 	ma.probe("b") // the probe crosses too
 	if l := ma.Links()[0]; l.LatencyAgeSeconds < 0 || l.ProbeError != "" {
 		t.Errorf("probe: %+v", l)
