@@ -193,18 +193,6 @@ type saved struct {
 	Recv map[string]*receipt `json:"recv,omitempty"`
 }
 
-type peer struct {
-	view wire.MCView
-	at   time.Time // its own time stamp
-	got  time.Time // when it arrived here
-}
-
-type sent struct {
-	to   string
-	at   time.Time
-	gpus float64
-}
-
 // StateKey is the manager's key in the controller's state bucket.
 const StateKey = "multicluster"
 
@@ -222,16 +210,15 @@ type Manager struct {
 	store state.Store
 	now   func() time.Time
 
-	mu    sync.Mutex
-	peers map[string]*peer
-	out   map[uint32]*Route
-	in    map[string]*Route
-	sent  []sent
+	// views are the other clusters' views and this one's.
+	views *views
+
+	mu  sync.Mutex
+	out map[uint32]*Route
+	in  map[string]*Route
 	// refused: running jobs whose move the transfer made not pay (why),
 	// each counted once.
 	refused map[uint32]string
-	// view is the last one published.
-	view *wire.MCView
 	// recv are the checkpoints coming in, links the links to the peers as
 	// measured, xfers the checkpoints sent (the last one's figures).
 	recv  map[string]*receipt
@@ -256,9 +243,10 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 		store = newMemStore()
 	}
 	m := &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
-		peers: map[string]*peer{}, out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{},
+		out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{},
 		recv: map[string]*receipt{}}
 	m.links = newLinkBook(cfg, func() time.Time { return m.now() })
+	m.views = newViews(cfg.Name, cfg.ViewMaxAge, func() time.Time { return m.now() }, log)
 	m.warned.log = m.log
 	return m, nil
 }
@@ -267,7 +255,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 func (m *Manager) Run(ctx context.Context) {
 	m.restore(ctx)
 	subs := []*nats.Subscription{}
-	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute,
+	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.views.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute,
 		wire.SubjectMCCheckpoint(m.cfg.Name): m.onCheckpoint, wire.SubjectMCProbe(m.cfg.Name): m.onProbe} {
 		sub, err := m.nc.Subscribe(subj, h)
 		if err != nil {
@@ -354,8 +342,8 @@ func (m *Manager) tick(ctx context.Context) {
 	if b, err := json.Marshal(v); err == nil {
 		_ = m.nc.Publish(wire.SubjectMCView(m.cfg.Name), b)
 	}
+	m.views.setHome(v)
 	m.mu.Lock()
-	m.view = v
 	var open []*Route
 	for _, r := range m.out {
 		if !r.final() {
@@ -431,52 +419,6 @@ func (m *Manager) buildView(jobs []slurm.Job) *wire.MCView {
 	return v
 }
 
-func (m *Manager) onView(msg *nats.Msg) {
-	var v wire.MCView
-	if err := wire.Decode(msg.Data, &v); err != nil {
-		m.log.Debug().Err(err).Str("subject", msg.Subject).Msg("ignoring a cluster view that does not decode")
-		return
-	}
-	if v.Cluster == "" || v.Cluster == m.cfg.Name {
-		return
-	}
-	at, err := time.Parse(time.RFC3339Nano, v.At)
-	if err != nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p := m.peers[v.Cluster]; p != nil && at.Before(p.at) {
-		return
-	}
-	m.peers[v.Cluster] = &peer{view: v, at: at, got: m.now()}
-}
-
-// freshPeers are the peers whose views are recent enough to route to,
-// with the GPUs sent to each since its view.
-func (m *Manager) freshPeers() ([]*wire.MCView, map[string]float64, map[string]float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	var vs []*wire.MCView
-	extra, ages := map[string]float64{}, map[string]float64{}
-	for _, n := range sortedKeys(m.peers) {
-		p := m.peers[n]
-		ages[n] = now.Sub(p.got).Seconds()
-		if now.Sub(p.got) > m.cfg.ViewMaxAge {
-			continue
-		}
-		v := p.view
-		vs = append(vs, &v)
-		for _, s := range m.sent {
-			if s.to == n && s.at.After(p.at) {
-				extra[n] += s.gpus
-			}
-		}
-	}
-	return vs, extra, ages
-}
-
 // jobOf is what the estimate reads of a queued job.
 func (m *Manager) jobOf(j *slurm.Job, d *wire.Decision, script []byte) Job {
 	out := Job{GPUs: j.GPUs(), LimitS: float64(j.TimeLimitMin) * 60, DataBytes: m.cfg.DataGB * 1e9}
@@ -531,7 +473,7 @@ func (m *Manager) routable(j *slurm.Job, d *wire.Decision) bool {
 // route sends the pending jobs that gain most elsewhere, largest gain
 // first, each checked again against the loads the ones before it left.
 func (m *Manager) route(ctx context.Context, jobs []slurm.Job, home *wire.MCView) {
-	peers, extra, _ := m.freshPeers()
+	peers, extra, _ := m.views.fresh()
 	if len(peers) == 0 {
 		return
 	}
@@ -593,8 +535,8 @@ func (m *Manager) route(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 			State: OutHolding, Why: why, At: m.now(), GPUs: c.job.GPUs, Name: c.j.Name}
 		m.mu.Lock()
 		m.out[c.j.ID] = r
-		m.sent = append(m.sent, sent{to: to.Cluster, at: m.now(), gpus: float64(c.job.GPUs)})
 		m.mu.Unlock()
+		m.views.sentTo(to.Cluster, float64(c.job.GPUs))
 		hereDemand -= float64(c.job.GPUs)
 		extra[to.Cluster] += float64(c.job.GPUs)
 		m.log.Info().Uint32("job", c.j.ID).Str("to", to.Cluster).Str("why", why).Msg("sending a pending job to another cluster")
@@ -705,11 +647,8 @@ func (m *Manager) copyRequest(r *Route, spec *slurm.JobSpec, script []byte) *wir
 	if d != nil {
 		h = d.Asked.Hints
 	}
+	part := m.views.defaultPartition(r.To)
 	m.mu.Lock()
-	part := ""
-	if p := m.peers[r.To]; p != nil {
-		part = p.view.DefaultPartition
-	}
 	why := r.Why // a move's transfer note is written under the lock
 	m.mu.Unlock()
 	return &wire.MCRouteRequest{V: wire.Version, ID: r.ID, From: r.From, FromJob: r.FromJob, User: spec.User,
@@ -921,20 +860,14 @@ func (m *Manager) prune() {
 			delete(m.in, id)
 		}
 	}
-	keep := m.sent[:0]
-	for _, s := range m.sent {
-		if now.Sub(s.at) < time.Minute {
-			keep = append(keep, s)
-		}
-	}
-	m.sent = keep
+	m.views.prune()
 }
 
 // Status is the manager's part of `rota status`.
 func (m *Manager) Status() *wire.MCStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := &wire.MCStatus{Cluster: m.cfg.Name, Peers: m.peersLocked()}
+	st := &wire.MCStatus{Cluster: m.cfg.Name, Peers: m.views.list(m.links)}
 	var rs []*Route
 	for _, r := range m.out {
 		rs = append(rs, r)
@@ -986,22 +919,13 @@ func (m *Manager) Explain(id uint32) *wire.MCRoute {
 
 // Estimate is `rota estimate`'s rows for every cluster: this one first.
 func (m *Manager) Estimate(j Job) []wire.MCEstimate {
-	m.mu.Lock()
-	home := m.view
-	m.mu.Unlock()
+	home := m.views.homeView()
 	if home == nil {
 		return nil
 	}
-	peers, extra, ages := m.freshPeers()
+	peers, extra, ages := m.views.fresh()
 	// Stale peers too, marked by their age: the user sees what is known.
-	m.mu.Lock()
-	for _, n := range sortedKeys(m.peers) {
-		if ages[n] > m.cfg.ViewMaxAge.Seconds() {
-			v := m.peers[n].view
-			peers = append(peers, &v)
-		}
-	}
-	m.mu.Unlock()
+	peers = append(peers, m.views.stale()...)
 	if j.DataBytes == 0 {
 		j.DataBytes = m.cfg.DataGB * 1e9
 	}

@@ -22,7 +22,7 @@ import (
 // CheckpointMaxGB). A move the transfer alone makes not pay is counted as
 // refused (slow link).
 func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView) {
-	peers, extra, _ := m.freshPeers()
+	peers, extra, _ := m.views.fresh()
 	if len(peers) == 0 {
 		return
 	}
@@ -121,8 +121,8 @@ func (m *Manager) moves(ctx context.Context, jobs []slurm.Job, home *wire.MCView
 		}
 		m.mu.Lock()
 		m.out[c.j.ID] = r
-		m.sent = append(m.sent, sent{to: c.to.Cluster, at: m.now(), gpus: float64(c.job.GPUs)})
 		m.mu.Unlock()
+		m.views.sentTo(c.to.Cluster, float64(c.job.GPUs))
 		hereDemand -= float64(c.job.GPUs)
 		extra[c.to.Cluster] += float64(c.job.GPUs)
 		m.log.Info().Uint32("job", c.j.ID).Str("to", c.to.Cluster).Str("why", why).Msg("moving a running job to another cluster")

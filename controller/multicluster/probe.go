@@ -43,10 +43,7 @@ func (m *Manager) probeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m.mu.Lock()
-		peers := sortedKeys(m.peers)
-		m.mu.Unlock()
-		for _, n := range m.links.due(peers, m.cfg.ProbeInterval) {
+		for _, n := range m.links.due(m.views.names(), m.cfg.ProbeInterval) {
 			if ctx.Err() != nil {
 				return
 			}
@@ -87,25 +84,7 @@ func (m *Manager) probe(peer string) {
 
 // Links are the other clusters and the links to them, configured and
 // measured.
-func (m *Manager) Links() []wire.MCPeer {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.peersLocked()
-}
-
-// peersLocked are the peers as `rota status` and the metrics show them:
-// each view, the configured link and the measured one (m.mu held).
-func (m *Manager) peersLocked() []wire.MCPeer {
-	now := m.now()
-	var out []wire.MCPeer
-	for _, n := range sortedKeys(m.peers) {
-		p := m.peers[n]
-		mp := wire.MCPeer{View: p.view, AgeSeconds: now.Sub(p.got).Seconds()}
-		m.links.describe(n, &mp)
-		out = append(out, mp)
-	}
-	return out
-}
+func (m *Manager) Links() []wire.MCPeer { return m.views.list(m.links) }
 
 // link is the link to peer that predictions use (linkBook.fig).
 func (m *Manager) link(peer string) linkFig { return m.links.fig(peer) }

@@ -80,7 +80,7 @@ func view(t *testing.T, m *Manager, v wire.MCView) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.onView(&nats.Msg{Data: b})
+	m.views.onView(&nats.Msg{Data: b})
 }
 
 // TestProbe: a probe of a peer that answers as a 2 MB/s link of 10 ms
