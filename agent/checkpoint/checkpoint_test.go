@@ -233,6 +233,35 @@ func TestCheckpointKeepRunning(t *testing.T) {
 	}
 }
 
+// Commands that come together share one read of /proc (each read opens
+// every process's cgroup); a job the shared read does not show is looked
+// for in a new one, so a job started since is found.
+func TestCommandsShareOneScan(t *testing.T) {
+	n := newNode(t)
+	n.spawn("a", 100, "ack")
+	n.spawn("b", 200, "ack")
+	c := n.checkpointer()
+	c.Poll = time.Hour // every read within it is shared
+	for _, job := range []uint32{100, 200} {
+		if a, err := c.Start(job); err != nil || len(a.Signalled) != 1 {
+			t.Fatalf("job %d: %+v, %v", job, a, err)
+		}
+	}
+	if c.scans != 1 {
+		t.Errorf("%d reads of /proc for two commands, want 1", c.scans)
+	}
+	n.spawn("late", 300, "ack") // after the shared read
+	if a, err := c.Start(300); err != nil || len(a.Signalled) != 1 {
+		t.Fatalf("a job started after the shared read: %+v, %v", a, err)
+	}
+	if c.scans != 2 {
+		t.Errorf("%d reads of /proc, want 2 (one more for the job the first did not show)", c.scans)
+	}
+	if _, err := c.Start(400); err != ErrNoProcesses {
+		t.Errorf("a job with no process: %v, want ErrNoProcesses", err)
+	}
+}
+
 func TestNoProcesses(t *testing.T) {
 	n := newNode(t)
 	n.spawn("other", 200, "ack")

@@ -74,9 +74,16 @@ func (p Proc) JobOf(pid uint32) (Ref, error) {
 	return ref, nil
 }
 
-// PIDsOf lists the processes whose cgroup puts them in job, this node only
-// (cgroups named by SLUID included, through JobOf).
-func (p Proc) PIDsOf(job uint32) ([]int, error) {
+// Process is a process of a job, and where in the job it runs.
+type Process struct {
+	PID int
+	Ref Ref
+}
+
+// Scan reads every process's cgroup once and lists, per job, its
+// processes on this node (cgroups named by SLUID included, through
+// JobOf): one read of /proc serves every job a caller asks about.
+func (p Proc) Scan() (map[uint32][]Process, error) {
 	d, err := os.Open(p.root())
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
@@ -86,16 +93,29 @@ func (p Proc) PIDsOf(job uint32) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing processes in %s: %w", p.root(), err)
 	}
-	var out []int
+	out := map[uint32][]Process{}
 	for _, n := range names {
 		pid, err := strconv.ParseUint(n, 10, 32)
 		if err != nil || pid == 0 {
 			continue
 		}
-		ref, err := p.JobOf(uint32(pid))
-		if err == nil && ref.JobID == job {
-			out = append(out, int(pid))
+		if ref, err := p.JobOf(uint32(pid)); err == nil && ref.JobID != 0 {
+			out[ref.JobID] = append(out[ref.JobID], Process{PID: int(pid), Ref: ref})
 		}
+	}
+	return out, nil
+}
+
+// PIDsOf lists the processes whose cgroup puts them in job, this node
+// only (Scan, for one job).
+func (p Proc) PIDsOf(job uint32) ([]int, error) {
+	all, err := p.Scan()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, pr := range all[job] {
+		out = append(out, pr.PID)
 	}
 	return out, nil
 }
