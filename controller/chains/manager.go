@@ -571,7 +571,7 @@ func (m *Manager) submit(ctx context.Context, c *Chain, k int, after uint32, in 
 	succ := Successor{Chain: c.ID, N: prev.N + 1, Name: c.Name, Partition: prev.Partition, LimitMin: prev.LimitMin,
 		After: after, Features: c.Features, Hints: c.Hints}
 	pin := prev.Type
-	if in.Wants != "" && prev.Type != "" {
+	if in.Wants != "" { // "" where the job has no one type (ChainInfo)
 		pin = in.Wants
 	}
 	if pin != "" {

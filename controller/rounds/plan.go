@@ -381,18 +381,13 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 			a.Remaining = j.StepsLeft / prob.Jobs[i].Throughput[k]
 		}
 		best, bestScore := -1, -1.0
-		most := -1
 		for k := 0; k < K; k++ {
 			if s := alloc.X[i][k] * prob.Jobs[i].Throughput[k]; s > bestScore && prob.Jobs[i].Throughput[k] > 0 {
 				best, bestScore = k, s
 			}
-			if x := alloc.X[i][k]; x > 1e-6 && (most < 0 || x > alloc.X[i][most]+1e-9 ||
-				(x > alloc.X[i][most]-1e-9 && prob.Jobs[i].Throughput[k] > prob.Jobs[i].Throughput[most])) {
-				most = k
-			}
 		}
-		if most >= 0 {
-			a.Wants = types[most]
+		if k := mostTime(alloc.X[i], prob.Jobs[i].Throughput); k >= 0 {
+			a.Wants = types[k]
 		}
 		// A pending job the mechanism hands GPUs of a type where it has no
 		// share only fills a gap for one round in Gavel (it is preempted
@@ -863,4 +858,19 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// mostTime is the type where share gives a job most of its time, the
+// faster on a tie; -1 where it gives it none.
+func mostTime(share, rate []float64) int {
+	most := -1
+	for k, x := range share {
+		if x <= 1e-6 {
+			continue
+		}
+		if most < 0 || x > share[most]+1e-9 || (x > share[most]-1e-9 && rate[k] > rate[most]) {
+			most = k
+		}
+	}
+	return most
 }

@@ -288,3 +288,22 @@ func TestCoverHeadKeepsATypeThatFreesWithinARound(t *testing.T) {
 		})
 	}
 }
+
+// A chain's next segment goes where the share gives the job most time;
+// on a tie, to the faster type; nowhere without a share.
+func TestMostTime(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		share, rate []float64
+		want        int
+	}{
+		{[]float64{0.2, 0.8}, []float64{3, 1}, 1},
+		{[]float64{0.5, 0.5}, []float64{1, 3}, 1},
+		{[]float64{0.5, 0.5}, []float64{3, 1}, 0},
+		{[]float64{0, 0}, []float64{3, 1}, -1},
+	} {
+		if got := mostTime(c.share, c.rate); got != c.want {
+			t.Errorf("mostTime(%v, %v) = %d, want %d", c.share, c.rate, got, c.want)
+		}
+	}
+}

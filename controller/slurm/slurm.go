@@ -344,13 +344,12 @@ func ParseAdminComment(out string) string {
 // that its backend lacks a capability and turns its feature off.
 type Backend interface {
 	Client
-	Scheduler
+	JobsAter // a Scheduler that dates its reads
 	Submitter
 	AccountingReader
 	NodeDetailer
 	ShareReader
 	PacedUpdater
-	JobsAter
 	// Limits reads the site's typed GPU limits (rounds.LimitReader).
 	Limits(ctx context.Context) (*limits.Set, error)
 	// Release is Slurm's release, major and minor.

@@ -15,7 +15,9 @@ var ErrUnserved = errors.New("this stand-in for Slurm does not serve that call")
 // ErrUnserved. A stand-in for Slurm (the load generator's simulated
 // fleet, a test's cluster) embeds it and serves what it has, so it is a
 // whole Backend and a call it does not serve fails in words instead of
-// turning a feature off.
+// turning a feature off. One that serves Jobs serves JobsAt too (with
+// JobsNow): the queue's readers call JobsAt, which Unserved's would
+// answer.
 type Unserved struct{}
 
 var _ Backend = Unserved{}
