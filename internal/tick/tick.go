@@ -37,6 +37,11 @@ func (l Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// Both may be ready at once and select picks either: a
+			// loop whose context ended does not tick again.
+			if ctx.Err() != nil {
+				return
+			}
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // A failed restore and failed ticks are logged and the loop goes on,
-// ticking at once and then every period, until its context ends.
+// ticking at once and then every period, until its context ends; it does
+// not tick after that.
 func TestLoopGoesOnThroughErrors(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
@@ -26,6 +27,9 @@ func TestLoopGoesOnThroughErrors(t *testing.T) {
 			Tick: func(context.Context) error {
 				if ticks.Add(1) == 3 {
 					cancel()
+					// Let the ticker fire too: both of the loop's
+					// channels are ready, and it must still stop.
+					time.Sleep(20 * time.Millisecond)
 				}
 				return errors.New("squeue failed")
 			},
