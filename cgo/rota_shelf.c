@@ -96,6 +96,10 @@ static void free_key(rota_job_t *k)
 	free((char *) k->qos);
 	free((char *) k->partition);
 	free((char *) k->features);
+	free((char *) k->name);
+	for (uint32_t i = 0; i < k->n_not_names; i++)
+		free(k->not_names[i]);
+	free(k->not_names);
 	for (uint32_t i = 0; i < k->spank_env_size; i++)
 		free(k->spank_env[i]);
 	free(k->spank_env);
@@ -121,8 +125,8 @@ static void empty_locked(void)
 }
 
 /* copy_key keeps the fields a match compares (and nothing else: the
- * job's own name and script are not part of the key). Non-NULL SPANK
- * entries only, in order, as Go reads them. */
+ * job's own script is not part of the key, nor its name unless by_name).
+ * Non-NULL SPANK entries only, in order, as Go reads them. */
 static int copy_key(rota_job_t *dst, const rota_job_t *k)
 {
 	memset(dst, 0, sizeof(*dst));
@@ -142,6 +146,16 @@ static int copy_key(rota_job_t *dst, const rota_job_t *k)
 	dst->qos = dup_or_null(k->qos);
 	dst->partition = dup_or_null(k->partition);
 	dst->features = dup_or_null(k->features);
+	dst->by_name = k->by_name;
+	if (k->by_name && k->name && !(dst->name = strdup(k->name)))
+		return -1;
+	if (!k->by_name && k->n_not_names && k->not_names) {
+		if (k->n_not_names > ROTA_SHELF_NOT_NAMES || !(dst->not_names = calloc(k->n_not_names, sizeof(char *))))
+			return -1;
+		for (uint32_t i = 0; i < k->n_not_names; i++)
+			if (k->not_names[i] && !(dst->not_names[dst->n_not_names++] = strdup(k->not_names[i])))
+				return -1;
+	}
 	if (k->spank_env_size && k->spank_env) {
 		dst->spank_env = calloc(k->spank_env_size, sizeof(char *));
 		if (!dst->spank_env)
@@ -282,6 +296,17 @@ static int spank_same(const rota_job_t *job, const rota_job_t *k)
 	return j == k->spank_env_size;
 }
 
+/* name_ok: the job's name takes this key's decision (rota_shim.h). */
+static int name_ok(const rota_job_t *job, const rota_job_t *k)
+{
+	if (k->by_name)
+		return same(job->name, k->name);
+	for (uint32_t i = 0; i < k->n_not_names; i++)
+		if (same(job->name, k->not_names[i]))
+			return 0;
+	return 1;
+}
+
 static int matches(const rota_job_t *job, const rota_job_t *k)
 {
 	return !job->modify && job->job_id == k->job_id && job->uid == k->uid && job->time_limit == k->time_limit &&
@@ -292,7 +317,7 @@ static int matches(const rota_job_t *job, const rota_job_t *k)
 	       same(job->tres_per_socket, k->tres_per_socket) && same(job->tres_per_task, k->tres_per_task) &&
 	       same(job->partition, k->partition) && same(job->account, k->account) &&
 	       same(job->qos, k->qos) &&
-	       same(job->features, k->features) && spank_same(job, k);
+	       same(job->features, k->features) && spank_same(job, k) && name_ok(job, k);
 }
 
 /* next_locked is the node a job takes from where the shelf stands, -1

@@ -37,6 +37,13 @@ typedef struct {
 	const char *features;     /* the job's constraint; NULL when unset */
 	const char *script;       /* batch script (job_submit only), for its hash */
 	uint64_t script_len;      /* strlen(script), measured in C: from Go it is a cgo call */
+	/* Shelf keys only, where the user's jobs are placed by speeds learned
+	 * per job name (wire.PlaceState.Learned): by_name, the job's name must
+	 * equal the key's; else it must be none of not_names (the user's
+	 * learned names, at most ROTA_SHELF_NOT_NAMES). */
+	int by_name;
+	char **not_names;
+	uint32_t n_not_names;
 } rota_job_t;
 
 /* Every pointer is NULL for "leave as is", else malloc()ed by Go: the shim
@@ -62,8 +69,11 @@ typedef struct {
  * constraint, job_id, time_limit, min_nodes, num_tasks, max_nodes,
  * ntasks_per_node, sockets_per_node and the SPANK env entries in order,
  * NULL counting as "" (uid, account and qos: the site's typed GPU limits
- * differ by user, account and QOS). name and script may differ; the shelf
- * keeps them for the job's record. job_modify never matches.
+ * differ by user, account and QOS). script may differ, and name too unless
+ * the controller learned speeds of the user's jobs by name: then a key
+ * of a learned name (by_name) takes that name only, and any other key
+ * no learned name (not_names); the shelf keeps them for the job's
+ * record. job_modify never matches.
  *
  * The decisions form a tree: each node is the decision for a job of its
  * key after the jobs of the path above it were placed from the shelf, in
@@ -96,6 +106,7 @@ typedef struct {
 /* At most this many keys, and nodes, in one stock. */
 #define ROTA_SHELF_KEYS 8
 #define ROTA_SHELF_NODES 1024
+#define ROTA_SHELF_NOT_NAMES 16
 
 /* Called from Go: the shelf copies what it keeps. Stock refuses (0) a
  * tree whose parents do not come before their children, whose keys are

@@ -23,16 +23,27 @@ func devState() *wire.PlaceState {
 //
 //	go test -run XXX -bench ViewDecide -benchmem ./placement/
 func BenchmarkViewDecide(b *testing.B) {
+	// A site's worth of learned speeds (wire.MaxLearnedBytes holds about
+	// 200 pairs): a job of a learned name, and one of another name.
+	learned := devState()
+	learned.Learned = map[string]map[string]float64{}
+	for i := range 200 {
+		learned.Learned[wire.LearnedKey(uint32(1000+i), "train")] = map[string]float64{"v100": 18.2, "p100": 12.1, "k80": 3.2}
+	}
+	one := wire.GPUAsk{PerNode: 1}
 	for _, bc := range []struct {
-		name string
-		req  wire.PlaceRequest
+		name  string
+		state *wire.PlaceState
+		req   wire.PlaceRequest
 	}{
-		{"gres1", wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}}},
-		{"N2xgpn2", wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 2, Nodes: 2}}},
-		{"gpus2", wire.PlaceRequest{GPU: wire.GPUAsk{PerJob: 2}}},
+		{"gres1", devState(), wire.PlaceRequest{GPU: one}},
+		{"N2xgpn2", devState(), wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 2, Nodes: 2}}},
+		{"gpus2", devState(), wire.PlaceRequest{GPU: wire.GPUAsk{PerJob: 2}}},
+		{"gres1-learned", learned, wire.PlaceRequest{UID: 1100, Name: "train", GPU: one}},
+		{"gres1-not-learned", learned, wire.PlaceRequest{UID: 1100, Name: "other", GPU: one}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			v := NewView(devState(), nil)
+			v := NewView(bc.state, nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				v.Decide(&bc.req)

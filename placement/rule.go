@@ -252,8 +252,19 @@ func (n notes) set2(prefix, t string, v float64) {
 
 func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 	var rules *wire.KindRules
+	learned := false
 	if v.s != nil {
 		rules = &v.s.Rule.Kinds
+		if len(req.Hints.Throughput) == 0 {
+			// The controller measured this user's job of this name: its
+			// speeds stand for the hint the user did not give. Steps stay
+			// unknown, so no walltime comes of them.
+			if rates := v.s.LearnedRates(req.UID, req.Name); len(rates) > 0 {
+				r := *req
+				r.Hints.Throughput = rates
+				req, learned = &r, true
+			}
+		}
 	}
 	kind, why := KindOf(req, rules)
 	var res Result
@@ -270,6 +281,10 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 		if explain {
 			res.Reason = kind + " job (" + why + "); " + res.Reason
 		}
+	}
+	if learned && explain && kind == wire.KindBatch && res.Reserve != nil {
+		// Said only where the speeds chose among types.
+		res.Reason += "; its speed per GPU type as measured for this user's latest job named " + strconv.Quote(req.Name) + " (it gave no rate hint)"
 	}
 	return res
 }

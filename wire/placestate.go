@@ -3,6 +3,9 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,6 +64,52 @@ type PlaceState struct {
 	// held at the round loop's last round, and interactive placements
 	// made since: what of Rule.InteractiveReserve is in use already.
 	InteractiveHeld map[string]int `json:"interactive_held,omitempty"`
+	// Learned is, per LearnedKey of a user and job name, the steps/s per
+	// GPU type the controller measured for that user's latest job of
+	// that name (or completed from jobs measured on both types; types
+	// not known are left out). A request without a rate hint is placed
+	// by these as if its user had given them: the same user's job of the
+	// same name is most likely the same training resubmitted. Bounded by
+	// the controller (the most recent first, MaxLearnedBytes).
+	Learned map[string]map[string]float64 `json:"learned,omitempty"`
+}
+
+// MaxLearnedBytes bounds the encoded size of PlaceState.Learned, so that
+// a site with many users and job names keeps its state well inside
+// MaxMessageBytes.
+const MaxLearnedBytes = 16 << 10
+
+// LearnedKey is PlaceState.Learned's key for a user's job name: what
+// the plugin knows at submission (the uid, not the user's name, which
+// it would have to look up on slurmctld's thread).
+func LearnedKey(uid uint32, name string) string {
+	return strconv.FormatUint(uint64(uid), 10) + "/" + name
+}
+
+// LearnedNames are the job names of user uid that s learned speeds of,
+// sorted: the names that can change a placement of that user's jobs.
+func (s *PlaceState) LearnedNames(uid uint32) []string {
+	if s == nil || len(s.Learned) == 0 {
+		return nil
+	}
+	prefix := strconv.FormatUint(uint64(uid), 10) + "/"
+	var out []string
+	for k := range s.Learned {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LearnedRates is what s learned of user uid's jobs named name; nil
+// when nothing, or when the job has no name to go by.
+func (s *PlaceState) LearnedRates(uid uint32, name string) map[string]float64 {
+	if s == nil || len(s.Learned) == 0 || name == "" {
+		return nil
+	}
+	return s.Learned[LearnedKey(uid, name)]
 }
 
 // UserHeadroom is how many more GPUs of each type a user's jobs may hold,

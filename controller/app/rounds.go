@@ -80,6 +80,7 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 			c.placer.SetBusy(p.Busy())
 			c.placer.SetInteractiveHeld(p.InteractiveHeld())
 			c.placer.SetHeadroom(loop.Headroom())
+			c.placer.Learn(p.Learned(), time.Now())
 		}
 		c.snap.Store(s)
 		c.placer.Update(s)

@@ -97,6 +97,9 @@ type Placer struct {
 	// roomTaken: placements that took from users' headroom, and when,
 	// kept until a headroom counted from a later queue read replaces them.
 	roomTaken []roomTake
+	// learned: what the round loop measured per user and job name
+	// (Learn), the state's Learned built from it.
+	learned map[string]learnedRates
 }
 
 type roomTake struct {

@@ -755,6 +755,11 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			v.MoveCost = tr.moveCost
 		}
 		asked := tr.decision.Asked
+		// An adopted job's uid is looked up by its user's name; 0 from a
+		// lookup that failed would teach root's jobs.
+		if asked.Name != "" && (asked.UID != 0 || j.User == "root") {
+			v.LearnAs = wire.LearnedKey(asked.UID, asked.Name)
+		}
 		if tr.decision.Given.Kind == wire.KindInteractive {
 			// Where it was placed, it stays; the planner only orders it.
 			v.Interactive, v.Migratable = true, false

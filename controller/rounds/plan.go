@@ -47,6 +47,10 @@ type JobView struct {
 	// run there or unknown. RateSource says where each came from.
 	Rates      []float64
 	RateSource []string
+	// LearnAs is wire.LearnedKey of the user and job name it was
+	// submitted with: where what is measured of it teaches the
+	// submit-time placement (Plan.Learned); "" none.
+	LearnAs string
 	// StepsLeft is the remaining training steps (0 = unknown).
 	StepsLeft float64
 	// MoveCost is the measured (or default) checkpoint + restart time.
@@ -124,6 +128,7 @@ type Action struct {
 	// Rates and RateSource are the throughputs the policy used.
 	Rates      []float64
 	RateSource []string
+	LearnAs    string `json:"-"` // JobView.LearnAs
 	StepsLeft  float64
 	// WalltimeMin and WalltimeBasis: the limit for the rest of the work
 	// on Type (0: no estimate), and how.
@@ -150,6 +155,32 @@ func (p *Plan) Busy() map[string][]float64 {
 		}
 		for g := 0; g < max(a.GPUs, 1); g++ {
 			out[a.Type] = append(out[a.Type], a.Remaining)
+		}
+	}
+	return out
+}
+
+// Learned is, per wire.LearnedKey, the steps/s per type of the jobs
+// measured on a type: measured there, or completed from jobs measured on
+// both (no hint, no table, no other job's): what the submit-time
+// placement takes for the same user's next job of the same name
+// (wire.PlaceState.Learned). Of two jobs with one key, the one known on
+// more types.
+func (p *Plan) Learned() map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, a := range p.Actions {
+		if a.LearnAs == "" || !slices.Contains(a.RateSource, estimate.SourceMeasured) {
+			continue
+		}
+		r := map[string]float64{}
+		for k, t := range p.Types {
+			if k < len(a.Rates) && k < len(a.RateSource) && a.Rates[k] > 0 && !math.IsInf(a.Rates[k], 0) &&
+				(a.RateSource[k] == estimate.SourceMeasured || a.RateSource[k] == estimate.SourceCompleted) {
+				r[t] = a.Rates[k]
+			}
+		}
+		if len(r) > len(out[a.LearnAs]) {
+			out[a.LearnAs] = r
 		}
 	}
 	return out
@@ -374,7 +405,7 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 	for i, j := range jobs {
 		a := &plan.Actions[i]
 		a.JobID, a.Share = j.ID, alloc.X[i]
-		a.Rates, a.RateSource, a.StepsLeft = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft
+		a.Rates, a.RateSource, a.StepsLeft, a.LearnAs = prob.Jobs[i].Throughput, j.RateSource, j.StepsLeft, j.LearnAs
 		a.Running, a.GPUs, a.Remaining = j.Running, max(j.GPUs, 1), math.Inf(1)
 		if k := indexOf(types, j.Type); j.Running && k >= 0 && j.StepsLeft > 0 && prob.Jobs[i].Throughput[k] > 0 &&
 			k < len(j.RateSource) && j.RateSource[k] != estimate.SourceRelative {

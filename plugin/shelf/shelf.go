@@ -213,6 +213,20 @@ func (a *arena) fill(k *C.rota_job_t, j *submit.Job) bool {
 	k.max_nodes = C.uint32_t(j.MaxNodes)
 	k.ntasks_per_node = C.uint16_t(j.TasksPerNode)
 	k.sockets_per_node = C.uint16_t(j.SocketsPerNode)
+	if j.NameKeyed {
+		k.by_name = 1
+	}
+	if n := len(j.NotNames); n > 0 {
+		names := (**C.char)(a.calloc(n, unsafe.Sizeof((*C.char)(nil))))
+		if names == nil {
+			return false
+		}
+		for i, s := range j.NotNames {
+			unsafe.Slice(names, n)[i] = a.str(s)
+		}
+		k.not_names = names
+		k.n_not_names = C.uint32_t(n)
+	}
 	for _, f := range []struct {
 		dst **C.char
 		s   string

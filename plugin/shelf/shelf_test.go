@@ -48,7 +48,8 @@ func stock(t *testing.T, key *submit.Job, n int, valid time.Duration) uint64 {
 }
 
 // A job takes from the shelf exactly when every field the decision
-// reads equals the key's: its own name and script do not matter.
+// reads equals the key's: its own script does not matter, nor its name
+// unless the key is by name.
 func TestServeMatchesTheKeyOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -81,18 +82,33 @@ func TestServeMatchesTheKeyOnly(t *testing.T) {
 		{"one option more", func(j *submit.Job) { j.SpankEnv = append(j.SpankEnv, spank+"rota=off") }, false},
 		{"one option less", func(j *submit.Job) { j.SpankEnv = j.SpankEnv[:2] }, false},
 		{"no options", func(j *submit.Job) { j.SpankEnv = nil }, false},
+		// A key by name (its user's speeds were learned by job name).
+		{"by name: same name", func(j *submit.Job) {}, true},
+		{"by name: other name", func(j *submit.Job) { j.Name = "other" }, false},
+		{"by name: no name", func(j *submit.Job) { j.Name = "" }, false},
+		// A key of a name not learned, where others of its user's are.
+		{"not names: the key's name", func(j *submit.Job) {}, true},
+		{"not names: another name", func(j *submit.Job) { j.Name = "sweep-7" }, true},
+		{"not names: a learned name", func(j *submit.Job) { j.Name = "lm" }, false},
+		{"not names: the other learned name", func(j *submit.Job) { j.Name = "bert" }, false},
+		{"not names: no name", func(j *submit.Job) { j.Name = "" }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			Shelf{}.Reset()
 			defer Shelf{}.Reset()
-			stock(t, keyJob(), 2, time.Hour)
+			key := keyJob()
+			key.NameKeyed = strings.HasPrefix(tc.name, "by name")
+			if strings.HasPrefix(tc.name, "not names") {
+				key.NotNames = []string{"bert", "lm"}
+			}
+			stock(t, key, 2, time.Hour)
 			j := keyJob()
 			tc.edit(j)
 			ch, got := Shelf{}.Serve(j, []byte("#!/bin/sh\n"))
 			if got != tc.want {
 				t.Fatalf("served %v, want %v", got, tc.want)
 			}
-			if same := submit.SameRequest(keyJob(), j); same != tc.want {
+			if same := submit.SameRequest(key, j); same != tc.want {
 				t.Fatalf("Go's SameRequest says %v, the shelf served %v", same, got)
 			}
 			if got && (ch.TresPerNode == nil || *ch.TresPerNode != "gres/gpu:v100:1" || ch.TimeLimit == nil || *ch.TimeLimit != 60 ||
@@ -233,7 +249,7 @@ func TestLocalWithShelfDecidesAsGo(t *testing.T) {
 	for range 30 {
 		seq = append(seq, a)
 	}
-	served := decidesAsGo(t, seq, map[int]map[string]int{45: {"v100": 2}}, stateMsg)
+	served := decidesAsGo(t, seq, map[int]map[string]int{45: {"v100": 2}}, stateMsg, false)
 	// Without this the test would pass with the shelf never used. (How
 	// many depends on how promptly the sender polls; the pattern logged
 	// shows which: S from the shelf, g in Go.)
@@ -312,7 +328,7 @@ func TestLocalWithShelfDecidesAsGoVaried(t *testing.T) {
 					seq = append(seq, few[len(seq)%len(few)])
 				}
 			}
-			served := decidesAsGo(t, seq, map[int]map[string]int{70: {"v100": 2}, 120: {"k80": 9}}, variedState)
+			served := decidesAsGo(t, seq, map[int]map[string]int{70: {"v100": 2}, 120: {"k80": 9}}, variedState, false)
 			if served < len(seq)/3 {
 				t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
 			}
@@ -323,8 +339,9 @@ func TestLocalWithShelfDecidesAsGoVaried(t *testing.T) {
 // decidesAsGo submits seq to Local with the shelf, as the shim does, and
 // to Local without one, feeding both a new state (from msg) before the
 // jobs of newState's indices; it fails unless every job was placed alike
-// and recorded once, in order. It returns how many the shelf served.
-func decidesAsGo(t *testing.T, seq []*submit.Job, newState map[int]map[string]int, msg func(uint64, map[string]int) []byte) int {
+// and recorded once, in order. It returns how many the shelf served. Each
+// job gets a name of its own (the shelf must not care) unless keepNames.
+func decidesAsGo(t *testing.T, seq []*submit.Job, newState map[int]map[string]int, msg func(uint64, map[string]int) []byte, keepNames bool) int {
 	t.Helper()
 	Shelf{}.Reset()
 	defer Shelf{}.Reset()
@@ -372,7 +389,9 @@ func decidesAsGo(t *testing.T, seq []*submit.Job, newState map[int]map[string]in
 			feed(res)
 		}
 		j := *tmpl
-		j.Name = fmt.Sprintf("job-%d", i)
+		if !keepNames {
+			j.Name = fmt.Sprintf("job-%d", i)
+		}
 		script := []byte(fmt.Sprintf("#!/bin/sh\ntrain --seed %d\n", i))
 		ch, ok := Shelf{}.Serve(&j, script)
 		j.ScriptHash = hints.ScriptHash(script)
@@ -640,4 +659,45 @@ func FuzzShelfTree(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Where the controller learned speeds of a user's jobs by name, jobs of
+// one request but different names are placed differently, and the shelf
+// hands each the decision made for its name: runs of a learned name, of
+// names never learned (a sweep names each job for its point) and of
+// another user's are placed as Go alone places them, most from the shelf.
+func TestShelfKeysByLearnedName(t *testing.T) {
+	learned := func(gen uint64, reserved map[string]int) []byte {
+		var s wire.PlaceState
+		if err := json.Unmarshal(variedState(gen, reserved), &s); err != nil {
+			t.Fatal(err)
+		}
+		// "lm" runs ten times faster on a k80 than on a v100, which the
+		// table ranks the other way.
+		s.Learned = map[string]map[string]float64{wire.LearnedKey(1000, "lm"): {"k80": 10, "v100": 1, "p100": 1}}
+		b, _ := json.Marshal(&s)
+		return b
+	}
+	named := func(uid uint32, name string) *submit.Job {
+		j := keyJob()
+		j.SpankEnv, j.UID, j.Name = nil, uid, name
+		return j
+	}
+	train, lm, other := named(1000, "train"), named(1000, "lm"), named(2000, "lm")
+	var seq []*submit.Job
+	for i := range 160 {
+		switch {
+		case i%16 < 4:
+			seq = append(seq, train)
+		case i%16 < 8:
+			seq = append(seq, lm)
+		case i%16 < 12: // a sweep, each job named for its point: not learned
+			seq = append(seq, named(1000, fmt.Sprint("sweep-", i)))
+		default:
+			seq = append(seq, other)
+		}
+	}
+	if served := decidesAsGo(t, seq, map[int]map[string]int{60: {"k80": 9}}, learned, true); served < len(seq)/4 {
+		t.Fatalf("only %d of %d jobs served from the shelf", served, len(seq))
+	}
 }

@@ -38,6 +38,13 @@ type Job struct {
 	Features string
 	// ScriptHash is ScriptHash of the batch script ("" none).
 	ScriptHash string
+	// NameKeyed and NotNames, for a shelf key only (never a submission):
+	// where the state places the user's jobs by speeds learned per job
+	// name (wire.PlaceState.Learned), a key of a learned name matches
+	// that name only (NameKeyed), any other key none of the learned
+	// names (NotNames, at most MaxShelfNotNames).
+	NameKeyed bool
+	NotNames  []string
 }
 
 // Change is what to write back; nil fields stay as they are.

@@ -61,20 +61,22 @@ type Node struct {
 	Change      Change
 }
 
-// The shelf's bounds (ROTA_SHELF_KEYS and ROTA_SHELF_NODES in
+// The shelf's bounds (ROTA_SHELF_KEYS, _NODES and _NOT_NAMES in
 // cgo/rota_shim.h): Stock refuses more.
 const (
-	MaxShelfKeys  = 8
-	MaxShelfNodes = 1024
+	MaxShelfKeys     = 8
+	MaxShelfNodes    = 1024
+	MaxShelfNotNames = 16
 )
 
 // SameRequest says whether b asks what a asks, field for field, as the
 // shelf compares them (cgo/rota_shelf.c; plugin/shelf tests that the two
-// agree): the fields a decision reads, not name or script. An update
-// never matches. The user, account and QOS count: the site's typed GPU
-// limits leave each its own room (wire.PlaceState.Headroom).
+// agree): the fields a decision reads, not script, nor name unless a
+// says so (NameKeyed, NotNames). An update never matches. The user, account and QOS count:
+// the site's typed GPU limits leave each its own room
+// (wire.PlaceState.Headroom).
 func SameRequest(a, b *Job) bool {
-	return !a.Modify && !b.Modify && a.JobID == b.JobID && a.UID == b.UID && a.QOS == b.QOS &&
+	return (a.NameKeyed && a.Name == b.Name || !a.NameKeyed && !slices.Contains(a.NotNames, b.Name)) && !a.Modify && !b.Modify && a.JobID == b.JobID && a.UID == b.UID && a.QOS == b.QOS &&
 		a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
 		a.NumTasks == b.NumTasks && a.MaxNodes == b.MaxNodes && a.TasksPerNode == b.TasksPerNode &&
 		a.SocketsPerNode == b.SocketsPerNode && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
@@ -155,11 +157,31 @@ func (l *Local) SetShelf(s Shelf) {
 	l.shelf = s
 }
 
+// nameKey sets which names key k's decisions, made in s, hold for: a
+// name s learned speeds of, that name only; any other, every name but
+// the user's learned ones (too many of those: its own name only).
+func nameKey(k *Job, s *wire.PlaceState) {
+	k.NameKeyed, k.NotNames = false, nil
+	names := s.LearnedNames(k.UID)
+	switch {
+	case len(names) == 0:
+	case len(names) > MaxShelfNotNames || slices.Contains(names, k.Name):
+		k.NameKeyed = true
+	default:
+		k.NotNames = names
+	}
+}
+
 // noteRecentLocked puts job first among the requests placed lately and
-// says whether it was one of them already.
-func (l *Local) noteRecentLocked(job *Job, req *wire.PlaceRequest) bool {
+// says whether it was one of them already. learned: the state placed it
+// by the speeds learned for its name, so that name is a request of its
+// own.
+func (l *Local) noteRecentLocked(job *Job, req *wire.PlaceRequest, learned bool) bool {
+	k := *job
+	k.NameKeyed = learned
+	job = &k
 	i := 0
-	for i < l.nRecent && !SameRequest(&l.recent[i].job, job) {
+	for i < l.nRecent && !(SameRequest(&l.recent[i].job, job) && l.recent[i].job.NameKeyed == learned) {
 		i++
 	}
 	seen := i < l.nRecent
@@ -293,6 +315,7 @@ func (l *Local) restockLocked(st *stock) {
 		keys := make([]Job, len(st.keys))
 		for i := range st.keys {
 			keys[i] = st.keys[i].job
+			nameKey(&keys[i], s)
 		}
 		ns := make([]Node, len(nodes))
 		for i := range nodes {
