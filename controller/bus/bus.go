@@ -222,10 +222,11 @@ func Open(cfg Config, log zerolog.Logger) (_ *Bus, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
+	ns.SetLogger(serverLog{log: log.With().Str("component", "nats").Logger()}, false, false)
 	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
+	if !serverReady(ns, embeddedStartWait, log) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded NATS server did not start on %s (port in use? state dir %s writable?)", cfg.Listen, cfg.StateDir)
+		return nil, fmt.Errorf("embedded NATS server did not start on %s within %s (port in use? state dir %s writable?)", cfg.Listen, embeddedStartWait, cfg.StateDir)
 	}
 	b.server = ns
 	// In-process: no TLS on this connection, but the same nkey check.
@@ -352,4 +353,24 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, &net.AddrError{Err: "bad port", Addr: addr}
 	}
 	return host, port, nil
+}
+
+// embeddedStartWait bounds the embedded server's start. It listens only
+// once JetStream has recovered its store, which on a busy host took more
+// than the 15 s this once was (seen: two controllers of the test suite
+// failing to start while three releases' suites ran on 2 cores).
+const embeddedStartWait = 2 * time.Minute
+
+// serverReady waits up to limit for ns to take connections, saying once
+// in the log, after a few seconds, what the controller waits for.
+func serverReady(ns *server.Server, limit time.Duration, log zerolog.Logger) bool {
+	const first = 5 * time.Second
+	if ns.ReadyForConnections(min(first, limit)) {
+		return true
+	}
+	if limit <= first {
+		return false
+	}
+	log.Info().Dur("waited", first).Msg("the embedded NATS server is still starting (JetStream recovers its store first); waiting")
+	return ns.ReadyForConnections(limit - first)
 }
