@@ -72,11 +72,11 @@ const (
 // SameRequest says whether b asks what a asks, field for field, as the
 // shelf compares them (cgo/rota_shelf.c; plugin/shelf tests that the two
 // agree): the fields a decision reads, not script, nor name unless a
-// says so (NameKeyed, NotNames). An update never matches. The user, account and QOS count:
-// the site's typed GPU limits leave each its own room
+// says so (nameTakes). An update never matches. The user, account and
+// QOS count: the site's typed GPU limits leave each its own room
 // (wire.PlaceState.Headroom).
 func SameRequest(a, b *Job) bool {
-	return (a.NameKeyed && a.Name == b.Name || !a.NameKeyed && !slices.Contains(a.NotNames, b.Name)) && !a.Modify && !b.Modify && a.JobID == b.JobID && a.UID == b.UID && a.QOS == b.QOS &&
+	return nameTakes(a, b.Name) && !a.Modify && !b.Modify && a.JobID == b.JobID && a.UID == b.UID && a.QOS == b.QOS &&
 		a.TimeLimit == b.TimeLimit && a.MinNodes == b.MinNodes &&
 		a.NumTasks == b.NumTasks && a.MaxNodes == b.MaxNodes && a.TasksPerNode == b.TasksPerNode &&
 		a.SocketsPerNode == b.SocketsPerNode && a.TresPerJob == b.TresPerJob && a.TresPerNode == b.TresPerNode &&
@@ -155,6 +155,16 @@ func (l *Local) SetShelf(s Shelf) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.shelf = s
+}
+
+// nameTakes says whether a job named name may take key k's decisions
+// (cgo/rota_shelf.c's name_ok): k's name only where NameKeyed, else any
+// name but NotNames.
+func nameTakes(k *Job, name string) bool {
+	if k.NameKeyed {
+		return k.Name == name
+	}
+	return !slices.Contains(k.NotNames, name)
 }
 
 // nameKey sets which names key k's decisions, made in s, hold for: a
