@@ -86,6 +86,29 @@ void rota_change_free(rota_change_t *c)
 	free(c->features);
 }
 
+static void free_strv(char **v, uint32_t n)
+{
+	for (uint32_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* copy_strv copies the non-NULL entries of src[0..n), in order; -1 when
+ * out of memory (what was copied is in *dst and *dst_n, for free_strv). */
+static int copy_strv(char ***dst, uint32_t *dst_n, char *const *src, uint32_t n)
+{
+	*dst = NULL;
+	*dst_n = 0;
+	if (!n || !src)
+		return 0;
+	if (!(*dst = calloc(n, sizeof(char *))))
+		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (src[i] && !((*dst)[(*dst_n)++] = strdup(src[i])))
+			return -1;
+	return 0;
+}
+
 static void free_key(rota_job_t *k)
 {
 	free((char *) k->tres_per_job);
@@ -97,12 +120,8 @@ static void free_key(rota_job_t *k)
 	free((char *) k->partition);
 	free((char *) k->features);
 	free((char *) k->name);
-	for (uint32_t i = 0; i < k->n_not_names; i++)
-		free(k->not_names[i]);
-	free(k->not_names);
-	for (uint32_t i = 0; i < k->spank_env_size; i++)
-		free(k->spank_env[i]);
-	free(k->spank_env);
+	free_strv(k->not_names, k->n_not_names);
+	free_strv(k->spank_env, k->spank_env_size);
 	memset(k, 0, sizeof(*k));
 }
 
@@ -149,22 +168,10 @@ static int copy_key(rota_job_t *dst, const rota_job_t *k)
 	dst->by_name = k->by_name;
 	if (k->by_name && k->name && !(dst->name = strdup(k->name)))
 		return -1;
-	if (!k->by_name && k->n_not_names && k->not_names) {
-		if (k->n_not_names > ROTA_SHELF_NOT_NAMES || !(dst->not_names = calloc(k->n_not_names, sizeof(char *))))
-			return -1;
-		for (uint32_t i = 0; i < k->n_not_names; i++)
-			if (k->not_names[i] && !(dst->not_names[dst->n_not_names++] = strdup(k->not_names[i])))
-				return -1;
-	}
-	if (k->spank_env_size && k->spank_env) {
-		dst->spank_env = calloc(k->spank_env_size, sizeof(char *));
-		if (!dst->spank_env)
-			return -1;
-		for (uint32_t i = 0; i < k->spank_env_size; i++)
-			if (k->spank_env[i] && !(dst->spank_env[dst->spank_env_size++] = strdup(k->spank_env[i])))
-				return -1;
-	}
-	return 0;
+	if (!k->by_name && (k->n_not_names > ROTA_SHELF_NOT_NAMES ||
+			    copy_strv(&dst->not_names, &dst->n_not_names, k->not_names, k->n_not_names) < 0))
+		return -1;
+	return copy_strv(&dst->spank_env, &dst->spank_env_size, k->spank_env, k->spank_env_size);
 }
 
 static int copy_change(rota_change_t *dst, const rota_change_t *c)

@@ -38,6 +38,9 @@ type Result struct {
 	// HoldS: let the job start no sooner than this many seconds after
 	// submission (wire.PlaceReply.HoldS); 0 none.
 	HoldS uint32
+	// Learned: the request gave no rate hint and the state's learned
+	// speeds for its user and name stood in (wire.PlaceState.Learned).
+	Learned bool
 }
 
 // Speed is type t's relative speed in r (gputype.Speed: the table's, a
@@ -282,6 +285,7 @@ func place(v *View, req *wire.PlaceRequest, explain bool) Result {
 			res.Reason = kind + " job (" + why + "); " + res.Reason
 		}
 	}
+	res.Learned = learned
 	if learned && explain && kind == wire.KindBatch && res.Reserve != nil {
 		// Said only where the speeds chose among types.
 		res.Reason += "; its speed per GPU type as measured for this user's latest job named " + strconv.Quote(req.Name) + " (it gave no rate hint)"

@@ -283,15 +283,19 @@ func TestPlaceSaysSpeedsWereLearned(t *testing.T) {
 	one := wire.GPUAsk{PerNode: 1}
 	const said = `measured for this user's latest job named "lm"`
 	for _, tc := range []struct {
-		req  wire.PlaceRequest
-		says bool
+		req           wire.PlaceRequest
+		says, learned bool
 	}{
-		{wire.PlaceRequest{UID: 7, Name: "lm", GPU: one}, true},
-		{wire.PlaceRequest{UID: 8, Name: "lm", GPU: one}, false},
-		{wire.PlaceRequest{UID: 7, Name: "lm", GPU: wire.GPUAsk{PerNode: 1, Type: "k80"}}, false}, // type kept: speeds chose nothing
+		{wire.PlaceRequest{UID: 7, Name: "lm", GPU: one}, true, true},
+		{wire.PlaceRequest{UID: 8, Name: "lm", GPU: one}, false, false},
+		{wire.PlaceRequest{UID: 7, Name: "lm", GPU: wire.GPUAsk{PerNode: 1, Type: "k80"}}, false, true}, // type kept: speeds chose nothing
+		{wire.PlaceRequest{UID: 7, Name: "lm", GPU: one, Hints: wire.Hints{Throughput: map[string]float64{"k80": 1}}}, false, false},
 	} {
-		if r := Place(s, nil, &tc.req); strings.Contains(r.Reason, said) != tc.says {
-			t.Errorf("uid %d type %q: reason %q, want it to say so: %v", tc.req.UID, tc.req.GPU.Type, r.Reason, tc.says)
+		if r := Place(s, nil, &tc.req); strings.Contains(r.Reason, said) != tc.says || r.Learned != tc.learned {
+			t.Errorf("uid %d type %q: reason %q, learned %v; want it said: %v, learned %v", tc.req.UID, tc.req.GPU.Type, r.Reason, r.Learned, tc.says, tc.learned)
+		}
+		if d := Decide(s, nil, &tc.req); d.Learned != tc.learned {
+			t.Errorf("uid %d type %q: Decide's learned %v, want %v", tc.req.UID, tc.req.GPU.Type, d.Learned, tc.learned)
 		}
 	}
 }

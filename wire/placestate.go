@@ -92,7 +92,7 @@ func (s *PlaceState) LearnedNames(uid uint32) []string {
 	if s == nil || len(s.Learned) == 0 {
 		return nil
 	}
-	prefix := strconv.FormatUint(uint64(uid), 10) + "/"
+	prefix := LearnedKey(uid, "")
 	var out []string
 	for k := range s.Learned {
 		if name, ok := strings.CutPrefix(k, prefix); ok {

@@ -216,17 +216,11 @@ func (a *arena) fill(k *C.rota_job_t, j *submit.Job) bool {
 	if j.NameKeyed {
 		k.by_name = 1
 	}
-	if n := len(j.NotNames); n > 0 {
-		names := (**C.char)(a.calloc(n, unsafe.Sizeof((*C.char)(nil))))
-		if names == nil {
-			return false
-		}
-		for i, s := range j.NotNames {
-			unsafe.Slice(names, n)[i] = a.str(s)
-		}
-		k.not_names = names
-		k.n_not_names = C.uint32_t(n)
+	var ok bool
+	if k.not_names, ok = a.strs(j.NotNames); !ok {
+		return false
 	}
+	k.n_not_names = C.uint32_t(len(j.NotNames))
 	for _, f := range []struct {
 		dst **C.char
 		s   string
@@ -237,18 +231,27 @@ func (a *arena) fill(k *C.rota_job_t, j *submit.Job) bool {
 			*f.dst = a.str(f.s)
 		}
 	}
-	if n := len(j.SpankEnv); n > 0 {
-		env := (**C.char)(a.calloc(n, unsafe.Sizeof((*C.char)(nil))))
-		if env == nil {
-			return false
-		}
-		for i, e := range j.SpankEnv {
-			unsafe.Slice(env, n)[i] = a.str(e)
-		}
-		k.spank_env = env
-		k.spank_env_size = C.uint32_t(n)
+	if k.spank_env, ok = a.strs(j.SpankEnv); !ok {
+		return false
 	}
+	k.spank_env_size = C.uint32_t(len(j.SpankEnv))
 	return true
+}
+
+// strs copies ss into an array of C strings (NULL for none); false when
+// out of memory.
+func (a *arena) strs(ss []string) (**C.char, bool) {
+	if len(ss) == 0 {
+		return nil, true
+	}
+	arr := (**C.char)(a.calloc(len(ss), unsafe.Sizeof((*C.char)(nil))))
+	if arr == nil {
+		return nil, false
+	}
+	for i, s := range ss {
+		unsafe.Slice(arr, len(ss))[i] = a.str(s)
+	}
+	return arr, true
 }
 
 func (a *arena) change(dst *C.rota_change_t, ch *submit.Change) {

@@ -445,7 +445,7 @@ func (l *Local) Place(_ context.Context, job *Job, req *wire.PlaceRequest) (*wir
 	// Only batch scripts are stocked for: the shim serves no allocation
 	// (salloc, srun) from the shelf, whose kind differs (KindOf).
 	if job != nil && l.shelf != nil && !job.Modify && job.ScriptHash != "" {
-		if l.noteRecentLocked(job, req, s.LearnedRates(job.UID, job.Name) != nil) || stocking {
+		if l.noteRecentLocked(job, req, res.Learned) || stocking {
 			l.stock = &stock{keys: slices.Clone(l.recent[:l.nRecent]), at: -1}
 			select {
 			case l.stockNow <- struct{}{}:

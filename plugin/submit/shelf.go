@@ -183,9 +183,9 @@ func nameKey(k *Job, s *wire.PlaceState) {
 }
 
 // noteRecentLocked puts job first among the requests placed lately and
-// says whether it was one of them already. learned: the state placed it
-// by the speeds learned for its name, so that name is a request of its
-// own.
+// says whether it was one of them already. learned: it was placed by the
+// speeds learned for its name (placement.Result.Learned), so that name is
+// a request of its own.
 func (l *Local) noteRecentLocked(job *Job, req *wire.PlaceRequest, learned bool) bool {
 	k := *job
 	k.NameKeyed = learned
