@@ -198,6 +198,42 @@ func TestFollowedLimitKeepsTheEstimateJudged(t *testing.T) {
 	}
 }
 
+// A job whose last step is measured only after the last round that saw
+// it run (it ended soon after: the round in between never came) is judged
+// all the same; one that left the queue short of its last step is not
+// (it failed, or was cancelled: its run says nothing of the estimate).
+func TestFinishedJobJudgedByItsLastMeasuredStep(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		after  observe.Job // measured after the round, before it left
+		judged bool
+	}{
+		{"its last step came after the round: judged", observe.Job{Step: 3000, Total: 3000}, true},
+		{"it left short of it: not judged", observe.Job{Step: 2900, Total: 3000}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			runningIssueJob(f, decs, &wire.Decision{Asked: wire.PlaceRequest{TimeLimitMin: 120, Hints: wire.Hints{Steps: 3000}}})
+			meas := fakeMeas{1: onV100(2800, 43.9)}
+			est := &finishedEst{finished: map[uint32]float64{}}
+			l := followLoop(t, f, decs, meas, est)
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			meas[1] = c.after
+			delete(f.jobs, 1)
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, judged := est.finished[1]; judged != c.judged {
+				t.Errorf("judged %v, want %v", judged, c.judged)
+			}
+		})
+	}
+}
+
 // A job that keeps slowing down is raised again from the limit Rota
 // raised it to, by this controller and by one that takes over.
 func TestLoopFollowsAgain(t *testing.T) {

@@ -614,8 +614,19 @@ func (l *Loop) bind(ctx context.Context, jobs []slurm.Job) error {
 	}
 	for id, tr := range l.known {
 		if !inQueue[id] && !l.moving[id] {
-			if tr != nil && tr.running && tr.limitMin > 0 && tr.total > 0 && tr.step >= tr.total && l.est != nil {
-				l.est.Finished(ctx, tr.key, id, float64(tr.limitMin), tr.runSec)
+			if tr != nil && tr.running && tr.limitMin > 0 && l.est != nil {
+				// Its last step as measured now: it may have come after the
+				// round that last saw the job run (a job that ends soon
+				// after its last step, on a loaded host).
+				step, total := tr.step, tr.total
+				if l.meas != nil {
+					if m, ok := l.meas.Job(id); ok && m.Total > 0 {
+						step, total = max(step, m.Step), m.Total
+					}
+				}
+				if total > 0 && step >= total {
+					l.est.Finished(ctx, tr.key, id, float64(tr.limitMin), tr.runSec)
+				}
 			}
 			delete(l.known, id)
 		}
