@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -210,8 +209,10 @@ type Manager struct {
 	store state.Store
 	now   func() time.Time
 
-	// views are the other clusters' views and this one's.
+	// views are the other clusters' views and this one's; inbox the
+	// checkpoints coming in.
 	views *views
+	inbox *inbox
 
 	mu  sync.Mutex
 	out map[uint32]*Route
@@ -219,9 +220,8 @@ type Manager struct {
 	// refused: running jobs whose move the transfer made not pay (why),
 	// each counted once.
 	refused map[uint32]string
-	// recv are the checkpoints coming in, links the links to the peers as
-	// measured, xfers the checkpoints sent (the last one's figures).
-	recv  map[string]*receipt
+	// links are the links to the peers as measured, xfers the
+	// checkpoints sent (the last one's figures).
 	links *linkBook
 	xfers TransferStats
 	// warned logs a failure retried every tick once per route or peer.
@@ -243,11 +243,12 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 		store = newMemStore()
 	}
 	m := &Manager{cfg: cfg, log: log, sl: sl, local: local, nc: nc, mc: mc, store: store, now: time.Now,
-		out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{},
-		recv: map[string]*receipt{}}
+		out: map[uint32]*Route{}, in: map[string]*Route{}, refused: map[uint32]string{}}
 	m.links = newLinkBook(cfg, func() time.Time { return m.now() })
 	m.views = newViews(cfg.Name, cfg.ViewMaxAge, func() time.Time { return m.now() }, log)
 	m.warned.log = m.log
+	m.inbox = &inbox{name: cfg.Name, dir: cfg.TransferDir, maxGB: cfg.TransferMaxGB, log: log, warned: &m.warned,
+		now: func() time.Time { return m.now() }, save: m.save, recv: map[string]*receipt{}}
 	return m, nil
 }
 
@@ -256,7 +257,7 @@ func (m *Manager) Run(ctx context.Context) {
 	m.restore(ctx)
 	subs := []*nats.Subscription{}
 	for subj, h := range map[string]nats.MsgHandler{wire.SubjectMCViewAll: m.views.onView, wire.SubjectMCRoute(m.cfg.Name): m.onRoute,
-		wire.SubjectMCCheckpoint(m.cfg.Name): m.onCheckpoint, wire.SubjectMCProbe(m.cfg.Name): m.onProbe} {
+		wire.SubjectMCCheckpoint(m.cfg.Name): m.inbox.onCheckpoint, wire.SubjectMCProbe(m.cfg.Name): m.onProbe} {
 		sub, err := m.nc.Subscribe(subj, h)
 		if err != nil {
 			m.log.Error().Err(err).Str("subject", subj).Msg("cannot subscribe; multi-cluster manager off")
@@ -303,11 +304,12 @@ func (m *Manager) restore(ctx context.Context) {
 	if s.In != nil {
 		m.in = s.In
 	}
-	if s.Recv != nil {
-		m.recv = s.Recv
-	}
+	out, in := len(m.out), len(m.in)
 	m.mu.Unlock()
-	m.log.Info().Int("out", len(m.out)).Int("in", len(m.in)).Int("checkpoints_in", len(m.recv)).Msg("multi-cluster routes restored")
+	if s.Recv != nil {
+		m.inbox.restore(s.Recv)
+	}
+	m.log.Info().Int("out", out).Int("in", in).Int("checkpoints_in", m.inbox.count()).Msg("multi-cluster routes restored")
 }
 
 // save writes the routes and receipts to the state store. It logs every
@@ -317,8 +319,9 @@ func (m *Manager) restore(ctx context.Context) {
 func (m *Manager) save(ctx context.Context) error {
 	m.saveMu.Lock()
 	defer m.saveMu.Unlock()
+	recv := m.inbox.snapshot()
 	m.mu.Lock()
-	b, err := json.Marshal(saved{Out: m.out, In: m.in, Recv: m.recv})
+	b, err := json.Marshal(saved{Out: m.out, In: m.in, Recv: recv})
 	m.mu.Unlock()
 	if err != nil {
 		m.log.Error().Err(err).Msg("cannot encode the multi-cluster state to save it")
@@ -839,17 +842,10 @@ func (m *Manager) setIn(r *Route, st string, id uint32, why string) {
 // part of a checkpoint that never landed is deleted; a landed one is the
 // job's), and sends older than a minute.
 func (m *Manager) prune() {
+	now := m.now()
+	m.inbox.prune(now.Add(-7 * 24 * time.Hour))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	for id, rc := range m.recv {
-		if now.Sub(rc.At) > 7*24*time.Hour {
-			if !rc.Done {
-				_ = os.Remove(m.partPath(id))
-			}
-			delete(m.recv, id)
-		}
-	}
 	for id, r := range m.out {
 		if r.final() && now.Sub(r.At) > 7*24*time.Hour {
 			delete(m.out, id)

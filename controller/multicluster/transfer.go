@@ -23,12 +23,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -57,17 +55,6 @@ const (
 	// fails its sha256: the sender reads the file again and starts over.
 	errMismatch = "checksum mismatch"
 )
-
-// receipt is the receiver's record of a checkpoint coming in, saved with
-// the routes: what the sender opened, and whether it landed whole.
-type receipt struct {
-	ID     string    `json:"id"`
-	From   string    `json:"from"`
-	Size   int64     `json:"size"`
-	SHA256 string    `json:"sha256"`
-	At     time.Time `json:"at"`
-	Done   bool      `json:"done,omitempty"`
-}
 
 // TransferStats are the checkpoints sent from here: how many, their
 // bytes, and the last one's predicted and actual seconds.
@@ -138,206 +125,6 @@ func decodeChunk(h nats.Header, data []byte) (chunkReq, error) {
 		return c, fmt.Errorf("chunk at %d of %d bytes is past the file's size %d", off, len(data), size)
 	}
 	return c, nil
-}
-
-// finalPath and partPath are where route id's checkpoint lands here.
-func (m *Manager) finalPath(id string) string {
-	return filepath.Join(m.cfg.TransferDir, id+".ckpt")
-}
-
-func (m *Manager) partPath(id string) string { return m.finalPath(id) + ".part" }
-
-// onCheckpoint is another cluster sending a moved job's checkpoint here.
-func (m *Manager) onCheckpoint(msg *nats.Msg) {
-	c, err := decodeChunk(msg.Header, msg.Data)
-	var rep wire.MCChunkReply
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	switch {
-	case err != nil:
-		rep = wire.MCChunkReply{V: wire.Version, ID: msg.Header.Get(wire.MCChunkRoute), Error: err.Error()}
-	case c.Open:
-		rep = m.openReceipt(ctx, c)
-	default:
-		rep = m.receiveChunk(ctx, c)
-	}
-	if rep.Error != "" {
-		m.log.Debug().Str("route", rep.ID).Str("error", rep.Error).Msg("checkpoint request refused")
-	}
-	b, _ := json.Marshal(rep)
-	if err := msg.Respond(b); err != nil {
-		m.log.Debug().Err(err).Msg("cannot answer a checkpoint request")
-	}
-}
-
-// takes says why this cluster takes no checkpoint of c's size from c's
-// sender ("" it does).
-func (m *Manager) takes(c chunkReq) string {
-	switch {
-	case m.cfg.TransferDir == "":
-		return "cluster " + m.cfg.Name + " takes no checkpoints (its mc_transfer_dir is not set)"
-	case c.From == m.cfg.Name:
-		return "a checkpoint from this cluster itself"
-	case float64(c.Size) > m.cfg.TransferMaxGB*1e9:
-		return fmt.Sprintf("the checkpoint (%.3g GB) is over cluster %s's mc_transfer_max_gb (%g): raise it there, or make the checkpoint smaller",
-			float64(c.Size)/1e9, m.cfg.Name, m.cfg.TransferMaxGB)
-	}
-	return ""
-}
-
-// openReceipt records a checkpoint coming in (a new one, or another file
-// under a route ID already open: it starts over) and answers what is
-// held of it.
-func (m *Manager) openReceipt(ctx context.Context, c chunkReq) wire.MCChunkReply {
-	rep := wire.MCChunkReply{V: wire.Version, ID: c.ID}
-	if why := m.takes(c); why != "" {
-		rep.Error, rep.Refused = why, true
-		return rep
-	}
-	if err := os.MkdirAll(m.cfg.TransferDir, 0o755); err != nil {
-		rep.Error = fmt.Sprintf("cluster %s cannot make its mc_transfer_dir: %v", m.cfg.Name, err)
-		m.warned.warn("receiving", c.ID, err, "cannot make mc_transfer_dir for a checkpoint coming in; fix the directory")
-		return rep
-	}
-	m.mu.Lock()
-	rc := m.recv[c.ID]
-	fresh := rc == nil || rc.Size != c.Size || rc.SHA256 != c.SHA256
-	if fresh {
-		rc = &receipt{ID: c.ID, From: c.From, Size: c.Size, SHA256: c.SHA256, At: m.now()}
-		m.recv[c.ID] = rc
-	}
-	m.mu.Unlock()
-	final, part := m.finalPath(c.ID), m.partPath(c.ID)
-	if fresh {
-		// Whatever an earlier file under this ID left is not this one.
-		_ = os.Remove(part)
-		_ = os.Remove(final)
-		if err := m.save(ctx); err != nil {
-			m.mu.Lock()
-			delete(m.recv, c.ID) // not recorded: not open
-			m.mu.Unlock()
-			rep.Error = "cannot record the transfer: " + err.Error()
-			return rep
-		}
-		m.log.Debug().Str("route", c.ID).Str("from", c.From).Int64("bytes", c.Size).Msg("checkpoint transfer opened")
-	}
-	m.mu.Lock()
-	done := rc.Done
-	m.mu.Unlock()
-	if !done {
-		// Landed but not recorded (stopped between the rename and the
-		// save): the file itself says.
-		if sum, n, err := fileSum(final); err == nil && n == rc.Size && sum == rc.SHA256 {
-			m.landed(ctx, rc)
-			done = true
-		}
-	}
-	if done {
-		if st, err := os.Stat(final); err == nil && st.Size() == rc.Size {
-			rep.Have, rep.Done, rep.Path = rc.Size, true, final
-			return rep
-		}
-		// Landed once, gone since: take it again.
-		m.mu.Lock()
-		rc.Done = false
-		m.mu.Unlock()
-	}
-	rep.Have = m.held(rc)
-	return rep
-}
-
-// held is the bytes of rc's part file here (0 none, or one longer than
-// the file, which is not this file's and is deleted).
-func (m *Manager) held(rc *receipt) int64 {
-	st, err := os.Stat(m.partPath(rc.ID))
-	if err != nil {
-		return 0
-	}
-	if st.Size() > rc.Size {
-		_ = os.Remove(m.partPath(rc.ID))
-		return 0
-	}
-	return st.Size()
-}
-
-// receiveChunk writes one chunk at its offset and answers the bytes held;
-// the chunk that completes the file checks its sha256 and lands it.
-func (m *Manager) receiveChunk(ctx context.Context, c chunkReq) wire.MCChunkReply {
-	rep := wire.MCChunkReply{V: wire.Version, ID: c.ID, Offset: c.Offset}
-	if why := m.takes(c); why != "" {
-		rep.Error, rep.Refused = why, true
-		return rep
-	}
-	m.mu.Lock()
-	rc := m.recv[c.ID]
-	var done bool
-	if rc != nil {
-		done = rc.Done
-	}
-	m.mu.Unlock()
-	switch {
-	case rc == nil:
-		rep.Error = "no transfer " + c.ID + " is open here: open it first"
-		return rep
-	case c.Size != rc.Size:
-		rep.Error = fmt.Sprintf("size %d differs from the transfer opened (%d bytes): open it again", c.Size, rc.Size)
-		return rep
-	case done:
-		rep.Have, rep.Done, rep.Path = rc.Size, true, m.finalPath(c.ID)
-		return rep
-	}
-	have := m.held(rc)
-	if c.Offset > have {
-		// Out of step (a chunk before it was lost): nothing written, the
-		// sender goes on from what is held.
-		rep.Have = have
-		return rep
-	}
-	// Never through a link another user may have put in the dir.
-	f, err := os.OpenFile(m.partPath(c.ID), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
-	if err == nil {
-		_, err = f.WriteAt(c.Data, c.Offset)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		rep.Error = fmt.Sprintf("cluster %s cannot write the checkpoint: %v", m.cfg.Name, err)
-		rep.Have = m.held(rc)
-		m.warned.warn("receiving", c.ID, err, "cannot write a checkpoint coming in; check mc_transfer_dir's space and rights")
-		return rep
-	}
-	have = max(have, c.Offset+int64(len(c.Data)))
-	rep.Have = have
-	m.log.Debug().Str("route", c.ID).Int64("offset", c.Offset).Int("bytes", len(c.Data)).Int64("have", have).Int64("size", rc.Size).Msg("checkpoint chunk written")
-	if have < rc.Size {
-		return rep
-	}
-	sum, _, err := fileSum(m.partPath(c.ID))
-	if err != nil || sum != rc.SHA256 {
-		_ = os.Remove(m.partPath(c.ID))
-		rep.Have = 0
-		rep.Error = errMismatch + ": the checkpoint arrived damaged (or changed while it was sent); send it again from the start"
-		m.log.Warn().Str("route", c.ID).Str("from", c.From).Msg("a checkpoint coming in failed its sha256 check; deleted, the sender starts over")
-		return rep
-	}
-	if err := syncRename(m.partPath(c.ID), m.finalPath(c.ID)); err != nil {
-		rep.Error = fmt.Sprintf("cluster %s cannot keep the checkpoint: %v", m.cfg.Name, err)
-		return rep
-	}
-	m.landed(ctx, rc)
-	m.log.Info().Str("route", c.ID).Str("from", c.From).Int64("bytes", rc.Size).Str("path", m.finalPath(c.ID)).Msg("checkpoint received")
-	rep.Done, rep.Path = true, m.finalPath(c.ID)
-	return rep
-}
-
-// landed records rc whole here.
-func (m *Manager) landed(ctx context.Context, rc *receipt) {
-	m.mu.Lock()
-	rc.Done = true
-	m.mu.Unlock()
-	m.warned.clear("receiving", rc.ID)
-	_ = m.save(ctx) // unsaved, the next open finds the file itself
 }
 
 // syncRename flushes part to disk and renames it final.

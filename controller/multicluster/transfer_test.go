@@ -303,8 +303,9 @@ func TestChunkRefused(t *testing.T) {
 func TestTakesNoCheckpoint(t *testing.T) {
 	t.Parallel()
 	for _, dir := range []string{"", t.TempDir()} {
-		m := &Manager{cfg: Config{Name: "b", TransferMaxGB: 100, TransferDir: dir}, local: fakeLocal{}, now: time.Now}
-		why := m.takes(chunkReq{ID: "a.1", From: "a", Size: 1})
+		m := &Manager{cfg: Config{Name: "b", TransferMaxGB: 100, TransferDir: dir}, local: fakeLocal{}, now: time.Now,
+			inbox: &inbox{name: "b", maxGB: 100, dir: dir}}
+		why := m.inbox.takes(chunkReq{ID: "a.1", From: "a", Size: 1})
 		v := m.buildView(nil)
 		if dir == "" && (!strings.Contains(why, "mc_transfer_dir is not set") || v.CheckpointMaxGB != 0) {
 			t.Errorf("no dir: %q, view %g", why, v.CheckpointMaxGB)
