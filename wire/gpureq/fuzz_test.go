@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 		"gpu:2", "gres:gpu:1,gres:nvme:1", "cpu=4,gres/gpu:a100:1", "gres:gpu:k80:1,gres:gpu:p100:2",
 		",", "gres:gpu::", "gres:gpu:v100:1:2", "gres:gpu:99999999999999999999999", "gres:gpu=x",
 		"gpu:00", "gres/gpu=01", "gres:gpu:k80:007", // counts with leading zeros print back as written
+		"gres:shard:2", "gres/shard=3,gres/gpu:1", "shard::2", "gres:shard:v100:4",
 	} {
 		f.Add(s, "v100")
 	}
@@ -29,6 +30,7 @@ func FuzzParse(f *testing.F) {
 		if CheckTypeName(typ) != nil {
 			return
 		}
+		shards, hadShard := s.Shards()
 		before, _, hadGPU := s.GPUs()
 		s.SetType(typ)
 		out := s.String()
@@ -39,6 +41,9 @@ func FuzzParse(f *testing.F) {
 		after, types, has := s2.GPUs()
 		if has != hadGPU || after != before {
 			t.Fatalf("SetType changed the GPU count: %q -> %q", in, out)
+		}
+		if n, h := s2.Shards(); n != shards || h != hadShard {
+			t.Fatalf("SetType changed the shards: %q -> %q", in, out)
 		}
 		if has && (len(types) != 1 || types[0] != typ) {
 			t.Fatalf("SetType(%q) on %q gave types %v", typ, in, types)

@@ -51,6 +51,10 @@ type Entry struct {
 	eq         bool
 	// raw is the verbatim text of an entry that is not a GPU.
 	raw string
+	// Shard is true for a gres/shard entry: a part of a GPU that Slurm
+	// lets several jobs share. It is kept verbatim (raw); Count is its
+	// shard count.
+	Shard bool
 }
 
 // Spec is one parsed TRES string.
@@ -106,6 +110,9 @@ func parseEntry(p string) (Entry, error) {
 		if name == "" {
 			return Entry{}, fmt.Errorf("%w: entry %q names no resource", ErrSyntax, p)
 		}
+		if name == "shard" {
+			return parseShard(p, prefix, rest[len(name):])
+		}
 		return Entry{Prefix: prefix, raw: p}, nil
 	}
 	e := Entry{GPU: true, Prefix: prefix, Count: 1}
@@ -146,6 +153,44 @@ func parseEntry(p string) (Entry, error) {
 		e.Type = a
 	}
 	return e, nil
+}
+
+// parseShard reads a shard entry's tail ("", "=N", ":N", ":TYPE" or
+// ":TYPE:N", as a gpu entry's) for its count.
+func parseShard(p, prefix, tail string) (Entry, error) {
+	e := Entry{Prefix: prefix, raw: p, Shard: true, Count: 1}
+	if tail == "" {
+		return e, nil
+	}
+	a, b, hasB := strings.Cut(tail[1:], ":")
+	switch {
+	case tail[0] == '=' || (!hasB && isDigits(a)):
+		n, err := parseCount(tail[1:], p)
+		e.Count = n
+		return e, err
+	case hasB:
+		// An empty type: how a node's GresUsed reads once its "(null)"
+		// is dropped (stripParens).
+		if a != "" {
+			if err := checkType(a, p); err != nil {
+				return Entry{}, err
+			}
+		}
+		n, err := parseCount(b, p)
+		e.Count = n
+		return e, err
+	}
+	return e, checkType(a, p)
+}
+
+// Shards sums the shard entries' counts; has is false when there is none.
+func (s Spec) Shards() (count uint64, has bool) {
+	for _, e := range s.Entries {
+		if e.Shard {
+			count, has = count+e.Count, true
+		}
+	}
+	return count, has
 }
 
 func isDigits(s string) bool {

@@ -28,6 +28,8 @@ func TestParse(t *testing.T) {
 		{in: "gres:gpu:1,gres:nvme:1", count: 1, has: true, untyped: true, retyped: "gres:gpu:v100:1,gres:nvme:1"},
 		{in: "gres:nvme:1,gres:gpu:p100:1", count: 1, types: []string{"p100"}, has: true, retyped: "gres:nvme:1,gres:gpu:v100:1"},
 		{in: "gres:nvme:1", has: false, retyped: "gres:nvme:1"},
+		{in: "gres:shard:2", has: false, retyped: "gres:shard:2"},
+		{in: "gres/shard:1,gres/gpu:1", count: 1, has: true, untyped: true, retyped: "gres/shard:1,gres/gpu:v100:1"},
 		{in: "cpu=4,gres/gpu:1", count: 1, has: true, untyped: true, retyped: "cpu=4,gres/gpu:v100:1"},
 		{in: "gres:gpu:k80:1,gres:gpu:p100:2", count: 3, types: []string{"k80", "p100"}, has: true, retyped: "gres:gpu:v100:1,gres:gpu:v100:2"},
 		{in: "gres:gpu:0", count: 0, has: true, untyped: true, retyped: "gres:gpu:v100:0"},
@@ -73,6 +75,58 @@ func TestParse(t *testing.T) {
 			s.SetType("v100")
 			if got := s.String(); got != tc.retyped {
 				t.Errorf("after SetType: %q, want %q", got, tc.retyped)
+			}
+		})
+	}
+}
+
+// Shards: the shard entries (gres/shard, a part of a GPU several jobs
+// share) and their counts, in every form Slurm and users write; a shard
+// entry is never a GPU and is given back as written.
+func TestShards(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in      string
+		count   uint64
+		has     bool
+		wantErr bool
+	}{
+		{in: "gres:shard:2", count: 2, has: true},
+		{in: "gres/shard:2", count: 2, has: true},
+		{in: "gres/shard=3", count: 3, has: true},
+		{in: "shard", count: 1, has: true},
+		{in: "gres:shard:v100:4", count: 4, has: true},
+		{in: "gres:shard:v100", count: 1, has: true},
+		{in: "shard::2", count: 2, has: true}, // a node's "shard:(null):2" without its "(null)"
+		{in: "gres:shard:1,gres:shard:2", count: 3, has: true},
+		{in: "gres:gpu:1,gres:nvme:1", has: false},
+		{in: "gres:shards:1", has: false},           // another gres
+		{in: "gres:shard:two", count: 1, has: true}, // a type, as gpu:two
+		{in: "gres/shard=", wantErr: true},
+		{in: "gres:shard:v 100:1", wantErr: true},
+		{in: "gres:shard:99999999999999999999", wantErr: true},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			t.Parallel()
+			s, err := Parse(c.in)
+			if c.wantErr {
+				if !errors.Is(err, ErrSyntax) {
+					t.Fatalf("Parse(%q) err = %v, want ErrSyntax", c.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, has := s.Shards(); n != c.count || has != c.has {
+				t.Errorf("Shards() = %d %v, want %d %v", n, has, c.count, c.has)
+			}
+			if s.String() != c.in {
+				t.Errorf("round trip: %q", s.String())
+			}
+			r := Request{PerNode: s}
+			if r.HasShard() != c.has {
+				t.Errorf("HasShard() = %v", r.HasShard())
 			}
 		})
 	}

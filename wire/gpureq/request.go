@@ -47,6 +47,17 @@ func (r Request) HasGPU() bool {
 	return false
 }
 
+// HasShard reports whether any field asks for shards of a GPU
+// (gres/shard).
+func (r Request) HasShard() bool {
+	for _, s := range r.specs() {
+		if _, has := s.Shards(); has {
+			return true
+		}
+	}
+	return false
+}
+
 // Types lists the distinct GPU types named anywhere in the request.
 func (r Request) Types() []string {
 	var types []string
