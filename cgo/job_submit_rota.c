@@ -333,12 +333,14 @@ static void apply_change(const rota_change_t *c, void *arg)
 }
 
 /*
- * may_ask_gpu: some TRES string of the request contains "gpu". One that
- * does not cannot name a GPU (the parser in wire/gpureq reads a GPU only
- * from an entry named "gpu"), so Go would leave it unchanged; deciding that
- * here spares CPU jobs, most of a typical cluster's, the call into Go,
- * which costs tens of microseconds on a fresh slurmctld RPC thread. A byte
- * search, not a parse: anything that mentions "gpu" goes to the one parser.
+ * may_ask_gpu: some TRES string of the request contains "gpu" or "shard".
+ * One that does not cannot name a GPU or a part of one (the parser in
+ * wire/gpureq reads a GPU only from an entry named "gpu", a shard, which
+ * Go notes and leaves as asked, from one named "shard"), so Go would leave
+ * it unchanged; deciding that here spares CPU jobs, most of a typical
+ * cluster's, the call into Go, which costs tens of microseconds on a fresh
+ * slurmctld RPC thread. A byte search, not a parse: anything that mentions
+ * either goes to the one parser.
  */
 static int may_ask_gpu(const job_desc_msg_t *d)
 {
@@ -346,7 +348,7 @@ static int may_ask_gpu(const job_desc_msg_t *d)
 			       d->tres_per_socket, d->tres_per_task };
 
 	for (size_t i = 0; i < sizeof(tres) / sizeof(tres[0]); i++)
-		if (tres[i] && strstr(tres[i], "gpu"))
+		if (tres[i] && (strstr(tres[i], "gpu") || strstr(tres[i], "shard")))
 			return 1;
 	return 0;
 }

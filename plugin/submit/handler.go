@@ -67,6 +67,9 @@ type Change struct {
 const (
 	OptedOutNote = "rota: gpu as asked, time as asked: opted out (--rota=off, or an account in opt_out_accounts)"
 	DisabledNote = "rota: gpu as asked, time as asked: the job_submit plugin is disabled (enabled = false, or its config is unusable)"
+	// SharedNote: shards of a GPU are Slurm's to share out; Rota types
+	// whole GPUs and MIG slices (docs/fractions.md).
+	SharedNote = "rota: gpu as asked, time as asked: it asks for shards of a GPU (gres/shard), which Slurm shares between jobs; Rota chooses among whole GPUs and MIG slices only"
 )
 
 // leftNote is the Change that only notes why a submission is left as
@@ -87,6 +90,7 @@ const (
 	Disabled  Outcome = "disabled"  // plugin disabled by config
 	Trusted   Outcome = "trusted"   // an update by a trusted uid
 	OptedOut  Outcome = "opted-out" // --rota=off or an opted-out account
+	Shared    Outcome = "shared"    // asks for shards of a GPU: noted, untouched
 	Rewritten Outcome = "rewritten" // type and/or time changed
 	Kept      Outcome = "kept"      // the controller said keep
 	FailOpen  Outcome = "fail-open" // something went wrong: untouched
@@ -128,6 +132,9 @@ func (h *Handler) Handle(ctx context.Context, job *Job) (Change, Outcome, error)
 			return Change{}, NoGPU, nil // not ours to judge
 		}
 		return Change{}, FailOpen, fmt.Errorf("cannot read the GPU request: %w", err)
+	}
+	if req.HasShard() {
+		return leftNote(job, SharedNote), Shared, nil
 	}
 	if !req.HasGPU() {
 		return Change{}, NoGPU, nil

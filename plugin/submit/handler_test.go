@@ -125,6 +125,22 @@ func TestHandleRewriteRules(t *testing.T) {
 			wantNode:    "<unchanged>", wantJob: "<unchanged>", wantTask: "<unchanged>",
 		},
 		{
+			name:        "shards of a GPU: noted, untouched and not asked",
+			job:         Job{TresPerNode: "gres:shard:1", TimeLimit: NoVal},
+			reply:       v100,
+			wantOutcome: Shared,
+			wantNode:    "<unchanged>", wantJob: "<unchanged>", wantTask: "<unchanged>",
+			wantComment: "asks for shards of a GPU",
+		},
+		{
+			name:        "shards beside a GPU: noted, untouched and not asked",
+			job:         Job{TresPerNode: "gres/shard:2,gres/gpu:1", TimeLimit: NoVal},
+			reply:       v100,
+			wantOutcome: Shared,
+			wantNode:    "<unchanged>", wantJob: "<unchanged>", wantTask: "<unchanged>",
+			wantComment: "asks for shards of a GPU",
+		},
+		{
 			name:        "cpu only job",
 			job:         Job{TimeLimit: NoVal},
 			reply:       v100,
