@@ -288,13 +288,9 @@ func ParseRestdNodes(body []byte) ([]Node, error) {
 		if rn.Name == "" {
 			return nil, fmt.Errorf("slurmrestd node list: a node without a name")
 		}
-		gpus, err := ParseGres(string(rn.Gres))
+		gpus, used, err := NodeGres(string(rn.Gres), string(rn.GresUsed))
 		if err != nil {
-			return nil, fmt.Errorf("node %s: gres: %w", rn.Name, err)
-		}
-		used, err := ParseGres(string(rn.GresUsed))
-		if err != nil {
-			return nil, fmt.Errorf("node %s: gres_used: %w", rn.Name, err)
+			return nil, fmt.Errorf("node %s: gres %q, gres_used %q: %w", rn.Name, rn.Gres, rn.GresUsed, err)
 		}
 		parts := append(restList(nil), rn.State...)
 		parts = append(parts, rn.StateFlags...)

@@ -160,13 +160,9 @@ func ParseSinfoNodes(out string) ([]Node, error) {
 		}
 		n := byName[f[0]]
 		if n == nil {
-			gpus, err := ParseGres(f[1])
+			gpus, used, err := NodeGres(f[1], f[2])
 			if err != nil {
-				return nil, fmt.Errorf("node %s: Gres: %w", f[0], err)
-			}
-			used, err := ParseGres(f[2])
-			if err != nil {
-				return nil, fmt.Errorf("node %s: GresUsed: %w", f[0], err)
+				return nil, fmt.Errorf("node %s: Gres %q, GresUsed %q: %w", f[0], f[1], f[2], err)
 			}
 			n = &Node{Name: f[0], State: f[3], GPUs: gpus, GPUsUsed: used}
 			if len(f) == 6 && f[5] != "(null)" {
@@ -247,6 +243,80 @@ func ParseGres(s string) (map[string]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// NodeGres reads a node's Gres and GresUsed into its GPUs and the GPUs in
+// use by type. A GPU some job holds shards of (gres/shard) is in use: no
+// job can have it whole meanwhile. Slurm lists the shards allocated on
+// each GPU ("shard:3(2/4,1/4,0/4,-/4)": two GPUs hold shards); without
+// that list, each shard counts as a GPU of its own, at most the node's.
+// Shards are untyped: they count on the node's one GPU type, and on a
+// node of several types on none (Slurm does not say which GPU they are).
+func NodeGres(gres, gresUsed string) (gpus, used map[string]int, err error) {
+	if gpus, err = ParseGres(gres); err != nil {
+		return nil, nil, err
+	}
+	if used, err = ParseGres(gresUsed); err != nil {
+		return nil, nil, err
+	}
+	if t := NodeType(gpus); t != "" {
+		if n := shardGPUs(gresUsed); n > 0 {
+			used[t] = min(used[t]+n, gpus[t])
+		}
+	}
+	return gpus, used, nil
+}
+
+// shardGPUs is how many GPUs hold shards in a GresUsed string.
+func shardGPUs(s string) int {
+	n := 0
+	for _, e := range topLevel(s) {
+		name, detail, _ := strings.Cut(e, "(")
+		name = strings.TrimPrefix(strings.TrimPrefix(name, "gres:"), "gres/")
+		kind, rest, _ := strings.Cut(name, ":")
+		if kind != "shard" {
+			continue
+		}
+		per := strings.Split(strings.TrimSuffix(detail, ")"), ",")
+		listed := false
+		for _, g := range per {
+			a, _, ok := strings.Cut(g, "/")
+			if !ok {
+				continue
+			}
+			listed = true
+			if c, err := strconv.Atoi(a); err == nil && c > 0 {
+				n++
+			}
+		}
+		if !listed { // no list: the count, the last field
+			f := strings.Split(rest, ":")
+			if c, err := strconv.Atoi(f[len(f)-1]); err == nil && c > 0 {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// topLevel splits s at the commas outside "(...)".
+func topLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth = max(depth-1, 0)
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
 }
 
 // stripParens drops "(...)" groups, which may hold commas of their own.

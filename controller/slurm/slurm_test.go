@@ -141,3 +141,33 @@ ReservationName=mag StartTime=2026-12-06T05:18:01 EndTime=2026-12-06T05:23:01 Du
 		t.Fatalf("marked %+v", nodes)
 	}
 }
+
+// NodeGres: a GPU that holds shards of some job is in use; shards count
+// on the node's one GPU type, never past its GPUs, and on a node of
+// several types on none.
+func TestNodeGres(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, gres, used string
+		want             map[string]int // used
+	}{
+		{"no shards", "gpu:v100:4,nvme:1", "gpu:v100:1(IDX:0),nvme:0", map[string]int{"v100": 1}},
+		{"shards on two GPUs beside one whole", "gpu:v100:4,shard:8,nvme:1", "gpu:v100:1(IDX:3),shard:3(2/2,1/2,0/2,-/2),nvme:0", map[string]int{"v100": 3}},
+		{"shards listed, none in use", "gpu:v100:4,shard:8", "gpu:v100:0(IDX:N/A),shard:0(0/2,0/2,0/2,0/2)", map[string]int{"v100": 0}},
+		{"typed shards, gres/ prefix", "gres/gpu:v100:4,gres/shard:v100:8", "gres/gpu:v100:0(IDX:N/A),gres/shard:v100:1(0/2,1/2,0/2,0/2)", map[string]int{"v100": 1}},
+		{"no list: each shard a GPU", "gpu:v100:4,shard:8", "gpu:v100:1(IDX:0),shard:2", map[string]int{"v100": 3}},
+		{"no list: never past the node's GPUs", "gpu:v100:4,shard:8", "gpu:v100:3(IDX:0-2),shard:5", map[string]int{"v100": 4}},
+		{"two types: shards on neither", "gpu:a100:2,gpu:v100:2,shard:8", "gpu:a100:0(IDX:N/A),gpu:v100:0(IDX:N/A),shard:1(1/2,0/2,0/2,0/2)", map[string]int{"a100": 0, "v100": 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, used, err := NodeGres(c.gres, c.used)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(used, c.want) {
+				t.Errorf("used %v, want %v", used, c.want)
+			}
+		})
+	}
+}
