@@ -269,6 +269,10 @@ func NodeGres(gres, gresUsed string) (gpus, used map[string]int, err error) {
 
 // shardGPUs is how many GPUs hold shards in a GresUsed string.
 func shardGPUs(s string) int {
+	// Untyped shards: "shard:(null):1(IDX:0)" (22.05: the count is of
+	// GPUs), "shard:(null):2(1/2,1/2,0/2,0/2)" (24.11), "shard:2(...)"
+	// (newer).
+	s = strings.ReplaceAll(s, "(null)", "")
 	n := 0
 	for _, e := range topLevel(s) {
 		name, detail, _ := strings.Cut(e, "(")

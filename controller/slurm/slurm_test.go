@@ -152,6 +152,8 @@ func TestNodeGres(t *testing.T) {
 		want             map[string]int // used
 	}{
 		{"no shards", "gpu:v100:4,nvme:1", "gpu:v100:1(IDX:0),nvme:0", map[string]int{"v100": 1}},
+		{"22.05's form: the GPUs holding shards", "gpu:v100:4,shard:8", "gpu:v100:0(IDX:N/A),shard:(null):1(IDX:0)", map[string]int{"v100": 1}},
+		{"24.11's form", "gpu:v100:4,shard:8", "gpu:v100:0(IDX:N/A),shard:(null):2(1/2,1/2,0/2,0/2)", map[string]int{"v100": 2}},
 		{"shards on two GPUs beside one whole", "gpu:v100:4,shard:8,nvme:1", "gpu:v100:1(IDX:3),shard:3(2/2,1/2,0/2,-/2),nvme:0", map[string]int{"v100": 3}},
 		{"shards listed, none in use", "gpu:v100:4,shard:8", "gpu:v100:0(IDX:N/A),shard:0(0/2,0/2,0/2,0/2)", map[string]int{"v100": 0}},
 		{"typed shards, gres/ prefix", "gres/gpu:v100:4,gres/shard:v100:8", "gres/gpu:v100:0(IDX:N/A),gres/shard:v100:1(0/2,1/2,0/2,0/2)", map[string]int{"v100": 1}},
