@@ -1,0 +1,165 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/internal/eventually"
+)
+
+// sharedNote begins the plugin's note on a job that asks for shards.
+const sharedNote = "rota: gpu as asked, time as asked: it asks for shards of a GPU (gres/shard)"
+
+// shardUsedRe is the shard part of a node's GresUsed, with its list of
+// shards allocated per GPU where the release prints one.
+var shardUsedRe = regexp.MustCompile(`shard(?::[^:,]*)?:(\d+)(\([^)]*\))?`)
+
+// TestShards: a node whose GPUs are also offered as shards (gres/shard,
+// ROTA_DEV_SHARDS=v100:2) on Slurm of each release. Jobs that ask for a
+// shard run side by side, and the plugin notes and leaves them as asked
+// (Rota chooses among whole GPUs and MIG slices). A GPU holding shards is
+// in use: Slurm gives no job all four V100s meanwhile, and the controller
+// counts it used, so it types no job onto a GPU that is not free. Its
+// accounting (sacct's AllocTRES) is logged for docs/fractions.md and must
+// count the shard.
+func TestShards(t *testing.T) {
+	slurmPort, natsPort, err := freePorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/shard-test-%s", nodePrefix)
+	c := newDevCluster(dir, nodePrefix+"sh", slurmPort, natsPort, "ROTA_DEV_TYPES=v100 k80", "ROTA_DEV_SHARDS=v100:2",
+		"ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off", "ROTA_DEV_CLUSTER="+nodePrefix+"sh")
+	if err := c.start(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.stop)
+	node := nodePrefix + "sh-v100"
+	// Slurm types the shards by the GPU whose device file they share.
+	if out, err := c.run("sinfo", "-h", "-n", node, "-o", "%G"); err != nil || !regexp.MustCompile(`shard(:v100)?:8\b`).MatchString(out) {
+		t.Fatalf("the v100 node does not offer its GPUs as 8 shards: %v\n%s", err, out)
+	}
+	c.run("scancel", "--user=root") // start()'s probe jobs
+	logs := filepath.Join(dir, "shard-logs")
+	os.MkdirAll(logs, 0o777)
+	os.Chmod(logs, 0o777)
+	var shards []string
+	for i := 0; i < 2; i++ {
+		shards = append(shards, submitAs(t, c, fmt.Sprintf("shard-%d", i), "--gres=shard:1", "--wrap",
+			fmt.Sprintf("echo CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES SLURM_SHARDS_ON_NODE=$SLURM_SHARDS_ON_NODE >%s/%d.env; sleep 3600", logs, i)))
+	}
+	show := func(id string) string {
+		t.Helper()
+		out, err := c.run("scontrol", "show", "job", id)
+		if err != nil {
+			t.Fatalf("scontrol show job %s: %v\n%s", id, err, out)
+		}
+		return out
+	}
+	for _, id := range shards {
+		if out := show(id); !strings.Contains(out, "AdminComment="+sharedNote) {
+			t.Errorf("shard job %s does not carry the plugin's note that it was left as asked:\n%s", id, out)
+		}
+	}
+	state := func(id string) string {
+		out, _ := c.run("squeue", "-h", "-j", id, "-o", "%T")
+		return strings.TrimSpace(out)
+	}
+	eventually.True(t, 90*time.Second, "both shard jobs run", func() bool {
+		return state(shards[0]) == "RUNNING" && state(shards[1]) == "RUNNING"
+	})
+	for i := range shards {
+		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("%d.env", i)))
+		t.Logf("shard job %d: %s", i, strings.TrimSpace(string(b)))
+	}
+	// How the release shows the shards in use.
+	used, err := c.run("sinfo", "-h", "-n", node, "-O", "GresUsed:200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used = strings.TrimSpace(used)
+	t.Logf("GresUsed of %s with two shard jobs: %s", node, used)
+	// 24.11 and later list the shards allocated per GPU ("shard:2(1/2,
+	// 1/2,0/2,0/2)": the count is of shards); 22.05 the GPUs holding
+	// shards ("shard:v100:1(IDX:0)": the count is of GPUs).
+	m := shardUsedRe.FindStringSubmatch(used)
+	if m == nil {
+		t.Fatalf("GresUsed shows no shards in use: %q", used)
+	}
+	held := 0 // GPUs that hold shards
+	if strings.Contains(m[2], "/") {
+		if m[1] != "2" {
+			t.Fatalf("GresUsed does not count the two shards in use: %q", used)
+		}
+		for _, g := range strings.Split(strings.Trim(m[2], "()"), ",") {
+			if a, _, ok := strings.Cut(g, "/"); ok && a != "0" && a != "-" {
+				held++
+			}
+		}
+	} else {
+		fmt.Sscan(m[1], &held)
+	}
+	if held < 1 || held > 2 {
+		t.Fatalf("GresUsed says %d GPUs hold the two one-shard jobs: %q", held, used)
+	}
+	// A GPU holding shards is not free: a job asking for all four V100s
+	// waits, as Slurm keeps a GPU whole or in shards.
+	whole := submitAs(t, c, "shard-whole", "--gres=gpu:v100:4", "--wrap", "sleep 3600")
+	eventually.True(t, 60*time.Second, "the four-V100 job pending while shards are in use", func() bool {
+		out, _ := c.run("squeue", "-h", "-j", whole, "-o", "%T %r")
+		return strings.HasPrefix(strings.TrimSpace(out), "PENDING") && !strings.Contains(out, "None")
+	})
+	if out, _ := c.run("squeue", "-h", "-j", whole, "-o", "%T %r"); !strings.HasPrefix(strings.TrimSpace(out), "PENDING") {
+		t.Errorf("a job took all four V100s while shards were in use: %s", out)
+	}
+	c.run("scancel", whole)
+	// The controller counts the GPUs holding shards as used.
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	var last string
+	eventually.True(t, 60*time.Second, fmt.Sprintf("rota status to count %d V100s used by shards", held), func() bool {
+		out, err := c.run(filepath.Join(repo, "bin/rota"), "status", "--json", "--nats", natsURL)
+		if err != nil {
+			last = out
+			return false
+		}
+		var rep struct {
+			Types []struct {
+				Type        string
+				Total, Used int
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			last = out
+			return false
+		}
+		for _, ty := range rep.Types {
+			if ty.Type == "v100" {
+				last = fmt.Sprintf("v100 %d of %d used", ty.Used, ty.Total)
+				return ty.Used == held
+			}
+		}
+		last = out
+		return false
+	})
+	t.Logf("rota status: %s", last)
+	// What accounting records of a shard job: it must count the shard.
+	short := submitAs(t, c, "shard-short", "--gres=shard:1", "--wrap", "true")
+	var acct string
+	eventually.True(t, 90*time.Second, "sacct to have the short shard job done", func() bool {
+		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", short, "-o", "State,AllocTRES")
+		acct = strings.TrimSpace(out)
+		return strings.HasPrefix(acct, "COMPLETED")
+	})
+	t.Logf("sacct of a finished one-shard job: %s", acct)
+	if !strings.Contains(acct, "gres/shard=1") {
+		t.Errorf("accounting does not count the job's shard: %q", acct)
+	}
+}
