@@ -61,6 +61,9 @@ const (
 	diffKept
 	// diffAsked: names its nodes; passes as asked, with the plugin's note.
 	diffAsked
+	// diffShared: asks for shards of a GPU; passes as asked, with the
+	// plugin's note (Rota chooses among whole GPUs and MIG slices).
+	diffShared
 )
 
 const diffLimit = "10"
@@ -117,6 +120,10 @@ var diffJobs = []diffJob{
 	{name: "exclusive", args: []string{"--exclusive", "--gres=gpu:1"}, sleep: 15},
 	{name: "dependency", args: []string{"--dependency=afterok:{job:gres}", "--gres=gpu:1"}, sleep: 15},
 	{name: "held", args: []string{"--gres=gpu:1"}, sleep: 15, held: true},
+	// Shards of a GPU (issue #38; every shape offers its P100s, or on the
+	// V100-only one its V100s, as two shards each): Slurm shares them out.
+	{name: "shard", args: []string{"--gres=shard:1"}, sleep: 15, want: diffShared},
+	{name: "shards-2", args: []string{"--gres=shard:2"}, sleep: 15, want: diffShared},
 }
 
 // diffArgs puts the cluster's names in: {k80}, {p100}, {v100} the first
@@ -171,14 +178,14 @@ type diffShape struct {
 }
 
 var diffShapes = []diffShape{
-	{"one-per-type", []string{"ROTA_DEV_PARTITIONS=slow:k80:60 fast:v100+p100:60"}, 3, false},
-	{"two-per-type", []string{"ROTA_DEV_NODES_PER_TYPE=2", "ROTA_DEV_PARTITIONS=slow:k80:60 fast:v100+p100:60"}, 6, true},
+	{"one-per-type", []string{"ROTA_DEV_PARTITIONS=slow:k80:60 fast:v100+p100:60", "ROTA_DEV_SHARDS=p100:2"}, 3, false},
+	{"two-per-type", []string{"ROTA_DEV_NODES_PER_TYPE=2", "ROTA_DEV_PARTITIONS=slow:k80:60 fast:v100+p100:60", "ROTA_DEV_SHARDS=p100:2"}, 6, true},
 	// Two V100 nodes: Rota on a cluster of one type; "slow" and "fast"
 	// are both V100s there. Not "two of each type" for the set's
 	// two-node jobs: the reservation holds the first node as they are
 	// submitted, and once the controller has read it (a refresh, 10 s
 	// here: so on some runs, not others) no type has two nodes to give.
-	{"v100-only", []string{"ROTA_DEV_TYPES=v100", "ROTA_DEV_NODES_PER_TYPE=2", "ROTA_DEV_PARTITIONS=slow:v100:60 fast:v100:60"}, 2, false},
+	{"v100-only", []string{"ROTA_DEV_TYPES=v100", "ROTA_DEV_NODES_PER_TYPE=2", "ROTA_DEV_PARTITIONS=slow:v100:60 fast:v100:60", "ROTA_DEV_SHARDS=v100:2"}, 2, false},
 }
 
 // plainRefusal is a job plain Slurm is known not to run on a shape (""
@@ -353,6 +360,15 @@ func rotaActed(j diffJob, s diffShape, shown string) error {
 			comment = v
 			break
 		}
+	}
+	if j.want == diffShared {
+		if !strings.HasPrefix(comment, sharedNote) || strings.Contains(comment, "[d=") {
+			return fmt.Errorf("asks for shards, so it must pass as asked with the plugin's note; AdminComment=%q", comment)
+		}
+		if featureRe.MatchString(jobFeatures(shown)) {
+			return fmt.Errorf("asks for shards, yet given a type constraint %q", jobFeatures(shown))
+		}
+		return nil
 	}
 	if j.want == diffAsked {
 		if !strings.HasPrefix(comment, namesNodesNote) || strings.Contains(comment, "[d=") {
