@@ -139,7 +139,7 @@ FORCE:
 # whole suite on 26.05, and on 24.11 the differential test and every test of
 # what differs between releases: the submit path, the round loop, typed
 # limits, slurmrestd, the plugins built from their source packages (and the
-# upgrade guard) and the agent's cgroup paths. ROTA_SLURM=24.11 make test
+# upgrade guard), the agent's cgroup paths and shards. ROTA_SLURM=24.11 make test
 # runs every test on that release alone; make test-all-releases runs every
 # test on all three.
 test: deps build lint unit packages-test $(if $(SLURM),integration,test-lanes)
