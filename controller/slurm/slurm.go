@@ -267,7 +267,9 @@ func NodeGres(gres, gresUsed string) (gpus, used map[string]int, err error) {
 	return gpus, used, nil
 }
 
-// shardGPUs is how many GPUs hold shards in a GresUsed string.
+// shardGPUs is how many GPUs hold shards in a GresUsed string: each
+// shard entry's list of shards per GPU where it has one, else its count
+// (gpureq reads the entry).
 func shardGPUs(s string) int {
 	// Untyped shards: "shard:(null):1(IDX:0)" (22.05: the count is of
 	// GPUs), "shard:(null):2(1/2,1/2,0/2,0/2)" (24.11), "shard:2(...)"
@@ -275,29 +277,23 @@ func shardGPUs(s string) int {
 	s = strings.ReplaceAll(s, "(null)", "")
 	n := 0
 	for _, e := range topLevel(s) {
-		name, detail, _ := strings.Cut(e, "(")
-		name = strings.TrimPrefix(strings.TrimPrefix(name, "gres:"), "gres/")
-		kind, rest, _ := strings.Cut(name, ":")
-		if kind != "shard" {
+		head, detail, _ := strings.Cut(e, "(")
+		spec, err := gpureq.Parse(head)
+		count, has := spec.Shards()
+		if err != nil || !has {
 			continue
 		}
-		per := strings.Split(strings.TrimSuffix(detail, ")"), ",")
 		listed := false
-		for _, g := range per {
-			a, _, ok := strings.Cut(g, "/")
-			if !ok {
-				continue
-			}
-			listed = true
-			if c, err := strconv.Atoi(a); err == nil && c > 0 {
-				n++
+		for _, g := range strings.Split(strings.TrimSuffix(detail, ")"), ",") {
+			if a, _, ok := strings.Cut(g, "/"); ok {
+				listed = true
+				if c, err := strconv.Atoi(a); err == nil && c > 0 {
+					n++
+				}
 			}
 		}
-		if !listed { // no list: the count, the last field
-			f := strings.Split(rest, ":")
-			if c, err := strconv.Atoi(f[len(f)-1]); err == nil && c > 0 {
-				n += c
-			}
+		if !listed {
+			n += int(count)
 		}
 	}
 	return n
