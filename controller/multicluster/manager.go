@@ -247,8 +247,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 	m.links = newLinkBook(cfg, func() time.Time { return m.now() })
 	m.views = newViews(cfg.Name, cfg.ViewMaxAge, func() time.Time { return m.now() }, log)
 	m.warned.log = m.log
-	m.inbox = &inbox{name: cfg.Name, dir: cfg.TransferDir, maxGB: cfg.TransferMaxGB, log: log, warned: &m.warned,
-		now: func() time.Time { return m.now() }, save: m.save, recv: map[string]*receipt{}}
+	m.inbox = newInbox(cfg, log, &m.warned, func() time.Time { return m.now() }, m.save)
 	return m, nil
 }
 

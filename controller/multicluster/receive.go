@@ -48,6 +48,16 @@ type inbox struct {
 	recv map[string]*receipt
 }
 
+// newInbox takes checkpoints for the cluster cfg names, into its
+// mc_transfer_dir; save writes the manager's state (nil: nothing to save).
+func newInbox(cfg Config, log zerolog.Logger, warned *onceLog, now func() time.Time, save func(context.Context) error) *inbox {
+	if save == nil {
+		save = func(context.Context) error { return nil }
+	}
+	return &inbox{name: cfg.Name, dir: cfg.TransferDir, maxGB: cfg.TransferMaxGB, log: log, warned: warned,
+		now: now, save: save, recv: map[string]*receipt{}}
+}
+
 // snapshot copies the receipts, to be saved.
 func (in *inbox) snapshot() map[string]*receipt {
 	in.mu.Lock()

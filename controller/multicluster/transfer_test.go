@@ -303,8 +303,8 @@ func TestChunkRefused(t *testing.T) {
 func TestTakesNoCheckpoint(t *testing.T) {
 	t.Parallel()
 	for _, dir := range []string{"", t.TempDir()} {
-		m := &Manager{cfg: Config{Name: "b", TransferMaxGB: 100, TransferDir: dir}, local: fakeLocal{}, now: time.Now,
-			inbox: &inbox{name: "b", maxGB: 100, dir: dir}}
+		cfg := Config{Name: "b", TransferMaxGB: 100, TransferDir: dir}
+		m := &Manager{cfg: cfg, local: fakeLocal{}, now: time.Now, inbox: newInbox(cfg, zerolog.Nop(), &onceLog{}, time.Now, nil)}
 		why := m.inbox.takes(chunkReq{ID: "a.1", From: "a", Size: 1})
 		v := m.buildView(nil)
 		if dir == "" && (!strings.Contains(why, "mc_transfer_dir is not set") || v.CheckpointMaxGB != 0) {
