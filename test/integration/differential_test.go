@@ -351,6 +351,13 @@ var (
 	tresFieldsRe = regexp.MustCompile(`(?m)\bTresPer(?:Job|Node|Task|Socket)=(\S+)`)
 )
 
+// leftAsAsked: the wants of jobs the plugin leaves as asked, with the
+// note it writes and why.
+var leftAsAsked = map[diffWant]struct{ note, why string }{
+	diffAsked:  {namesNodesNote, "names its nodes"},
+	diffShared: {sharedNote, "asks for shards"},
+}
+
 // rotaActed checks what `scontrol show job` said of j right after its
 // sbatch on the Rota cluster of shape s against what j wants.
 func rotaActed(j diffJob, s diffShape, shown string) error {
@@ -361,21 +368,13 @@ func rotaActed(j diffJob, s diffShape, shown string) error {
 			break
 		}
 	}
-	if j.want == diffShared {
-		if !strings.HasPrefix(comment, sharedNote) || strings.Contains(comment, "[d=") {
-			return fmt.Errorf("asks for shards, so it must pass as asked with the plugin's note; AdminComment=%q", comment)
+	// Left as asked on purpose: the plugin's note, no decision, no type.
+	if left, ok := leftAsAsked[j.want]; ok {
+		if !strings.HasPrefix(comment, left.note) || strings.Contains(comment, "[d=") {
+			return fmt.Errorf("%s, so it must pass as asked with the plugin's note; AdminComment=%q", left.why, comment)
 		}
 		if featureRe.MatchString(jobFeatures(shown)) {
-			return fmt.Errorf("asks for shards, yet given a type constraint %q", jobFeatures(shown))
-		}
-		return nil
-	}
-	if j.want == diffAsked {
-		if !strings.HasPrefix(comment, namesNodesNote) || strings.Contains(comment, "[d=") {
-			return fmt.Errorf("names its nodes, so it must pass as asked with the plugin's note; AdminComment=%q", comment)
-		}
-		if featureRe.MatchString(jobFeatures(shown)) {
-			return fmt.Errorf("names its nodes, yet given a type constraint %q", jobFeatures(shown))
+			return fmt.Errorf("%s, yet given a type constraint %q", left.why, jobFeatures(shown))
 		}
 		return nil
 	}
