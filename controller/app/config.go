@@ -104,8 +104,8 @@ type Config struct {
 	// ProfileListen is where Go's profiles (/debug/pprof/) are served
 	// ("" off, the default).
 	ProfileListen string
-	// Web is the read-only web view (controller/web, web.go).
-	Web WebConfig
+	// Web is the read-only web view (controller/web; serving it, web.go).
+	Web web.Config
 	// Estimators names external estimators (external.go).
 	Estimators EstimatorPlugins
 	// Site is the admin's part of the knowledge base (charging rates,
@@ -143,7 +143,7 @@ func DefaultConfig() Config {
 		MC:               multicluster.DefaultConfig(),
 		MCHold:           time.Minute,
 		HistoryWindow:    7 * 24 * time.Hour,
-		Web:              WebConfig{Auth: web.AuthNone, UserHeader: "X-Remote-User"},
+		Web:              web.DefaultConfig(),
 	}
 }
 
@@ -181,11 +181,7 @@ func LoadConfig(path string) (Config, error) {
 	}
 	v.String("metrics_listen", &c.MetricsListen)
 	v.String("profile_listen", &c.ProfileListen)
-	v.String("web_listen", &c.Web.Listen)
-	v.String("web_auth", &c.Web.Auth)
-	v.String("web_token_file", &c.Web.TokenFile)
-	v.String("web_user_header", &c.Web.UserHeader)
-	v.List("web_trusted_proxies", &c.Web.TrustedProxies)
+	c.Web.Read(v)
 	loadEstimatorPlugins(v, &c)
 	loadSlurmBackend(v, &c)
 	c.Rounds.Read(v)

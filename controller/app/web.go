@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -22,74 +21,10 @@ import (
 	"github.com/rota-hpc/rota/wire/gputype"
 )
 
-// WebConfig is the read-only web view's part of the config
-// (docs/operations.md, "The web view").
-type WebConfig struct {
-	// Listen is where the view is served ("" off).
-	Listen string
-	// Auth is who may see the explain details and use the estimate
-	// form: none (everyone), token (web_token_file's token), proxy (the
-	// user a trusted reverse proxy names in UserHeader).
-	Auth           string
-	TokenFile      string
-	UserHeader     string
-	TrustedProxies []string
-}
-
-// Check rejects settings that cannot work together.
-func (w WebConfig) Check() error {
-	switch w.Auth {
-	case web.AuthNone, web.AuthProxy:
-	case web.AuthToken:
-		if w.TokenFile == "" {
-			return errors.New("web_auth = token needs web_token_file")
-		}
-	default:
-		return fmt.Errorf("web_auth = %q: want none, token or proxy", w.Auth)
-	}
-	if w.Auth == web.AuthProxy && strings.TrimSpace(w.UserHeader) == "" {
-		return errors.New("web_auth = proxy needs web_user_header (e.g. X-Remote-User)")
-	}
-	_, err := web.ParseTrusted(w.TrustedProxies)
-	return err
-}
-
-// auth reads what the view authenticates with.
-func (w WebConfig) auth() (web.Auth, error) {
-	a := web.Auth{Mode: w.Auth, UserHeader: strings.TrimSpace(w.UserHeader)}
-	var err error
-	if a.Trusted, err = web.ParseTrusted(w.TrustedProxies); err != nil {
-		return a, err
-	}
-	if w.Auth == web.AuthToken {
-		if a.Token, err = readWebToken(w.TokenFile); err != nil {
-			return a, err
-		}
-	}
-	return a, nil
-}
-
-// readWebToken reads the token, refusing a file others may read or
-// anyone but its owner may write (as the NATS seeds).
-func readWebToken(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("web_token_file: %w", err)
-	}
-	if m := fi.Mode().Perm(); m&0o007 != 0 || m&0o020 != 0 {
-		return "", fmt.Errorf("web_token_file %s is mode %04o: others may read or write it; chmod 600 (or 640 for a group)", path, m)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("web_token_file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
 // serveWeb serves the web view on the configured address until ctx ends.
 func (c *Controller) serveWeb(ctx context.Context) error {
 	addr := c.cfg.Web.Listen
-	a, err := c.cfg.Web.auth()
+	a, err := c.cfg.Web.Authn()
 	if err != nil {
 		return err
 	}
