@@ -23,6 +23,7 @@ func TestLoadConfigMC(t *testing.T) {
 			true, 1, 30, "a", "rota.v1.mc.reply.a"},
 		{"routes off: no hold", "cluster_name = a\nmc_route = false\n", true, 0, 0, "", "rota.v1.mc.reply.a"},
 		{"link without a name", "mc_link = a-b:1GB/s\n", false, 0, 0, "", ""},
+		{"leaf without a name", "mc_leaf_listen = 127.0.0.1:22223\n", false, 0, 0, "", ""},
 		{"bad link", "cluster_name = a\nmc_link = a-b:fast\n", false, 0, 0, "", ""},
 		{"bad name", "cluster_name = a.b\n", false, 0, 0, "", ""},
 	} {
@@ -43,45 +44,6 @@ func TestLoadConfigMC(t *testing.T) {
 			}
 			if cfg.MC.Tick != 2*time.Second {
 				t.Fatalf("tick %v", cfg.MC.Tick)
-			}
-		})
-	}
-}
-
-// The link's measure and the checkpoint transfer: defaults, set, refused.
-func TestLoadConfigMCLink(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name, conf string
-		ok         bool
-		probe      time.Duration
-		maxAge     time.Duration
-		maxGB      float64
-		dir        string
-	}{
-		{"defaults", "cluster_name = a\n", true, 5 * time.Minute, 0, 100, ""},
-		{"dev", "cluster_name = a\nmc_probe_interval = 10s\nmc_link_max_age = 1m\nmc_transfer_max_gb = 2.5\nmc_transfer_dir = /var/lib/rota/mc-in\n",
-			true, 10 * time.Second, time.Minute, 2.5, "/var/lib/rota/mc-in"},
-		{"probes off", "cluster_name = a\nmc_probe_interval = 0\n", true, 0, 0, 100, ""},
-		{"probing too often", "cluster_name = a\nmc_probe_interval = 100ms\n", false, 0, 0, 0, ""},
-		{"negative probe interval", "cluster_name = a\nmc_probe_interval = -1s\n", false, 0, 0, 0, ""},
-		{"no transfer at all", "cluster_name = a\nmc_transfer_max_gb = 0\n", false, 0, 0, 0, ""},
-		{"not a number", "cluster_name = a\nmc_transfer_max_gb = lots\n", false, 0, 0, 0, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			p := filepath.Join(t.TempDir(), "controller.conf")
-			writeFile(t, p, c.conf)
-			cfg, err := LoadConfig(p)
-			if (err == nil) != c.ok {
-				t.Fatalf("err %v, want ok %v", err, c.ok)
-			}
-			if !c.ok {
-				return
-			}
-			m := cfg.MC
-			if m.ProbeInterval != c.probe || m.LinkMaxAge != c.maxAge || m.TransferMaxGB != c.maxGB || m.TransferDir != c.dir {
-				t.Fatalf("probe %v max age %v max GB %g dir %q", m.ProbeInterval, m.LinkMaxAge, m.TransferMaxGB, m.TransferDir)
 			}
 		})
 	}
