@@ -122,7 +122,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if c.slurm == nil {
-		c.slurm = newSlurm(c.cfg.Slurm, c.log)
+		c.slurm = slurm.New(c.cfg.Slurm, c.log)
 	}
 	if err := c.checkRestd(ctx); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/rota-hpc/rota/controller/rounds"
 	"github.com/rota-hpc/rota/controller/serve"
 	"github.com/rota-hpc/rota/controller/site"
+	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/web"
 	"github.com/rota-hpc/rota/internal/conf"
 	"github.com/rota-hpc/rota/wire"
@@ -67,7 +68,7 @@ type Config struct {
 	// LogLevel: debug, info, warn, error.
 	LogLevel string
 	// Slurm says how the controller reads and changes Slurm.
-	Slurm SlurmConfig
+	Slurm slurm.Config
 	// Placement holds the rule's knobs (speed table, retyping, margins).
 	Placement placer.Config
 	// Observe sizes the intake of agent reports (zero values: defaults).
@@ -183,7 +184,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("profile_listen", &c.ProfileListen)
 	c.Web.Read(v)
 	loadEstimatorPlugins(v, &c)
-	loadSlurmBackend(v, &c)
+	c.Slurm.Read(v)
 	c.Rounds.Read(v)
 	v.Bool("rounds_off", &c.RoundsOff)
 	v.Bool("round_apply_around_saves", &c.ApplyAroundSaves)

@@ -1,18 +1,18 @@
-package app
+package slurm
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
-	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/internal/conf"
 )
 
-func TestSlurmBackendConfig(t *testing.T) {
-	dir := t.TempDir()
+// TestConfig: the backend's keys, what Check refuses, and the client New
+// builds of them.
+func TestConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ conf, err string }{
 		{"", ""},
 		{"slurm_backend = cli", ""},
@@ -27,22 +27,26 @@ func TestSlurmBackendConfig(t *testing.T) {
 		{"slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nslurmrestd_token_file = /t", "exactly one of"},
 		{"slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nslurmrestd_version = v0.0.12", "want one of"},
 	} {
-		p := filepath.Join(dir, "controller.conf")
-		if err := os.WriteFile(p, []byte(tc.conf+"\n"), 0o644); err != nil {
+		v, err := conf.Parse(strings.NewReader(tc.conf+"\n"), "controller.conf")
+		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := LoadConfig(p)
+		var c Config
+		c.Read(v)
+		if err = v.Err(); err == nil {
+			err = c.Check()
+		}
 		if tc.err == "" {
 			if err != nil {
 				t.Errorf("%q: %v", tc.conf, err)
 				continue
 			}
-			cl := newSlurm(c.Slurm, zerolog.Nop())
-			_, isRestd := cl.(*slurm.Restd)
-			if isRestd != (c.Slurm.Backend == "restd") {
+			cl := New(c, zerolog.Nop())
+			_, isRestd := cl.(*Restd)
+			if isRestd != (c.Backend == "restd") {
 				t.Errorf("%q: built %T", tc.conf, cl)
 			}
-			if _, ok := cl.(slurm.Scheduler); !ok {
+			if _, ok := cl.(Scheduler); !ok {
 				t.Errorf("%q: %T is no Scheduler", tc.conf, cl)
 			}
 			continue
