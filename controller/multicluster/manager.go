@@ -141,9 +141,10 @@ type Manager struct {
 	now   func() time.Time
 
 	// views are the other clusters' views and this one's; inbox the
-	// checkpoints coming in.
+	// checkpoints coming in, send the ones going out.
 	views *views
 	inbox *inbox
+	send  sender
 
 	mu  sync.Mutex
 	out map[uint32]*Route
@@ -179,6 +180,7 @@ func New(cfg Config, log zerolog.Logger, sl Slurm, local Local, nc, mc *nats.Con
 	m.views = newViews(cfg.Name, cfg.ViewMaxAge, func() time.Time { return m.now() }, log)
 	m.warned.log = m.log
 	m.inbox = newInbox(cfg, log, &m.warned, func() time.Time { return m.now() }, m.save)
+	m.send = sender{mc: mc, timeout: cfg.AskTimeout}
 	return m, nil
 }
 

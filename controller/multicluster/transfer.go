@@ -196,8 +196,11 @@ func (m *Manager) sendCheckpoint(ctx context.Context, r *Route, budget time.Dura
 		m.mu.Unlock()
 		return "", fmt.Errorf("the checkpoint file %s changed since its transfer began; sending it again from the start", r.CkptFile)
 	}
+	m.mu.Lock()
+	sf := sendFile{route: r.ID, from: r.From, to: r.To, path: r.CkptFile, sha256: r.SHA256, size: r.Size, have: r.Sent}
+	m.mu.Unlock()
 	start := time.Now()
-	have, path, err := m.sendSlice(ctx, r, f, start.Add(budget))
+	have, path, err := m.send.slice(ctx, sf, f, start.Add(budget))
 	took := time.Since(start).Seconds()
 	m.mu.Lock()
 	if have > r.Sent || path != "" {
@@ -230,114 +233,4 @@ func (m *Manager) sendCheckpoint(ctx context.Context, r *Route, budget time.Dura
 	m.log.Info().Str("route", r.ID).Str("to", r.To).Int64("bytes", size).Float64("predicted_s", pred).Float64("actual_s", actual).
 		Str("path", path).Msg("checkpoint transferred")
 	return path, nil
-}
-
-// sendSlice opens the transfer on r.To and sends chunks from what it
-// holds until the file landed, until, or a failure: the bytes the
-// receiver holds, and the file's path there once landed.
-func (m *Manager) sendSlice(ctx context.Context, r *Route, f *os.File, until time.Time) (int64, string, error) {
-	subj := wire.SubjectMCCheckpoint(r.To)
-	header := func() nats.Header {
-		h := nats.Header{}
-		h.Set(wire.MCChunkRoute, r.ID)
-		h.Set(wire.MCChunkFrom, r.From)
-		h.Set(wire.MCChunkSize, strconv.FormatInt(r.Size, 10))
-		return h
-	}
-	open := header()
-	open.Set(wire.MCChunkOpen, "1")
-	open.Set(wire.MCChunkSHA256, r.SHA256)
-	msg, err := m.mc.RequestMsg(&nats.Msg{Subject: subj, Header: open}, m.cfg.AskTimeout)
-	rep, err := m.chunkReply(r.To, msg, err)
-	if err != nil {
-		return r.Sent, "", err
-	}
-	if rep.Error != "" {
-		err := fmt.Errorf("cluster %s refused the checkpoint: %s", r.To, rep.Error)
-		if rep.Refused {
-			err = refusedError{err}
-		}
-		return r.Sent, "", err
-	}
-	if rep.Done {
-		return r.Size, rep.Path, nil
-	}
-	have := rep.Have
-	inbox := m.mc.NewRespInbox()
-	sub, err := m.mc.SubscribeSync(inbox)
-	if err != nil {
-		return have, "", err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	buf := make([]byte, chunkBytes)
-	// At least one window per slice, and at least one chunk: an empty one
-	// at the end when the receiver holds every byte but has not checked
-	// them (stopped in between).
-	next, inflight, sent := have, 0, 0
-	for {
-		for inflight < chunkWindow && (sent == 0 || next < r.Size) && (sent < chunkWindow || time.Now().Before(until)) && ctx.Err() == nil {
-			n := min(int64(chunkBytes), r.Size-next)
-			if k, err := f.ReadAt(buf[:n], next); int64(k) < n {
-				return have, "", fmt.Errorf("reading the checkpoint file %s at %d: %w", r.CkptFile, next, err)
-			}
-			h := header()
-			h.Set(wire.MCChunkOffset, strconv.FormatInt(next, 10))
-			// PublishMsg copies the body out before it returns: buf is free.
-			if err := m.mc.PublishMsg(&nats.Msg{Subject: subj, Reply: inbox, Header: h, Data: buf[:n]}); err != nil {
-				return have, "", err
-			}
-			next += n
-			inflight++
-			sent++
-		}
-		if inflight == 0 {
-			return have, "", nil // the slice is over; the next goes on
-		}
-		msg, err := sub.NextMsg(m.cfg.AskTimeout)
-		rep, err := m.chunkReply(r.To, msg, err)
-		if err != nil {
-			return have, "", err
-		}
-		inflight--
-		if rep.Error != "" {
-			err := fmt.Errorf("cluster %s refused a chunk: %s", r.To, rep.Error)
-			if rep.Refused {
-				err = refusedError{err}
-			}
-			return rep.Have, "", err
-		}
-		if rep.Done {
-			return r.Size, rep.Path, nil
-		}
-		have = max(have, rep.Have)
-		if rep.Have < rep.Offset {
-			// It lost a chunk before this one: the next slice goes on
-			// from what it holds (the replies still in flight go to this
-			// slice's inbox, which ends here).
-			return have, "", nil
-		}
-	}
-}
-
-// refusedError is the receiver refusing the file for good: the move is
-// aborted rather than retried.
-type refusedError struct{ error }
-
-func (e refusedError) Unwrap() error { return e.error }
-
-// chunkReply reads a checkpoint answer from peer.
-func (m *Manager) chunkReply(peer string, msg *nats.Msg, err error) (wire.MCChunkReply, error) {
-	var rep wire.MCChunkReply
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return rep, fmt.Errorf("nobody answers checkpoints for cluster %s (its controller is down or not leading, or the link is cut)", peer)
-	case errors.Is(err, nats.ErrTimeout):
-		return rep, fmt.Errorf("no answer from cluster %s within %s (mc_ask_timeout): the link may be cut or slow", peer, m.cfg.AskTimeout)
-	case err != nil:
-		return rep, err
-	}
-	if err := wire.Decode(msg.Data, &rep); err != nil {
-		return rep, fmt.Errorf("cluster %s answered a checkpoint request with something else: %w", peer, err)
-	}
-	return rep, nil
 }
