@@ -133,7 +133,7 @@ func Run(ctx context.Context, o Options) error {
 	c.placer = placer.New(c.cfg.Placement)
 	c.states = placer.NewPublisher(c.placer, nil, c.cfg.StateInterval, c.log)
 	est := live.NewEstimator(c.cfg.Placement.Speed, c.cfg.Placement.WalltimeMargin, c.cfg.Placement.WalltimeOverheadMin)
-	stopPlugins, err := c.startEstimatorPlugins(est)
+	stopPlugins, err := est.StartPlugins(c.cfg.Estimators, c.log)
 	defer stopPlugins()
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func Run(ctx context.Context, o Options) error {
 	// In the background: a week of a busy cluster's sacct must not hold
 	// up placements.
 	go c.readHistory(ctx)
-	stopWaitPlugin, err := c.startQueueWaitPlugin(c.waits)
+	stopWaitPlugin, err := c.waits.StartPlugin(c.cfg.Estimators, c.log)
 	defer stopWaitPlugin()
 	if err != nil {
 		return err

@@ -191,12 +191,12 @@ func TestLoadConfig(t *testing.T) {
 	if c.Replicas != 3 || c.LeaseTTL != 3*time.Second || !c.elected() || !c.durableDecisions() {
 		t.Fatalf("cluster config: %+v", c)
 	}
-	writeFile(t, path, "slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nweb_listen = 127.0.0.1:8080\n")
+	writeFile(t, path, "slurm_backend = restd\nslurmrestd_url = http://h:1\nslurmrestd_jwt_key = /k\nweb_listen = 127.0.0.1:8080\nestimator_walltime = /usr/libexec/rota/wall\n")
 	if c, err = LoadConfig(path); err != nil {
 		t.Fatal(err)
 	}
-	if c.Slurm.Backend != "restd" || c.Slurm.RestdURL != "http://h:1" || c.Web.Listen != "127.0.0.1:8080" {
-		t.Fatalf("the parts' own keys: %+v %+v", c.Slurm, c.Web)
+	if c.Slurm.Backend != "restd" || c.Slurm.RestdURL != "http://h:1" || c.Web.Listen != "127.0.0.1:8080" || c.Estimators.Walltime != "/usr/libexec/rota/wall" {
+		t.Fatalf("the parts' own keys: %+v %+v %+v", c.Slurm, c.Web, c.Estimators)
 	}
 	for _, bad := range []string{"speed.v100 = fast\n", "refresh = 0s\n", "bogus = 1\n", "speed.a:b = 1\n",
 		"replicas = 3\n", "nats_url = nats://a:4222\nreplicas = 9\n", "nats_url = nats://a:4222\nlease_ttl = 100ms\n",

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/bus"
 	"github.com/rota-hpc/rota/controller/chains"
+	"github.com/rota-hpc/rota/controller/estimate/live"
 	"github.com/rota-hpc/rota/controller/faulttol"
 	"github.com/rota-hpc/rota/controller/leader"
 	"github.com/rota-hpc/rota/controller/multicluster"
@@ -107,8 +108,8 @@ type Config struct {
 	ProfileListen string
 	// Web is the read-only web view (controller/web; serving it, web.go).
 	Web web.Config
-	// Estimators names external estimators (external.go).
-	Estimators EstimatorPlugins
+	// Estimators names external estimators (docs/estimators.md).
+	Estimators live.Plugins
 	// Site is the admin's part of the knowledge base (charging rates,
 	// debug partitions, GPU memory per type); docs/estimate.md.
 	Site site.Config
@@ -183,7 +184,7 @@ func LoadConfig(path string) (Config, error) {
 	v.String("metrics_listen", &c.MetricsListen)
 	v.String("profile_listen", &c.ProfileListen)
 	c.Web.Read(v)
-	loadEstimatorPlugins(v, &c)
+	c.Estimators.Read(v)
 	c.Slurm.Read(v)
 	c.Rounds.Read(v)
 	v.Bool("rounds_off", &c.RoundsOff)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/estimate/external"
+	"github.com/rota-hpc/rota/internal/conf"
 )
 
 // Plugins names external estimators (docs/estimators.md, "External
@@ -21,6 +22,14 @@ type Plugins struct {
 	// Timeout bounds every call to a plugin; past it the built-in
 	// answers. 0: 200 ms.
 	Timeout time.Duration
+}
+
+// Read reads the estimator_* keys over p.
+func (p *Plugins) Read(v *conf.Values) {
+	v.String("estimator_throughput", &p.Throughput)
+	v.String("estimator_walltime", &p.Walltime)
+	v.String("estimator_queuewait", &p.QueueWait)
+	v.Duration("estimator_timeout", &p.Timeout, time.Millisecond, 10*time.Second)
 }
 
 // plugins are the external estimators in front of the built-ins; nil

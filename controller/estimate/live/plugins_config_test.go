@@ -1,29 +1,35 @@
-package app
+package live
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rota-hpc/rota/internal/conf"
 )
 
-func TestLoadEstimatorConfig(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "controller.conf")
+func TestPluginsRead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, text string
-		want       EstimatorPlugins
+		want       Plugins
 		wantErr    string
 	}{
-		{"none", "", EstimatorPlugins{}, ""},
+		{"none", "", Plugins{}, ""},
 		{"both", "estimator_throughput = /usr/libexec/rota/est --table /etc/rota/speeds.csv\n" +
 			"estimator_walltime = /usr/libexec/rota/wall\nestimator_timeout = 150ms\n",
-			EstimatorPlugins{Throughput: "/usr/libexec/rota/est --table /etc/rota/speeds.csv",
+			Plugins{Throughput: "/usr/libexec/rota/est --table /etc/rota/speeds.csv",
 				Walltime: "/usr/libexec/rota/wall", Timeout: 150 * time.Millisecond}, ""},
-		{"timeout too long", "estimator_timeout = 1m\n", EstimatorPlugins{}, "estimator_timeout"},
+		{"timeout too long", "estimator_timeout = 1m\n", Plugins{}, "estimator_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			writeFile(t, path, tc.text)
-			c, err := LoadConfig(path)
+			v, err := conf.Parse(strings.NewReader(tc.text), "controller.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Plugins
+			p.Read(v)
+			err = v.Err()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -33,8 +39,8 @@ func TestLoadEstimatorConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Estimators != tc.want {
-				t.Fatalf("got %+v, want %+v", c.Estimators, tc.want)
+			if p != tc.want {
+				t.Fatalf("got %+v, want %+v", p, tc.want)
 			}
 		})
 	}
