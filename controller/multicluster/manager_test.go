@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -627,7 +628,11 @@ func TestMoveNotTakenResumesHere(t *testing.T) {
 				}
 				mb, _ := New(cb, zerolog.Nop(), sb, fakeLocal{snap: snap(map[string]int{"k80": 8})}, ncb, mcb, nil)
 				go mb.Run(ctx)
-				time.Sleep(100 * time.Millisecond) // its subscriptions
+				// Its checkpoint subject answers (a malformed request, an error).
+				eventually.True(t, 5*time.Second, "b's checkpoint subject to answer", func() bool {
+					_, err := mca.Request(wire.SubjectMCCheckpoint("b"), nil, 100*time.Millisecond)
+					return !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout)
+				})
 			}
 			if !tc.linkCut {
 				startB()
