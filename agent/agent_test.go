@@ -98,8 +98,24 @@ func TestAgentOverNATS(t *testing.T) {
 		}
 	}()
 
-	// After a first reading, the job advances 300 steps in 10 s: 30 steps/s.
-	time.Sleep(250 * time.Millisecond)
+	// After a first reading (a report that has job 101), the job
+	// advances 300 steps in 10 s: 30 steps/s.
+	eventually.True(t, 10*time.Second, "a first report with job 101", func() bool {
+		select {
+		case m := <-reports:
+			var r wire.NodeReport
+			if err := wire.Decode(m.Data, &r); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			for _, j := range r.Jobs {
+				if j.JobID == 101 {
+					return true
+				}
+			}
+		default:
+		}
+		return false
+	})
 	writeProgress(101, 300, start)
 
 	var last wire.NodeReport
