@@ -631,7 +631,7 @@ func TestRestdQueueSince(t *testing.T) {
 	r := &Restd{CLI: &CLI{}, URL: srv.URL, User: "root", Token: &KeyTokens{KeyFile: key}, Version: "v0.0.38", Log: zerolog.Nop()}
 	ctx := context.Background()
 	before := time.Now()
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // a read strictly after before: the clock is what is tested
 	jobs, err := r.Jobs(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -131,7 +131,7 @@ func TestQueueSince(t *testing.T) {
 		}
 	}
 	before := time.Now()
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond)           // a read strictly after before: the clock is what is tested
 	if _, err := c.Jobs(ctx); err != nil { // the round's read
 		t.Fatal(err)
 	}

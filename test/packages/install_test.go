@@ -282,7 +282,7 @@ func startUnit(t *testing.T, unit, logFile string) {
 			t.Logf("--- %s ---\n%s", logFile, tail(string(b), 30))
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // time to die at once, if it wrongly would: what is tested is that it does not
 	select {
 	case err := <-done:
 		b, _ := os.ReadFile(logFile)
