@@ -525,7 +525,7 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 		if k < 0 {
 			continue
 		}
-		when, guess := left(j, k)
+		_, when, guess := left(j, k)
 		if a.Migrate {
 			when, guess = 0, false // it leaves its GPUs now
 		}
@@ -595,16 +595,24 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 
 // remaining returns how long, in seconds, a running job of jobs will go
 // on holding its GPUs of type k (plan.Types' index): steps over rate when
-// both are known; else as long again as it has run (the expected
-// remainder of a run whose length is unknown), and no less than the
-// average run so far of the running jobs whose work is unknown, nor than
-// a second; guessed says it is the latter. A job that just started is not about to end: with "as long
-// again" alone, each GPU just taken looked the first to free, and
-// coverHead sent the job at the head after it from type to type every
-// round while the GPUs that did free went to the jobs behind it
-// (TestDifferential on a loaded host: a two-GPU job waited 2m11s, 29 s
-// under plain Slurm; TestHeadDoesNotChaseJobsThatJustStarted).
-func remaining(plan *Plan, jobs []JobView) func(j JobView, k int) (left float64, guessed bool) {
+// both are known. Else it is a guess (guessed), made two ways: soon, as
+// long again as it has run (the expected remainder of a run whose length
+// is unknown), at least a second; and late, that but no less than the
+// average run so far of the running jobs whose work is unknown.
+//
+// coverHead takes late: a job that just started is not about to end, and
+// with soon each GPU just taken looked the first to free, so the job at
+// the head was sent after it from type to type every round while the GPUs
+// that did free went to the jobs behind it (TestDifferential on a loaded
+// host: a two-GPU job waited 2m11s, 29 s under plain Slurm;
+// TestHeadDoesNotChaseJobsThatJustStarted). fill takes soon: there the
+// guess decides whether a pending job waits for its type or starts now on
+// a slower one, and a wait misjudged costs a round (the next decides
+// again) where a start misjudged costs the run at the slower speed or a
+// migration (TestFillWaitsOnAJobThatJustStarted; with late, the no-hint
+// replay's average JCT was 111.4 s, with soon 102.2 s:
+// docs/measurements/replays.md).
+func remaining(plan *Plan, jobs []JobView) func(j JobView, k int) (soon, late float64, guessed bool) {
 	known := func(j JobView, k int) bool {
 		return j.StepsLeft > 0 && k < len(j.Rates) && j.Rates[k] > 0 && j.RateSource[k] != estimate.SourceRelative
 	}
@@ -620,11 +628,13 @@ func remaining(plan *Plan, jobs []JobView) func(j JobView, k int) (left float64,
 	if n > 0 {
 		floor = math.Max(ran/float64(n), 1)
 	}
-	return func(j JobView, k int) (float64, bool) {
+	return func(j JobView, k int) (float64, float64, bool) {
 		if known(j, k) {
-			return j.StepsLeft / j.Rates[k], false
+			left := j.StepsLeft / j.Rates[k]
+			return left, left, false
 		}
-		return math.Max(j.RunningFor.Seconds(), floor), true
+		soon := math.Max(j.RunningFor.Seconds(), 1)
+		return soon, math.Max(soon, floor), true
 	}
 }
 
@@ -753,8 +763,8 @@ func fill(plan *Plan, jobs []JobView) {
 			k = indexOf(plan.Types, j.Type) // still there until it moves
 		}
 		free[k] -= max(j.GPUs, 1)
-		when, _ := left(j, k)
-		frees[k] = append(frees[k], when)
+		soon, _, _ := left(j, k) // a wait misjudged costs a round (remaining)
+		frees[k] = append(frees[k], soon)
 	}
 	for k := range frees {
 		sort.Float64s(frees[k])

@@ -409,3 +409,24 @@ func headWaits(ages [][]float64, round, length float64) (waited, flips int) {
 	}
 	return waited, flips
 }
+
+// fill waits for a job's own type when the GPU there is held by a job of
+// unknown work that just started, however long other such jobs have run:
+// a wait misjudged costs the pending job a round (the next round decides
+// again), a start on a slower type misjudged costs it the whole run there
+// or a migration.
+func TestFillWaitsOnAJobThatJustStarted(t *testing.T) {
+	t.Parallel()
+	rel := []string{estimate.SourceRelative, estimate.SourceRelative}
+	jobs := []JobView{
+		{ID: 1, Running: true, Type: "v100", GPUs: 1, Rates: []float64{0.5, 1}, RateSource: rel, RunningFor: 5 * time.Second},
+		{ID: 2, Running: true, Type: "k80", GPUs: 1, Rates: []float64{0.5, 1}, RateSource: rel, RunningFor: 10 * time.Minute},
+		{ID: 3, Type: "v100", GPUs: 1, Rates: []float64{0.3, 1}, RateSource: []string{"measured", "measured"}, StepsLeft: 100, Submit: time.Unix(1, 0)},
+	}
+	plan := Plan{Types: []string{"k80", "v100"}, Capacity: []int{2, 1},
+		Actions: []Action{{JobID: 1, Type: "v100"}, {JobID: 2, Type: "k80"}, {JobID: 3, Type: "v100", Priority: 5}}}
+	fill(&plan, jobs)
+	if got := plan.Actions[2].Type; got != "v100" {
+		t.Errorf("pending job goes to %s, want v100: 100 s there after a wait of about 5 s, 333 s on the k80 (%s)", got, plan.Actions[2].Why)
+	}
+}
