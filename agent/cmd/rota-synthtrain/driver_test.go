@@ -149,7 +149,7 @@ func TestWorkload(t *testing.T) {
 	for _, j := range a {
 		models[j.Model] = true
 		// Seconds per type are steps / (Gavel rate x time scale).
-		rates, _ := stepRate(table, "k80", j.Model, 100)
+		rates, _, _ := stepRate(table, "k80", j.Model, 100, nil)
 		if want := float64(j.Steps) / rates; j.Seconds["k80"] < want-0.06 || j.Seconds["k80"] > want+0.06 {
 			t.Fatalf("%s: k80 seconds %v, want %v", j.Model, j.Seconds["k80"], want)
 		}

@@ -64,7 +64,10 @@ func detectGPUType(ctx context.Context, sc scontrolFunc, job, node string) (stri
 	case 0:
 		return "", fmt.Errorf("cannot detect the GPU type: neither job %s nor node %s names a GPU type (give --gpu-type)", job, node)
 	default:
-		return "", fmt.Errorf("cannot detect the GPU type: job %s names none and node %s has several (%s); give --gpu-type", job, node, strings.Join(types, ", "))
+		// Slurm 22.05 gives a job on a MIG slice no GPU at all when the
+		// cluster also has gres/shard: its GRES then counts 0 of each.
+		return "", fmt.Errorf("cannot detect the GPU type: job %s holds no GPU of a type (its GRES: %s) and node %s has several (%s); give --gpu-type",
+			job, field(out, "JOB_GRES="), node, strings.Join(types, ", "))
 	}
 }
 
@@ -119,7 +122,8 @@ func field(out []byte, key string) string {
 
 // gpuTypes lists the GPU types in a Slurm GRES string such as
 // "gpu:p100:1(IDX:0,2),nvme:1" or "gpu:v100:4(S:0)". Commas inside the
-// parentheses do not separate entries. Untyped "gpu:2" adds nothing.
+// parentheses do not separate entries. Untyped "gpu:2" and a type held 0
+// times add nothing.
 func gpuTypes(gres string) []string {
 	var out []string
 	depth, start := 0, 0
@@ -143,7 +147,9 @@ func gpuTypes(gres string) []string {
 			e = e[:i]
 		}
 		parts := strings.Split(e, ":")
-		if len(parts) == 3 && parts[0] == "gpu" && parts[1] != "" && parts[1] != "(null)" {
+		// A job on a node of several types lists each, those it holds
+		// none of with 0 ("gpu:a100_2g.10gb:0(IDX:)", a MIG node).
+		if len(parts) == 3 && parts[0] == "gpu" && parts[1] != "" && parts[1] != "(null)" && parts[2] != "0" {
 			out = append(out, strings.ToLower(parts[1]))
 		}
 	}

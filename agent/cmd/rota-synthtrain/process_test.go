@@ -339,7 +339,7 @@ func TestPeriodicSignalKeepsTraining(t *testing.T) {
 func TestCoarseTickEndsOnTime(t *testing.T) {
 	table := gavelTable(t)
 	// A3C on a v100: 7.18 steps/s x 100; 3000 steps take 4.18 s.
-	rate, err := stepRate(table, "v100", "A3C", 100)
+	rate, _, err := stepRate(table, "v100", "A3C", 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

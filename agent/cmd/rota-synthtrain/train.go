@@ -24,6 +24,7 @@ type trainConfig struct {
 	model         string
 	steps         uint64
 	throughputs   string
+	derive        map[string]workload.Derivation // --derive-type
 	timeScale     float64
 	ckptDir       string
 	logPath       string
@@ -53,6 +54,11 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	fs.StringVar(&c.model, "model", "", "job type as in Gavel's table, e.g. 'ResNet-18 (batch size 64)' (required)")
 	fs.Uint64Var(&c.steps, "steps", 0, "total training steps (required)")
 	fs.StringVar(&c.throughputs, "throughputs", "../shared/data/gavel/simulation_throughputs.json", "Gavel's simulation_throughputs.json")
+	var derive []string
+	fs.Func("derive-type", "a GPU type the table never measured, as TYPE=FROM*FACTOR (a100=v100*2; repeat); a MIG slice (a100_3g.20gb) runs at its whole GPU's rate times its share of the compute", func(v string) error {
+		derive = append(derive, v)
+		return nil
+	})
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "multiplies Gavel's steps/s, so a job lasts seconds to minutes")
 	fs.StringVar(&c.ckptDir, "ckpt-dir", envOr("ROTA_SYNTHTRAIN_CKPT_DIR", "synthtrain-ckpt"), "directory of checkpoints, one file <job>.ckpt per job; must survive the requeue (shared file system)")
 	fs.StringVar(&c.logPath, "log", "", "append JSON-line events to this file (default: standard output)")
@@ -73,6 +79,9 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if c.derive, err = workload.ParseDerivations(derive); err != nil {
+		return c, err
+	}
 	if c.ckptSignal, err = checkpoint.ParseSignal(sigName); err != nil {
 		return c, fmt.Errorf("--signal: %w", err)
 	}
@@ -116,20 +125,22 @@ func envOr(k, def string) string {
 }
 
 // stepRate is steps/s for model on gpuType: Gavel's isolated throughput at
-// scale factor 1 times timeScale.
-func stepRate(table, gpuType, model string, timeScale float64) (float64, error) {
-	t, err := workload.Load(table, []string{gpuType})
+// scale factor 1 times timeScale; a type the table lacks is derived
+// (workload.LoadDerived: derive, or a MIG slice from its whole GPU), and
+// basis says how ("" measured).
+func stepRate(table, gpuType, model string, timeScale float64, derive map[string]workload.Derivation) (rate float64, basis string, err error) {
+	t, err := workload.LoadDerived(table, []string{gpuType}, derive)
 	if err != nil {
-		return 0, fmt.Errorf("throughputs: %w", err)
+		return 0, "", fmt.Errorf("throughputs: %w", err)
 	}
 	r := t.Rates(model, 1)
 	if r == nil {
-		return 0, fmt.Errorf("throughputs %s: no job type %q at scale factor 1 (known: %s)", table, model, strings.Join(t.JobTypes, "; "))
+		return 0, "", fmt.Errorf("throughputs %s: no job type %q at scale factor 1 (known: %s)", table, model, strings.Join(t.JobTypes, "; "))
 	}
 	if !(r[0] > 0) {
-		return 0, fmt.Errorf("throughputs %s: %q cannot run on %s (throughput %v)", table, model, gpuType, r[0])
+		return 0, "", fmt.Errorf("throughputs %s: %q cannot run on %s (throughput %v)", table, model, gpuType, r[0])
 	}
-	return r[0] * timeScale, nil
+	return r[0] * timeScale, t.Derived[gpuType], nil
 }
 
 // trainer is one attempt of a job: from its checkpoint (or 0) to the end,
@@ -190,9 +201,12 @@ func (t *trainer) setup(ctx context.Context, sc scontrolFunc) error {
 		}
 		t.c.gpuType = g
 	}
-	rate, err := stepRate(t.c.throughputs, t.c.gpuType, t.c.model, t.c.timeScale)
+	rate, basis, err := stepRate(t.c.throughputs, t.c.gpuType, t.c.model, t.c.timeScale, t.c.derive)
 	if err != nil {
 		return err
+	}
+	if basis != "" {
+		basis = "rate derived: " + basis
 	}
 	t.rate = rate
 	if err := os.MkdirAll(t.c.ckptDir, 0o755); err != nil {
@@ -208,7 +222,7 @@ func (t *trainer) setup(ctx context.Context, sc scontrolFunc) error {
 	}
 	restart := t.c.restart
 	t.log.emit(Event{Ev: "start", Restart: &restart, GPU: t.c.gpuType, Model: t.c.model, Total: t.c.steps,
-		Rate: t.rate, ResumedFrom: u64(t.resumed)})
+		Rate: t.rate, ResumedFrom: u64(t.resumed), Msg: basis})
 	// What the previous attempt reached beyond its checkpoint is lost.
 	if reached, ok := t.readReached(); ok && reached > t.resumed {
 		t.log.emit(Event{Ev: "lost", Steps: u64(reached - t.resumed), Reached: u64(reached), ResumedFrom: u64(t.resumed)})

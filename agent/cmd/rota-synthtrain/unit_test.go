@@ -32,18 +32,30 @@ func TestStepRate(t *testing.T) {
 	cases := []struct {
 		name, gpu, model string
 		scale            float64
-		want             float64 // Gavel's "null" entry for (model, 1) on gpu, times scale
+		derive           []string // --derive-type
+		want             float64  // Gavel's "null" entry for (model, 1) on gpu, times scale
+		basis            string   // how the rate was derived ("" measured)
 		err              string
 	}{
-		{"resnet18 on p100", "p100", "ResNet-18 (batch size 64)", 1, 22.30494387033663, ""},
-		{"time scale multiplies", "k80", "ResNet-18 (batch size 64)", 100, 705.2080666695425, ""},
-		{"a3c on v100", "v100", "A3C", 2.5, 7.175767179667988 * 2.5, ""},
-		{"unknown model", "v100", "ResNet-18 (batch size 63)", 1, 0, `no job type "ResNet-18 (batch size 63)"`},
-		{"unknown GPU type", "a100", "A3C", 1, 0, `no GPU type "a100"`},
+		{"resnet18 on p100", "p100", "ResNet-18 (batch size 64)", 1, nil, 22.30494387033663, "", ""},
+		{"time scale multiplies", "k80", "ResNet-18 (batch size 64)", 100, nil, 705.2080666695425, "", ""},
+		{"a3c on v100", "v100", "A3C", 2.5, nil, 7.175767179667988 * 2.5, "", ""},
+		{"unknown model", "v100", "ResNet-18 (batch size 63)", 1, nil, 0, "", `no job type "ResNet-18 (batch size 63)"`},
+		{"unknown GPU type", "a100", "A3C", 1, nil, 0, "", `no GPU type "a100"`},
+		{"derived whole GPU", "a100", "A3C", 1, []string{"a100=v100*2"}, 7.175767179667988 * 2, "v100 x 2 (given)", ""},
+		// ResNet-18 on a V100: 24.09 steps/s; an A100 twice that; its
+		// 3g.20gb slice 3 of its 7 compute slices.
+		{"MIG slice of a derived GPU", "a100_3g.20gb", "ResNet-18 (batch size 64)", 1, []string{"a100=v100*2"},
+			24.093231895382736 * 2 * 3 / 7, "v100 x 2 (given) x 3/7 (its share of the a100)", ""},
+		{"MIG slice of a GPU nobody derived", "a100_1g.5gb", "A3C", 1, nil, 0, "", `no GPU type "a100_1g.5gb"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := stepRate(table, c.gpu, c.model, c.scale)
+			derive, err := workload.ParseDerivations(c.derive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, basis, err := stepRate(table, c.gpu, c.model, c.scale, derive)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want one containing %q", err, c.err)
@@ -53,8 +65,8 @@ func TestStepRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(got-c.want) > 1e-9*c.want {
-				t.Fatalf("rate = %v, want %v", got, c.want)
+			if math.Abs(got-c.want) > 1e-9*c.want || basis != c.basis {
+				t.Fatalf("rate = %v (%q), want %v (%q)", got, basis, c.want, c.basis)
 			}
 		})
 	}
@@ -78,8 +90,8 @@ func TestSoloTable(t *testing.T) {
 	}
 	for _, m := range full.JobTypes {
 		for _, g := range types {
-			want, werr := stepRate(table, g, m, 300)
-			got, gerr := stepRate(solo, g, m, 300)
+			want, _, werr := stepRate(table, g, m, 300, nil)
+			got, _, gerr := stepRate(solo, g, m, 300, nil)
 			if got != want || (werr == nil) != (gerr == nil) {
 				t.Fatalf("%s on %s: solo table %v (%v), whole table %v (%v)", m, g, got, gerr, want, werr)
 			}
@@ -206,6 +218,21 @@ const (
 	nodeMixed = `NodeName=node-x
    Gres=gpu:v100:2(S:0),gpu:k80:2(S:1)
 `
+	// An untyped gpu:1 on a node of MIG slices, as 22.05.8 shows it.
+	jobOnSlice = `JobId=10
+   JOB_GRES=gpu:a100_1g.5gb:0,gpu:a100_2g.10gb:0,gpu:a100_3g.20gb:1
+     Nodes=node-mig CPU_IDs=0 Mem=0 GRES=gpu:a100_1g.5gb:0(IDX:),gpu:a100_2g.10gb:0(IDX:),gpu:a100_3g.20gb:1(IDX:0)
+   TresPerNode=gres:gpu:1
+`
+	// The same asked as gpu:a100_3g.20gb:1 on 22.05.8 with gres/shard.
+	jobNoSlice = `JobId=11
+   JOB_GRES=gpu:a100_3g.20gb:0
+     Nodes=node-mig CPU_IDs=0 Mem=0 GRES=gpu:a100_3g.20gb:0(IDX:)
+   TresPerNode=gres:gpu:a100_3g.20gb:1
+`
+	nodeMIG = `NodeName=node-mig
+   Gres=gpu:a100_1g.5gb:4,gpu:a100_2g.10gb:2,gpu:a100_3g.20gb:2,nvme:1
+`
 )
 
 func TestDetectGPUType(t *testing.T) {
@@ -226,6 +253,9 @@ func TestDetectGPUType(t *testing.T) {
 		{"untyped job, no node name", "8", "", jobUntyped, "", nil, "", "SLURMD_NODENAME is not set"},
 		{"not in Slurm", "", "", "", "", nil, "", "SLURM_JOB_ID is not set"},
 		{"scontrol fails", "9", "node-p100", "", "", errors.New("Invalid job id specified"), "", "Invalid job id specified"},
+		{"MIG node, the slice held", "10", "node-mig", jobOnSlice, nodeMIG, nil, "a100_3g.20gb", ""},
+		// 22.05 with gres/shard in the cluster: no GPU given at all.
+		{"MIG node, no GPU given", "11", "node-mig", jobNoSlice, nodeMIG, nil, "", "holds no GPU of a type (its GRES: gpu:a100_3g.20gb:0)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,6 +302,9 @@ func TestGPUTypes(t *testing.T) {
 		{"(null)", ""},
 		{"", ""},
 		{"gpu:a:1(IDX:0,1),gpu:b:1(IDX:2)", "a,b"},
+		// An untyped gpu:1 on a MIG node, as 22.05 shows it (scontrol -d).
+		{"gpu:a100_1g.5gb:1(IDX:0),gpu:a100_2g.10gb:0(IDX:),gpu:a100_3g.20gb:0(IDX:)", "a100_1g.5gb"},
+		{"gpu:a100_1g.5gb:1,gpu:a100_2g.10gb:0,gpu:a100_3g.20gb:0", "a100_1g.5gb"},
 	}
 	for _, c := range cases {
 		if got := strings.Join(gpuTypes(c.in), ","); got != c.want {

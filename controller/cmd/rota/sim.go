@@ -16,7 +16,6 @@ import (
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/controller/sim"
-	"math"
 )
 
 // simOptions are rota sim's flags.
@@ -133,7 +132,7 @@ func runSim(ctx context.Context, o simOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	derive, err := parseDerive(o.derive)
+	derive, err := workload.ParseDerivations(o.derive)
 	if err != nil {
 		return usageError{err.Error()}
 	}
@@ -241,21 +240,6 @@ func runSim(ctx context.Context, o simOptions, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout)
 	}
 	return nil
-}
-
-// parseDerive reads --derive-type TYPE=FROM*FACTOR entries.
-func parseDerive(items []string) (map[string]workload.Derivation, error) {
-	out := map[string]workload.Derivation{}
-	for _, it := range items {
-		t, rest, ok := strings.Cut(it, "=")
-		from, f, ok2 := strings.Cut(rest, "*")
-		factor, err := strconv.ParseFloat(f, 64)
-		if !ok || !ok2 || t == "" || from == "" || err != nil || !(factor > 0) || math.IsInf(factor, 0) {
-			return nil, fmt.Errorf("--derive-type %q: want TYPE=FROM*FACTOR, e.g. a100=v100*2", it)
-		}
-		out[t] = workload.Derivation{From: from, Factor: factor}
-	}
-	return out, nil
 }
 
 func fmtUtil(types []string, u []float64) string {

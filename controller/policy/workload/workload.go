@@ -52,6 +52,23 @@ type Derivation struct {
 	Factor float64
 }
 
+// ParseDerivations reads derivations written TYPE=FROM*FACTOR (a100=v100*2:
+// an A100 runs every job twice as fast as a V100), as `rota sim
+// --derive-type` and rota-synthtrain's take them.
+func ParseDerivations(items []string) (map[string]Derivation, error) {
+	out := map[string]Derivation{}
+	for _, it := range items {
+		t, rest, ok := strings.Cut(it, "=")
+		from, f, ok2 := strings.Cut(rest, "*")
+		factor, err := strconv.ParseFloat(f, 64)
+		if !ok || !ok2 || t == "" || from == "" || err != nil || !(factor > 0) || math.IsInf(factor, 0) {
+			return nil, fmt.Errorf("--derive-type %q: want TYPE=FROM*FACTOR, e.g. a100=v100*2", it)
+		}
+		out[t] = Derivation{From: from, Factor: factor}
+	}
+	return out, nil
+}
+
 // Load reads Gavel's table for the given GPU types (e.g. v100, p100, k80).
 // A MIG slice type the table lacks (a100_3g.20gb) is derived from its
 // whole GPU's rates times its share of that GPU's compute (wire/gputype),

@@ -69,3 +69,16 @@ func TestDerivedTypes(t *testing.T) {
 		t.Error("a slice of an unmeasured GPU was derived from nothing")
 	}
 }
+
+func TestParseDerivations(t *testing.T) {
+	t.Parallel()
+	got, err := ParseDerivations([]string{"a100=v100*2", "h100=v100*3.5"})
+	if err != nil || got["a100"] != (Derivation{"v100", 2}) || got["h100"] != (Derivation{"v100", 3.5}) || len(got) != 2 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"a100", "a100=v100", "=v100*2", "a100=*2", "a100=v100*0", "a100=v100*-1", "a100=v100*x", "a100=v100*Inf"} {
+		if _, err := ParseDerivations([]string{bad}); err == nil || !strings.Contains(err.Error(), "want TYPE=FROM*FACTOR") {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+}
