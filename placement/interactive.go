@@ -154,7 +154,7 @@ func interactiveOn(v *View, req *wire.PlaceRequest, t string, total int, res Res
 	res.Reserve = &wire.Reservation{Type: t, GPUs: total, Interactive: true}
 	if t != req.GPU.Type {
 		res.GPUType = t
-		res.ByFeature = v.s.Cluster.ByFeature
+		res.ByFeature = v.s.Cluster.TypeByFeature(t)
 	}
 	return withNumbers(res, num)
 }

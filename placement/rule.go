@@ -28,7 +28,7 @@ type Result struct {
 	Reason       string
 	Numbers      map[string]float64
 	// ByFeature: express GPUType as a node constraint (see
-	// cluster.Snapshot.ByFeature).
+	// cluster.TypeCap.ByFeature).
 	ByFeature bool
 	// Reserve is what the caller must add to its state (Apply): the GPUs
 	// this placement took, and the slots it booked. nil: no type chosen.
@@ -456,7 +456,7 @@ func placeBatch(v *View, req *wire.PlaceRequest, explain bool) Result {
 	num.set("chosen.score", best.score)
 	if best.t != req.GPU.Type {
 		res.GPUType = best.t
-		res.ByFeature = cv.ByFeature
+		res.ByFeature = cv.TypeByFeature(best.t)
 	}
 	res.TimeLimitMin = walltime(s, req, best.t, part, num)
 	return withRoom(withNumbers(res, num), req, roomKey, limitWhy)
@@ -592,7 +592,7 @@ func earliestFinish(v *View, req *wire.PlaceRequest, fits []cand, total int, par
 	res.Reserve = &wire.Reservation{Type: best, GPUs: total, FinishS: bestFinish}
 	if best != req.GPU.Type {
 		res.GPUType = best
-		res.ByFeature = v.s.Cluster.ByFeature
+		res.ByFeature = v.s.Cluster.TypeByFeature(best)
 	}
 	res.TimeLimitMin = walltime(v.s, req, best, part, num)
 	return withNumbers(res, num), true

@@ -208,9 +208,16 @@ type ClusterView struct {
 	Types            map[string]TypeView      `json:"types"`
 	Partitions       map[string]PartitionView `json:"partitions,omitempty"`
 	DefaultPartition string                   `json:"default_partition,omitempty"`
-	// ByFeature: GPU types can be chosen by node constraint (see
-	// controller/cluster.Snapshot.ByFeature).
+	// ByFeature: every GPU type is chosen by node constraint (see
+	// controller/cluster.TypeCap.ByFeature), as a controller older than
+	// TypeView.ByFeature said.
 	ByFeature bool `json:"by_feature,omitempty"`
+}
+
+// TypeByFeature says whether type t is chosen by node constraint on an
+// untyped GPU request rather than in the request.
+func (c *ClusterView) TypeByFeature(t string) bool {
+	return c != nil && (c.ByFeature || c.Types[t].ByFeature)
 }
 
 // TypeView is one GPU type's capacity on the usable nodes.
@@ -226,6 +233,9 @@ type TypeView struct {
 	// a job a type that cannot hold it (rule.Holds). nil from a controller
 	// older than Shapes: the rule then judges by the totals above.
 	Shapes map[string][]NodeGroup `json:"shapes,omitempty"`
+	// ByFeature: the type is chosen by node constraint
+	// (controller/cluster.TypeCap.ByFeature).
+	ByFeature bool `json:"by_feature,omitempty"`
 }
 
 // NodeGroup is a number of nodes alike: as many GPUs of the type on each,

@@ -313,7 +313,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	c.nodes.Store(&slurmNodes{at: time.Now(), nodes: nodes})
 	s := cluster.Build(time.Now(), nodes, parts)
 	if loop := c.rounds.Load(); loop != nil && loop.TypeByGres() {
-		s.ByFeature = false // as the round loop's snapshots (rounds.Loop.TypeByGres)
+		s.GresOnly() // as the round loop's snapshots (rounds.Loop.TypeByGres)
 	}
 	c.snap.Store(s)
 	c.placer.Update(s)

@@ -23,13 +23,26 @@ type Snapshot struct {
 	Partitions map[string]slurm.Partition
 	// DefaultPartition is the partition a job that names none goes to.
 	DefaultPartition string
-	// ByFeature is true when every GPU node carries each of its GPU types
-	// as a node feature (Feature=v100 in slurm.conf): Rota then chooses a
-	// job's type with a constraint on an untyped GPU request, which it can
-	// change while the job is pending; Slurm (22.05) cannot retype a
-	// pending job's GPU gres. Otherwise the type goes into the gres at
-	// submission and stays there.
+	// ByFeature is true when every GPU type is chosen by feature
+	// (TypeCap.ByFeature): what a plugin older than the per-type rule
+	// reads.
 	ByFeature bool
+}
+
+// TypeByFeature says whether Rota writes type t as a node constraint on
+// an untyped GPU request (TypeCap.ByFeature), rather than in the request.
+func (s *Snapshot) TypeByFeature(t string) bool {
+	tc := s.Types[t]
+	return tc != nil && tc.ByFeature
+}
+
+// GresOnly makes every type go in the GPU request (typed limits count
+// it there, rounds.Loop.TypeByGres).
+func (s *Snapshot) GresOnly() {
+	s.ByFeature = false
+	for _, tc := range s.Types {
+		tc.ByFeature = false
+	}
 }
 
 // TypeCap is one GPU type's capacity.
@@ -45,6 +58,16 @@ type TypeCap struct {
 	// first: what the placement rule checks a job's node count, GPUs per
 	// node and constraint against (rule.Holds), on the plugin's side too.
 	Shapes map[string][]wire.NodeGroup
+	// ByFeature: every node with GPUs of this type carries it as a node
+	// feature (Feature=v100 in slurm.conf), and every node with that
+	// feature has GPUs of this type only. Rota then chooses the type with
+	// a constraint on an untyped GPU request, which it can change while
+	// the job is pending (Slurm 22.05 cannot retype a pending job's GPU
+	// gres); otherwise the type goes into the gres at submission. A MIG
+	// slice type is never a feature (its node carries its model, a100),
+	// so on a cluster with MIG nodes the slices go in the gres and whole
+	// GPUs in the constraint.
+	ByFeature bool
 }
 
 // maxGroups bounds a type's node groups in one partition: the state sent
@@ -104,13 +127,29 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 			s.DefaultPartition = p.Name
 		}
 	}
-	s.ByFeature = true
+	// notByFeature: the types some node keeps from being chosen by
+	// feature (TypeCap.ByFeature), down nodes included.
+	notByFeature, anyNode := map[string]bool{}, map[string]bool{}
 	type shapeKey struct{ typ, part string }
 	groups := map[shapeKey]map[string]*wire.NodeGroup{}
 	for _, n := range nodes {
+		var held []string // the GPU types (and "" untyped) n has
 		for typ, count := range n.GPUs {
-			if typ != "" && count > 0 && !slices.Contains(n.Features, typ) {
-				s.ByFeature = false
+			if count > 0 {
+				held = append(held, typ)
+			}
+		}
+		for _, typ := range held {
+			if typ != "" {
+				anyNode[typ] = true
+				if !slices.Contains(n.Features, typ) {
+					notByFeature[typ] = true
+				}
+			}
+		}
+		for _, f := range n.Features {
+			if len(held) > 0 && (len(held) > 1 || held[0] != f) {
+				notByFeature[f] = true // a constraint f would reach other GPUs
 			}
 		}
 		if !Usable(n.State) {
@@ -154,8 +193,12 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 		}
 		tc.Shapes[k.part] = nodeGroups(m)
 	}
-	if len(s.Types) == 0 {
-		s.ByFeature = false
+	for t, tc := range s.Types {
+		tc.ByFeature = !notByFeature[t]
+	}
+	s.ByFeature = len(s.Types) > 0
+	for t := range anyNode { // a down node's types too
+		s.ByFeature = s.ByFeature && !notByFeature[t]
 	}
 	return s
 }
@@ -213,7 +256,7 @@ func (s *Snapshot) View() *wire.ClusterView {
 		}
 		sort.Strings(parts)
 		// Shapes are shared, never changed: the snapshot is immutable.
-		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts, Shapes: tc.Shapes}
+		v.Types[t] = wire.TypeView{Nodes: tc.Nodes, Total: tc.Total, Used: tc.Used, MaxPerNode: tc.MaxPerNode, Partitions: parts, Shapes: tc.Shapes, ByFeature: tc.ByFeature}
 	}
 	for n, p := range s.Partitions {
 		v.Partitions[n] = wire.PartitionView{MaxTimeMin: p.MaxTimeMin, DefaultTimeMin: p.DefaultTimeMin}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,55 @@ func TestByFeature(t *testing.T) {
 	} {
 		if got := Build(time.Now(), c.nodes, nil).ByFeature; got != c.want {
 			t.Errorf("%s: ByFeature=%v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTypeByFeature: each type is chosen by constraint only where the
+// constraint reaches GPUs of that type and no others: every node of it
+// carries it as a feature, and every node with the feature has it alone.
+// A MIG node carries its model (a100), never its slice types.
+func TestTypeByFeature(t *testing.T) {
+	t.Parallel()
+	node := func(name string, gpus map[string]int, feats ...string) slurm.Node {
+		return slurm.Node{Name: name, State: "idle", Partitions: []string{"gpu"}, GPUs: gpus, Features: feats}
+	}
+	one := func(typ string) map[string]int { return map[string]int{typ: 4} }
+	mig := map[string]int{"a100_3g.20gb": 2, "a100_2g.10gb": 2, "a100_1g.5gb": 4}
+	for _, c := range []struct {
+		name  string
+		nodes []slurm.Node
+		by    string // the types chosen by feature, sorted
+		all   bool   // Snapshot.ByFeature
+	}{
+		{"every node has its type", []slurm.Node{node("a", one("v100"), "v100", "ib"), node("b", one("k80"), "k80")}, "k80,v100", true},
+		{"a MIG node beside whole GPUs", []slurm.Node{node("a", one("v100"), "v100"), node("b", one("k80"), "k80"), node("m", mig, "a100")},
+			"k80,v100", false},
+		{"one node of a type lacks it", []slurm.Node{node("a", one("v100"), "v100"), node("b", one("v100")), node("c", one("k80"), "k80")}, "k80", false},
+		{"a node with the feature holds other GPUs too", []slurm.Node{node("a", one("v100"), "v100"), node("b", map[string]int{"v100": 2, "k80": 2}, "v100", "k80")},
+			"", false},
+		{"a node with the feature holds untyped GPUs too", []slurm.Node{node("a", one("v100"), "v100"), node("b", map[string]int{"v100": 2, "": 2}, "v100")},
+			"", false},
+		{"a CPU node with the feature", []slurm.Node{node("a", one("v100"), "v100"), node("c", nil, "v100")}, "v100", true},
+	} {
+		s := Build(time.Now(), c.nodes, nil)
+		var by []string
+		for _, typ := range s.TypeNames() {
+			if s.TypeByFeature(typ) {
+				by = append(by, typ)
+			}
+			if v := s.View(); v.TypeByFeature(typ) != s.TypeByFeature(typ) {
+				t.Errorf("%s: %s: the plugin's view says %v", c.name, typ, v.TypeByFeature(typ))
+			}
+		}
+		if got := strings.Join(by, ","); got != c.by || s.ByFeature != c.all {
+			t.Errorf("%s: by feature %q (all %v), want %q (all %v)", c.name, got, s.ByFeature, c.by, c.all)
+		}
+		s.GresOnly()
+		for _, typ := range s.TypeNames() {
+			if s.TypeByFeature(typ) || s.View().TypeByFeature(typ) {
+				t.Errorf("%s: %s by feature after GresOnly", c.name, typ)
+			}
 		}
 	}
 }

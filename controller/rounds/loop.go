@@ -497,7 +497,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	readTime := time.Since(now)
 	if l.TypeByGres() {
 		// Typed in the GPU request, where limits count it (typedlimits.go).
-		snap.ByFeature = false
+		snap.GresOnly()
 	}
 	capacity := make([]int, len(types))
 	for k, t := range types {
@@ -1076,18 +1076,20 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 }
 
 // retype sets in u the update that gives pending job j type t, the way
-// its type is written: a node constraint of Rota's (kept while the job
-// has one), else its GPU request where Slurm can retype one (24.11 and
-// later), else a constraint when the cluster types by feature. false: no
-// way to retype it here (a typed request on 22.05).
+// t is written (cluster.TypeCap.ByFeature): a node constraint on an
+// untyped GPU request (the job's, or one Rota's constraint left
+// untyped), else its GPU request where Slurm can retype one (24.11 and
+// later), giving back the user's own constraint when it held Rota's.
+// false: no way to retype it here (on 22.05: a typed request, or a type
+// chosen by constraint onto one that is not, such as a MIG slice).
 func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
 	req, _ := j.GPURequest()
-	byFeature := featureType(j.Features, snap.TypeNames()) != "" || (snap.ByFeature && len(req.Types()) == 0)
+	constrained := featureType(j.Features, snap.TypeNames()) != "" // by Rota: the user's type is never retyped
 	l.mu.Lock()
 	gres := l.retypeGres
 	l.mu.Unlock()
 	switch {
-	case byFeature:
+	case snap.TypeByFeature(t) && (constrained || len(req.Types()) == 0):
 		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
 		if ok {
 			u.Features = &f
@@ -1097,6 +1099,10 @@ func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, s
 		req.SetType(t)
 		u.GPU = &slurm.GPURequest{PerJob: req.PerJob.String(), PerNode: req.PerNode.String(),
 			PerSocket: req.PerSocket.String(), PerTask: req.PerTask.String()}
+		if constrained {
+			f := tr.decision.Asked.Features
+			u.Features = &f
+		}
 		return true
 	}
 	return false

@@ -29,8 +29,8 @@ type Node struct {
 	GPUs       map[string]int // type -> configured count ("" for untyped)
 	GPUsUsed   map[string]int // type -> allocated now
 	// Features are the node's available features (AvailableFeatures).
-	// Rota retypes jobs by constraint when every GPU node carries its
-	// GPU type as a feature (see cluster.Snapshot.ByFeature).
+	// Rota types jobs by constraint onto a GPU type whose nodes carry it
+	// as a feature (see cluster.TypeCap.ByFeature).
 	Features []string
 }
 
