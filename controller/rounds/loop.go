@@ -850,7 +850,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				v.StepsLeft = math.Max(total-float64(m.Step), 1)
 			}
 		} else if asked.Hints.Steps > 0 {
-			v.StepsLeft = float64(asked.Hints.Steps)
+			v.StepsLeft, v.StepsUnreported = float64(asked.Hints.Steps), true
 		}
 		if l.est != nil {
 			v.Rates, v.RateSource = l.est.Rates(ctx, tr.key, types)

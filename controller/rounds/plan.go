@@ -53,6 +53,9 @@ type JobView struct {
 	LearnAs string
 	// StepsLeft is the remaining training steps (0 = unknown).
 	StepsLeft float64
+	// StepsUnreported: the job reports no progress, so StepsLeft is its
+	// whole work (its hint) and what it has done this run is unknown.
+	StepsUnreported bool
 	// MoveCost is the measured (or default) checkpoint + restart time.
 	MoveCost time.Duration
 	// Fits[k] is false when type k cannot hold the job as asked
@@ -409,7 +412,9 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		a.Running, a.GPUs, a.Remaining = j.Running, max(j.GPUs, 1), math.Inf(1)
 		if k := indexOf(types, j.Type); j.Running && k >= 0 && j.StepsLeft > 0 && prob.Jobs[i].Throughput[k] > 0 &&
 			k < len(j.RateSource) && j.RateSource[k] != estimate.SourceRelative {
-			a.Remaining = j.StepsLeft / prob.Jobs[i].Throughput[k]
+			if left, ok := workLeft(j, j.StepsLeft/prob.Jobs[i].Throughput[k]); ok {
+				a.Remaining = left
+			}
 		}
 		best, bestScore := -1, -1.0
 		for k := 0; k < K; k++ {
@@ -630,12 +635,29 @@ func remaining(plan *Plan, jobs []JobView) func(j JobView, k int) (soon, late fl
 	}
 	return func(j JobView, k int) (float64, float64, bool) {
 		if known(j, k) {
-			left := j.StepsLeft / j.Rates[k]
-			return left, left, false
+			if left, ok := workLeft(j, j.StepsLeft/j.Rates[k]); ok {
+				return left, left, false
+			}
 		}
 		soon := math.Max(j.RunningFor.Seconds(), 1)
 		return soon, math.Max(soon, floor), true
 	}
+}
+
+// workLeft is how long running job j goes on when its work takes run
+// seconds: all of it where j reports its progress (StepsLeft is what is
+// left); else, StepsLeft being its whole work, run less what it has run.
+// false when that has run out: the job outlived its hint, which is then
+// no estimate at all. Taken as exact, such a job's GPU looked about to
+// free every round for as long as it ran on (TestDifferential's 90 s
+// sleep with a hint ten times too fast: 9 s left, round after round;
+// TestOutlivedHintIsAGuess).
+func workLeft(j JobView, run float64) (float64, bool) {
+	if !j.StepsUnreported {
+		return run, true
+	}
+	left := run - j.RunningFor.Seconds()
+	return left, left > 0
 }
 
 // pendingInOrder lists the pending jobs (indexes into jobs and

@@ -430,3 +430,31 @@ func TestFillWaitsOnAJobThatJustStarted(t *testing.T) {
 		t.Errorf("pending job goes to %s, want v100: 100 s there after a wait of about 5 s, 333 s on the k80 (%s)", got, plan.Actions[2].Why)
 	}
 }
+
+// TestOutlivedHintIsAGuess: a running job that reports no progress ends
+// when its hint says, counted from its start; once it has run longer, the
+// hint was wrong and its end is a guess like any job's of unknown work,
+// never "now" round after round.
+func TestOutlivedHintIsAGuess(t *testing.T) {
+	t.Parallel()
+	plan := &Plan{Types: []string{"v100"}}
+	hinted := func(ran time.Duration, unreported bool) JobView {
+		return JobView{ID: 1, Running: true, Type: "v100", GPUs: 1, StepsLeft: 900, StepsUnreported: unreported,
+			Rates: []float64{100}, RateSource: []string{"hint"}, RunningFor: ran}
+	}
+	for _, c := range []struct {
+		name        string
+		job         JobView
+		soon, late  float64
+		wantGuessed bool
+	}{
+		{"progress reported: what is left", hinted(30*time.Second, false), 9, 9, false},
+		{"no progress, within its hint", hinted(3*time.Second, true), 6, 6, false},
+		{"no progress, past its hint: a guess", hinted(30*time.Second, true), 30, 30, true},
+	} {
+		soon, late, guessed := remaining(plan, []JobView{c.job})(c.job, 0)
+		if math.Abs(soon-c.soon) > 1e-9 || math.Abs(late-c.late) > 1e-9 || guessed != c.wantGuessed {
+			t.Errorf("%s: soon %v late %v guessed %v; want %v %v %v", c.name, soon, late, guessed, c.soon, c.late, c.wantGuessed)
+		}
+	}
+}
