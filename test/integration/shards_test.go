@@ -27,9 +27,9 @@ var shardUsedRe = regexp.MustCompile(`shard(?::[^:,]*)?:(\d+)(\([^)]*\))?`)
 // shard run side by side, and the plugin notes and leaves them as asked
 // (Rota chooses among whole GPUs and MIG slices). A GPU holding shards is
 // in use: Slurm gives no job all four V100s meanwhile, and the controller
-// counts it used, so it types no job onto a GPU that is not free. Its
-// accounting (sacct's AllocTRES) is logged for docs/fractions.md and must
-// count the shard.
+// counts it used, so it types no job onto a GPU that is not free. One
+// sharer crashing leaves the other running. Its accounting (sacct's
+// AllocTRES) is logged for docs/fractions.md and must count the shard.
 func TestShards(t *testing.T) {
 	slurmPort, natsPort, err := freePorts()
 	if err != nil {
@@ -150,6 +150,24 @@ func TestShards(t *testing.T) {
 		return false
 	})
 	t.Logf("rota status: %s", last)
+	// One sharer crashing leaves the other running, untouched by Rota:
+	// kill the first job's processes, then, rounds later, the second
+	// still runs where it was, never requeued.
+	if out, err := c.run("scancel", "--full", "--signal=KILL", shards[0]); err != nil {
+		t.Fatalf("scancel --signal=KILL %s: %v %s", shards[0], err, out)
+	}
+	eventually.True(t, 60*time.Second, "the killed sharer to end", func() bool {
+		s := state(shards[0])
+		return s != "RUNNING" && s != "COMPLETING"
+	})
+	r0 := roundsDone(t, c, natsURL)
+	eventually.True(t, 60*time.Second, "two rounds after the crash", func() bool { return roundsDone(t, c, natsURL) >= r0+2 })
+	if out, _ := c.run("squeue", "-h", "-j", shards[1], "-o", "%T %N"); !strings.HasPrefix(strings.TrimSpace(out), "RUNNING "+node) {
+		t.Errorf("the other sharer does not run on after the first crashed: %q", out)
+	}
+	if out := show(shards[1]); !strings.Contains(out, "Restarts=0") {
+		t.Errorf("the other sharer was requeued after the first crashed:\n%s", out)
+	}
 	// What accounting records of a shard job: it must count the shard.
 	short := submitAs(t, c, "shard-short", "--gres=shard:1", "--wrap", "true")
 	var acct string
