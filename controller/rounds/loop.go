@@ -1084,7 +1084,9 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 // chosen by constraint onto one that is not, such as a MIG slice).
 func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
 	req, _ := j.GPURequest()
-	constrained := featureType(j.Features, snap.TypeNames()) != "" // by Rota: the user's type is never retyped
+	// A type in its constraint is Rota's: a job whose user named one is
+	// never retyped.
+	constrained := featureType(j.Features, snap.TypeNames()) != ""
 	l.mu.Lock()
 	gres := l.retypeGres
 	l.mu.Unlock()

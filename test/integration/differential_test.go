@@ -173,8 +173,8 @@ func clusterNodes(c devCluster) []string {
 }
 
 // diffResv is the reservation the set's job "reservation" runs in: the
-// cluster's first node of whole GPUs (a K80 where there is one) for its first two
-// minutes, the same on both sides of the comparison.
+// cluster's first node of whole GPUs (a K80 where there is one) for its
+// first two minutes, the same on both sides of the comparison.
 const diffResv = "diff-resv"
 
 // diffShape is a cluster shape: scripts/dev-cluster settings, its node
@@ -203,12 +203,12 @@ var diffShapes = []diffShape{
 	{"v100-only", []string{"ROTA_DEV_TYPES=v100", "ROTA_DEV_NODES_PER_TYPE=2", "ROTA_DEV_PARTITIONS=slow:v100:60 fast:v100:60", "ROTA_DEV_SHARDS=v100:2"}, 2, false},
 }
 
-// envOn is the shape's dev-cluster settings on the release under test. Slurm 22.05.8 gives a job that asks for a MIG slice
-// type no GPU at all (empty CUDA_VISIBLE_DEVICES, GRES
-// "gpu:a100_3g.20gb:0(IDX:)", and as many such jobs as there are slices
-// and more run at once) when the cluster also offers gres/shard; 24.11
-// and 26.05 do not (docs/fractions.md). No site runs both on 22.05, so
-// there the shape with MIG slices offers no shards.
+// envOn is the shape's dev-cluster settings on the release under test.
+// Slurm 22.05.8 gives a job that asks for a MIG slice type no GPU at all
+// (empty CUDA_VISIBLE_DEVICES, GRES "gpu:a100_3g.20gb:0(IDX:)", and more
+// such jobs than there are slices run at once) when the cluster also
+// offers gres/shard; 24.11 and 26.05 do not (docs/fractions.md). No site
+// runs both on 22.05, so there the shape with MIG slices offers no shards.
 func (s diffShape) envOn() []string {
 	if !onHostRelease() || !slices.Contains(s.env, "ROTA_DEV_MIG=on") {
 		return s.env
@@ -250,7 +250,7 @@ var plainRefusals = []plainRefusal{
 // table above expects.
 func knownPlainRefusal(job, shape, v string) bool {
 	rel := release
-	if rel == "" {
+	if onHostRelease() {
 		rel = "22.05"
 	}
 	for _, k := range plainRefusals {
