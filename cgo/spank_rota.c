@@ -59,6 +59,8 @@ static int check_types(int val, const char *optarg, int remote);
 static int check_kind(int val, const char *optarg, int remote);
 static int check_service(int val, const char *optarg, int remote);
 static int check_gpu_mem(int val, const char *optarg, int remote);
+static int check_share(int val, const char *optarg, int remote);
+static int check_model(int val, const char *optarg, int remote);
 
 static struct spank_option rota_options[] = {
 	{ "rota", "on|off",
@@ -88,6 +90,12 @@ static struct spank_option rota_options[] = {
 	{ "rota-gpu-mem", "SIZE",
 	  "GPU memory this job needs on each GPU, e.g. 16G or 20480M; Rota never gives it a smaller GPU or MIG slice.",
 	  1, 8, check_gpu_mem },
+	{ "rota-share", "yes|no",
+	  "yes: Rota may run this one-GPU job on a GPU shared with another job where the two get more done together; no: never.",
+	  1, 9, check_share },
+	{ "rota-model", "NAME",
+	  "What this job trains, as a job type of Rota's throughput table, e.g. 'ResNet-50 (batch size 64)'; lets Rota judge sharing a GPU.",
+	  1, 10, check_model },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -242,6 +250,36 @@ static int check_gpu_mem(int val, const char *optarg, int remote)
 	return 0;
 bad:
 	slurm_error("--rota-gpu-mem: want a memory size such as 16G or 20480M, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+static int check_share(int val, const char *optarg, int remote)
+{
+	(void) val;
+	(void) remote;
+	if (optarg && (!strcmp(optarg, "yes") || !strcmp(optarg, "no")))
+		return 0;
+	slurm_error("--rota-share: want yes or no, got '%s'", optarg ? optarg : "");
+	return -1;
+}
+
+/* A job type's name as the throughput table writes it: printable ASCII,
+ * spaces and parentheses included, at most 128; wire/hints reads the same. */
+static int check_model(int val, const char *optarg, int remote)
+{
+	const char *p = optarg;
+
+	(void) val;
+	(void) remote;
+	if (!p || !*p || strlen(p) > 128 || *p == ' ')
+		goto bad;
+	for (; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			goto bad;
+	return 0;
+bad:
+	slurm_error("--rota-model: want a job type of Rota's throughput table (printable, at most 128 characters), got '%s'",
+		    optarg ? optarg : "");
 	return -1;
 }
 

@@ -89,7 +89,21 @@ type Hints struct {
 	// GPUMemBytes is --rota-gpu-mem: the GPU memory the job needs on
 	// each GPU (0: not given); it never goes on a type with less.
 	GPUMemBytes uint64 `json:"gpu_mem_bytes,omitempty"`
+	// Share is --rota-share: ShareYes lets Rota run the job on a GPU it
+	// shares with another job (gres/shard) where the pair gets more done
+	// together, ShareNo never; "" leaves it to the site's share_default.
+	Share string `json:"share,omitempty"`
+	// Model is --rota-model: what the job trains, as a job type of the
+	// controller's throughput table ("" unknown); the table's pair rows
+	// say what sharing a GPU with another job does to it.
+	Model string `json:"model,omitempty"`
 }
+
+// --rota-share's values.
+const (
+	ShareYes = "yes"
+	ShareNo  = "no"
+)
 
 // StepsPerSecond is the job's speed on GPU type t from its hints: the
 // steps/s given for t; for a type not given, the fastest given type's

@@ -66,6 +66,13 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 		c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
 	}
 	deps.Limits, deps.RetypeGres = sched, major > 24 || (major == 24 && minor >= 11)
+	if c.table != nil {
+		deps.Pairs = c.table
+	}
+	if c.cfg.Rounds.SpaceSharing && !deps.RetypeGres {
+		c.log.Warn().Int("slurm_major", major).Int("slurm_minor", minor).
+			Msg("space_sharing is on but this Slurm keeps a pending job's whole GPU when asked to make it shards (22.05); no job is paired on a GPU")
+	}
 	loop, err := rounds.New(c.cfg.Rounds, c.log.With().Str("component", "rounds").Logger(), deps)
 	if err != nil {
 		c.log.Error().Err(err).Msg("cannot start the round loop; placement happens at submission only")

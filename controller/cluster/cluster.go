@@ -68,6 +68,11 @@ type TypeCap struct {
 	// so on a cluster with MIG nodes the slices go in the gres and whole
 	// GPUs in the constraint.
 	ByFeature bool
+	// ShardsPerGPU is how many shards each GPU of this type is offered
+	// as (gres/shard), when every usable node of the type offers the same
+	// number per GPU and holds GPUs of this type only; 0 otherwise. Rota
+	// pairs jobs on one GPU only where it is at least 2 (rounds/share.go).
+	ShardsPerGPU int
 }
 
 // maxGroups bounds a type's node groups in one partition: the state sent
@@ -130,6 +135,9 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 	// notByFeature: the types some node keeps from being chosen by
 	// feature (TypeCap.ByFeature), down nodes included.
 	notByFeature, anyNode := map[string]bool{}, map[string]bool{}
+	// shards: per type, the shards per GPU its usable nodes offer (-1
+	// when they differ or a node holds other types too).
+	shards := map[string]int{}
 	type shapeKey struct{ typ, part string }
 	groups := map[shapeKey]map[string]*wire.NodeGroup{}
 	for _, n := range nodes {
@@ -164,6 +172,14 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 				tc = &TypeCap{Type: typ, Partitions: map[string]bool{}}
 				s.Types[typ] = tc
 			}
+			per := -1
+			if len(held) == 1 && n.Shards%count == 0 {
+				per = n.Shards / count
+			}
+			if old, seen := shards[typ]; seen && old != per {
+				per = -1
+			}
+			shards[typ] = per
 			tc.Nodes++
 			tc.Total += count
 			tc.Used += n.GPUsUsed[typ]
@@ -195,6 +211,7 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 	}
 	for t, tc := range s.Types {
 		tc.ByFeature = !notByFeature[t]
+		tc.ShardsPerGPU = max(shards[t], 0)
 	}
 	s.ByFeature = len(s.Types) > 0
 	for t := range anyNode { // a down node's types too

@@ -22,4 +22,7 @@ func (c *Config) Read(v *conf.Values) {
 	v.String("shares", &c.Shares)
 	v.Int("round_apply_batch", &c.Pace.Batch, 1, 100_000)
 	v.Float("round_apply_share", &c.Pace.Share, 0.01, 1)
+	v.Bool("space_sharing", &c.SpaceSharing)
+	v.Float("share_margin", &c.ShareMargin, 1, 10)
+	v.String("share_default", &c.ShareDefault)
 }

@@ -65,13 +65,24 @@ type Config struct {
 	// given a decision and becomes Rota's, typed by the round like any
 	// other (adopt.go). adopt_unplaced in controller.conf.
 	AdoptUnplaced bool
+	// SpaceSharing (space_sharing) lets the policy (las or ftf) run two
+	// pending one-GPU jobs on one GPU offered as shards where the
+	// throughput table says the pair gets more done together by
+	// ShareMargin (share_margin; 0: policy.DefaultShareMargin) than one
+	// after the other (share.go). ShareDefault (share_default) says
+	// whether a job that did not say --rota-share may share: "no" (the
+	// default) or "yes".
+	SpaceSharing bool
+	ShareMargin  float64
+	ShareDefault string
 }
 
 // DefaultConfig are the production defaults: minutes-long rounds.
 func DefaultConfig() Config {
 	return Config{Policy: "las", Round: 5 * time.Minute, MinLease: 10 * time.Minute, MoveCost: 2 * time.Minute,
 		CheckpointGrace: 60 * time.Second, SliceMinMemory: gputype.DefaultSliceMinMemory, PriorityBase: 1_000_000, WalltimeMargin: 1.5, WalltimeOverheadMin: 5,
-		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace(), AdoptUnplaced: true}
+		Order: OrderNice, OrderNiceSpan: 10000, Shares: SharesSlurm, Pace: DefaultPace(), AdoptUnplaced: true,
+		ShareDefault: ShareDefaultNo}
 }
 
 // How Rota's order reaches Slurm (docs/rounds.md, "Order and fair share").
@@ -197,6 +208,9 @@ type Loop struct {
 	noAccounting  bool
 	headroom      map[uint32]wire.UserHeadroom
 	headroomAt    time.Time
+
+	// pairTable says what jobs sharing a GPU get done (nil: no pairs).
+	pairTable PairTable
 }
 
 // tracked is what the loop remembers of a job between rounds.
@@ -247,6 +261,8 @@ type tracked struct {
 	// note, when set, is the AdminComment of a decision the loop made for
 	// a job it adopted (adopt.go), still to be written into the job.
 	note string
+	// partner is the job Rota made it share a GPU with (share.go).
+	partner uint32
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -373,6 +389,9 @@ type Deps struct {
 	// Shares reads the accounts' fair-share shares that the hierarchical
 	// policy weighs them by (shares = slurm); nil: every account alike.
 	Shares slurm.ShareReader
+	// Pairs is the throughput table's pairs of jobs sharing a GPU, which
+	// Config.SpaceSharing needs (nil: no job shares).
+	Pairs PairTable
 }
 
 // New makes a loop.
@@ -380,7 +399,17 @@ func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
 	if d.Sched == nil || d.Decisions == nil || d.Estimator == nil {
 		return nil, fmt.Errorf("rounds: a loop needs Slurm, the decisions and an estimator")
 	}
-	pol, err := policy.New(cfg.Policy, policy.Options{})
+	switch cfg.ShareDefault {
+	case ShareDefaultNo, ShareDefaultYes:
+	case "":
+		cfg.ShareDefault = ShareDefaultNo
+	default:
+		return nil, fmt.Errorf("share_default = %q: want %s or %s", cfg.ShareDefault, ShareDefaultNo, ShareDefaultYes)
+	}
+	if cfg.SpaceSharing && d.Pairs == nil {
+		return nil, fmt.Errorf("space_sharing needs the throughput table (throughput_table), whose pairs say what sharing a GPU gives")
+	}
+	pol, err := policy.New(cfg.Policy, policy.Options{SpaceSharing: cfg.SpaceSharing, ShareMargin: cfg.ShareMargin})
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +433,7 @@ func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, log: log, sched: d.Sched, shareReader: d.Shares, dec: d.Decisions, meas: d.Measurements, est: d.Estimator, ckpt: d.Checkpoint, pol: pol,
-		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres,
+		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres, pairTable: d.Pairs,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
 		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}
@@ -554,6 +583,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	l.stats.Unannotated = unannotated
 	l.mu.Unlock()
 	heldElsewhere(capacity, types, jobs, byID, nodeType)
+	l.planner.SetPairs(l.sharePairs(views, types, snap))
 	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
 		return l.pol.Allocate(ctx, p)
 	})
@@ -754,6 +784,22 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		}
 		req, ok := j.GPURequest()
 		if !ok {
+			if rotaShared(j, tr.decision.Asked.GPU) {
+				// Half a GPU Rota gave it: out of the policy, holding its
+				// pair's GPU.
+				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
+					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(req, nodeType, types)}
+				if sr, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask); v.Type == "" && err == nil {
+					if ts := sr.ShardTypes(); len(ts) == 1 {
+						v.Type = ts[0] // typed shards, still pending
+					}
+				}
+				if v.Entity == "" {
+					v.Entity = j.User
+				}
+				out = append(out, v)
+				byID[j.ID] = j
+			}
 			continue
 		}
 		// The GPUs it holds or will: Slurm's node and task counts now.
@@ -784,6 +830,10 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			continue
 		}
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
+		if l.pairTable != nil && asked.Hints.Model != "" && tr.decision.Given.Kind != wire.KindInteractive {
+			v.Model, _ = l.pairTable.Model(asked.Hints.Model)
+			v.MayShare, v.GPUMemNeed = mayShare(asked.Hints, l.cfg.ShareDefault), asked.Hints.GPUMemBytes
+		}
 		if !v.UserTyped {
 			// Rota may choose its type: only among those that hold it
 			// and its user allows.
@@ -942,7 +992,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if j == nil || v == nil || tr == nil {
 			continue
 		}
-		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(ctx, v, tr, a.Type, snap, j.Partition)
+		a.WalltimeMin, a.WalltimeBasis = l.walltimeBasis(ctx, v, tr, a.Type, a.ShareRate, snap, j.Partition)
 		a.Moves = tr.moves
 		if a.Migrate {
 			l.migrate(ctx, j, v, tr, a, snap)
@@ -958,7 +1008,18 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 			a.Why += "; " + v.Type + " has no free GPU for it now: its request is given back untyped, so that the first GPU of any type to free up starts it"
 			a.Type = ""
 		}
-		if a.Type != "" && a.Type != v.Type && !v.UserTyped && !v.Interactive && l.retype(&u, j, tr, a.Type, snap) {
+		shares := false
+		switch {
+		case a.Partner != 0 && !v.Sharing:
+			// Newly paired: its GPU becomes half a GPU's shards of a.Type.
+			if shares = l.share(&u, j, tr, a.Type, snap); shares {
+				if m := a.WalltimeMin; m > 0 {
+					u.TimeLimitMin = &m
+				}
+			}
+		case v.Sharing:
+			// Its pair's: Slurm starts it as it is.
+		case a.Type != "" && a.Type != v.Type && !v.UserTyped && !v.Interactive && l.retype(&u, j, tr, a.Type, snap):
 			if m := a.WalltimeMin; m > 0 {
 				u.TimeLimitMin = &m
 			}
@@ -984,7 +1045,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 		if u.IsZero() {
 			continue
 		}
-		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped})
+		pend = append(pend, pendingUpdate{j: j, tr: tr, a: a, from: v.Type, u: u, untyped: untyped, shares: shares})
 	}
 	errs := l.updateMany(ctx, pend)
 	if ctx.Err() != nil && len(pend) > 0 {
@@ -1010,6 +1071,7 @@ type pendingUpdate struct {
 	from    string
 	u       slurm.JobUpdate
 	untyped bool
+	shares  bool // the update makes it one of a pair on one GPU
 }
 
 // updateMany sends a round's changes in order, paced (pace.go).
@@ -1066,8 +1128,14 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 	if u.AdminComment != nil {
 		tr.note = "" // written: rota explain and a restarted controller find the decision
 	}
+	if p.shares {
+		tr.partner = p.a.Partner
+	}
 	l.mu.Unlock()
 	switch {
+	case p.shares:
+		l.log.Info().Uint32("job", j.ID).Uint32("partner", p.a.Partner).Str("type", p.a.Type).Str("why", p.a.Why).
+			Msg("pending job made one of a pair sharing a GPU (gres/shard)")
 	case p.untyped:
 		l.log.Info().Uint32("job", j.ID).Str("type", p.from).Msg("interactive job waits for a busy GPU type Rota gave it; given back untyped so that any free GPU starts it")
 	case u.Retypes():
@@ -1112,7 +1180,8 @@ func (l *Loop) retype(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, s
 
 // walltimeBasis is the limit for the job's remaining work on type t (see
 // Estimator.Walltime; 0: no estimate) and how it was reckoned.
-func (l *Loop) walltimeBasis(ctx context.Context, v *JobView, tr *tracked, t string, snap *cluster.Snapshot, part string) (uint32, string) {
+// shareRate, when set, is its rate sharing a GPU of t with another job.
+func (l *Loop) walltimeBasis(ctx context.Context, v *JobView, tr *tracked, t string, shareRate float64, snap *cluster.Snapshot, part string) (uint32, string) {
 	k := indexOf(snap.TypeNames(), t)
 	if k < 0 || k >= len(v.Rates) || l.est == nil {
 		return 0, ""
@@ -1120,6 +1189,8 @@ func (l *Loop) walltimeBasis(ctx context.Context, v *JobView, tr *tracked, t str
 	rate := v.Rates[k]
 	if v.RateSource[k] == estimate.SourceRelative {
 		rate = 0
+	} else if shareRate > 0 {
+		rate = shareRate
 	}
 	var maxTime uint32
 	if p, ok := snap.Partitions[part]; ok {

@@ -13,6 +13,7 @@ package rounds
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -84,6 +85,19 @@ type JobView struct {
 	// begin time, a dependency or a limit): no training job is moved
 	// meanwhile.
 	SessionWaits bool
+	// Model is the job's type in the throughput table (--rota-model;
+	// "" none or unknown there), MayShare whether it may share a GPU
+	// (--rota-share, share_default), GPUMemNeed its --rota-gpu-mem (0
+	// not given): what pairing it needs (share.go).
+	Model      string
+	MayShare   bool
+	GPUMemNeed uint64
+	// Sharing: Rota made it one of a pair on one GPU (gres/shard), and
+	// it runs or waits to run there with job Partner (0 unknown). Out of
+	// the policy: a running pair stays together, a pending one is started
+	// by Slurm as it is; the pair holds one GPU of Type.
+	Sharing bool
+	Partner uint32
 }
 
 // PlanConfig are the rules the planner follows.
@@ -141,6 +155,10 @@ type Action struct {
 	// Interactive: the job is an interactive one, which the plan leaves
 	// where it is and puts first.
 	Interactive bool `json:"interactive,omitempty"`
+	// Partner is the job it shares a GPU of Type with, or is to (0 none);
+	// ShareRate its steps/s there while it does (0 unknown).
+	Partner   uint32  `json:"partner,omitempty"`
+	ShareRate float64 `json:"share_rate,omitempty"`
 	// Running jobs: GPUs held and seconds of work left on their type
 	// (+Inf when unknown), for the submit-time placement's wait estimates.
 	Running   bool    `json:"running,omitempty"`
@@ -236,11 +254,19 @@ type Planner struct {
 	// weights are the entities' weights (hierarchical policies); nil:
 	// every entity alike.
 	weights map[string]float64
+	// pairs are the pairs of pending jobs the next round may place on
+	// one GPU (share.go); combos the mechanism's pair requests of the
+	// last round, whose change resets it as the job set's does.
+	pairs  []SharePair
+	combos map[string]bool
 }
 
 // SetEntityWeights sets the entity weights the next rounds' problems
 // carry.
 func (p *Planner) SetEntityWeights(w map[string]float64) { p.weights = w }
+
+// SetPairs sets the pairs of jobs the next round may place on one GPU.
+func (p *Planner) SetPairs(ps []SharePair) { p.pairs = ps }
 
 // NewPlanner makes a planner for one policy.
 func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
@@ -256,8 +282,12 @@ func NewPlanner(cfg PlanConfig, pol policy.Policy) *Planner {
 // reserve and the interactive jobs leave them, and none is moved while
 // an interactive job waits (a moved job restarts at the front).
 func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve func(*policy.Problem) (policy.Allocation, error)) (Plan, error) {
+	// The passes after the policy see the jobs it pairs this round as
+	// sharers (JobView.Sharing): a copy, the caller's are left as read.
+	jobs = slices.Clone(jobs)
 	fit := make([]JobView, 0, len(jobs))
 	interactive := make([]int, len(types)) // GPUs interactive jobs hold or will
+	sharers := make([]int, len(types))     // jobs Rota made share a GPU, two a GPU
 	waiting := false                       // an interactive job waits
 	for _, j := range jobs {
 		switch {
@@ -266,18 +296,24 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 				interactive[k] += max(j.GPUs, 1)
 			}
 			waiting = waiting || j.SessionWaits
+		case j.Sharing:
+			if k := indexOf(types, j.Type); k >= 0 {
+				sharers[k]++
+			}
 		case j.Unfit == "":
 			fit = append(fit, j)
 		}
 	}
 	// The policy shares what training may hold: a steady capacity, so
-	// that sessions coming and going do not restart the mechanism.
+	// that sessions coming and going do not restart the mechanism. The
+	// GPUs pairs hold or are about to are not the policy's.
 	trainCap := make([]int, len(types))
 	avail := make([]int, len(types))
 	for k, t := range types {
 		r := min(max(p.cfg.InteractiveReserve[t], 0), capacity[k])
-		trainCap[k] = capacity[k] - r
-		avail[k] = max(capacity[k]-max(r, interactive[k]), 0)
+		shared := (sharers[k] + 1) / 2
+		trainCap[k] = max(capacity[k]-r-shared, 0)
+		avail[k] = max(capacity[k]-max(r, interactive[k])-shared, 0)
 	}
 	plan, err := p.decide(types, trainCap, fit, solve, waiting)
 	if err != nil {
@@ -298,6 +334,18 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 					a.Why += ", and puts it first in its order"
 				}
 				actions = append(actions, a)
+			case j.Sharing:
+				a := Action{JobID: j.ID, Type: j.Type, Running: j.Running, GPUs: 1, Remaining: math.Inf(1), Partner: j.Partner,
+					Why: fmt.Sprintf("shares a %s with job %d (gres/shard, as Rota paired them); Rota leaves a pair together", j.Type, j.Partner)}
+				if j.Partner == 0 {
+					a.Why = fmt.Sprintf("shares a %s with another job (gres/shard, as Rota paired it); Rota leaves it there", j.Type)
+				}
+				if !j.Running {
+					// At the head of the jobs placed: the GPU it was paired
+					// on is its.
+					a.Priority = p.cfg.PriorityBase + 100000
+				}
+				actions = append(actions, a)
 			case j.Unfit == "":
 				actions = append(actions, plan.Actions[f])
 				f++
@@ -307,6 +355,19 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 			}
 		}
 		plan.Actions = actions
+	}
+	// The pairs placed this round hold a GPU each from now on.
+	paired := make([]int, len(types))
+	for i := range plan.Actions {
+		if a := &plan.Actions[i]; a.Partner != 0 && !jobs[i].Sharing {
+			jobs[i].Sharing, jobs[i].Partner = true, a.Partner
+			if k := indexOf(types, a.Type); k >= 0 {
+				paired[k]++
+			}
+		}
+	}
+	for k := range avail {
+		avail[k] = max(avail[k]-(paired[k]+1)/2, 0)
 	}
 	if p.cfg.NiceSpan > 0 {
 		slurmOrder(&plan, jobs, p.cfg.NiceSpan)
@@ -353,6 +414,19 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		prob.Jobs = append(prob.Jobs, policy.Job{ID: fmt.Sprint(j.ID), Throughput: rates, Scale: max(j.GPUs, 1),
 			Steps: j.StepsLeft, Entity: j.Entity, Arrival: float64(j.Submit.Unix())})
 	}
+	pos := make(map[uint32]int, len(jobs))
+	for i, j := range jobs {
+		pos[j.ID] = i
+	}
+	var pairs []SharePair // p.pairs whose members are both here, as prob.Pairs
+	for _, sp := range p.pairs {
+		a, okA := pos[sp.A]
+		b, okB := pos[sp.B]
+		if okA && okB && a != b && !jobs[a].Running && !jobs[b].Running && len(sp.Rates) == K {
+			prob.Pairs = append(prob.Pairs, policy.Pair{A: a, B: b, Throughput: sp.Rates})
+			pairs = append(pairs, sp)
+		}
+	}
 	start := time.Now()
 	alloc, err := solve(prob)
 	plan.SolveTime = time.Since(start)
@@ -362,12 +436,12 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 	plan.Objective = alloc.Objective
 
 	// The allocation is reset when the set of jobs changes (arrivals,
-	// completions), as Gavel recomputes it then.
+	// completions), as Gavel recomputes it then, or the pairs it places.
 	changed := len(jobs) != len(p.jobSet)
 	for _, j := range jobs {
 		changed = changed || !p.jobSet[j.ID]
 	}
-	reqs := make([]mechanism.Request, len(jobs))
+	reqs := make([]mechanism.Request, len(jobs), len(jobs)+len(alloc.PairX))
 	for i, j := range jobs {
 		reqs[i] = mechanism.Request{ID: fmt.Sprint(j.ID), Scale: max(j.GPUs, 1), X: alloc.X[i], Rates: prob.Jobs[i].Throughput}
 		if pinned(j, p.cfg.MinLease) {
@@ -379,10 +453,39 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 			reqs[i].Rates = only
 		}
 	}
+	// A pair the solve gives time becomes one request of its two
+	// members, placed as one on one GPU (Gavel's space sharing).
+	combos := map[string]bool{}
+	pairOf := map[int]int{} // request index -> pairs index
+	for q, row := range alloc.PairX {
+		tot := 0.0
+		for _, y := range row {
+			tot += y
+		}
+		if q >= len(pairs) || tot <= 1e-6 {
+			continue
+		}
+		pr := prob.Pairs[q]
+		rates := make([]float64, K)
+		for k, r := range pr.Throughput {
+			if r[0] > 0 && r[1] > 0 {
+				rates[k] = r[0] + r[1]
+			}
+		}
+		id := fmt.Sprintf("pair:%d+%d", pairs[q].A, pairs[q].B)
+		combos[id] = true
+		pairOf[len(reqs)] = q
+		reqs = append(reqs, mechanism.Request{ID: id, Scale: 1, X: row, Rates: rates, Members: []int{pr.A, pr.B}})
+	}
+	changed = changed || !maps.Equal(combos, p.combos)
 	if changed {
 		for id := range p.jobSet {
 			p.mech.Forget(fmt.Sprint(id))
 		}
+		for id := range p.combos {
+			p.mech.Forget(id)
+		}
+		p.combos = combos
 		p.jobSet = map[uint32]bool{}
 		for _, j := range jobs {
 			p.jobSet[j.ID] = true
@@ -390,8 +493,8 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		p.mech.Reset(reqs)
 	}
 	res := p.mech.Round(reqs)
-	for i, j := range jobs {
-		if !j.Running && res.Placed[i].Type >= 0 {
+	for i := range reqs {
+		if (i >= len(jobs) || !jobs[i].Running) && res.Placed[i].Type >= 0 {
 			// Slurm starts it when it can; until then the head of the
 			// queue stays put instead of taking turns.
 			p.mech.Unplace(reqs[i].ID)
@@ -430,7 +533,20 @@ func (p *Planner) decide(types []string, capacity []int, jobs []JobView, solve f
 		// next round); here it would stay there to the end, so it waits
 		// for its share's type instead, and fill decides whether starting
 		// now elsewhere finishes sooner.
-		if t := res.Placed[i].Type; t >= 0 && (j.Running || alloc.X[i][t] > 1e-6) {
+		if v := res.Via[i]; v >= 0 && res.Placed[i].Type >= 0 {
+			// One of a pair the policy runs on one GPU.
+			q, t := pairOf[v], res.Placed[i].Type
+			pr := prob.Pairs[q]
+			side, other := 0, pairs[q].B
+			if pr.B == i {
+				side, other = 1, pairs[q].A
+			}
+			rates := [2]float64{pr.Throughput[t][0], pr.Throughput[t][1]}
+			solo := [2]float64{prob.Jobs[pr.A].Throughput[t], prob.Jobs[pr.B].Throughput[t]}
+			a.Placed, a.Type, a.Partner, a.ShareRate = true, types[t], other, pr.Throughput[t][side]
+			a.Why = shareWhy(plan.Policy, types[t], other, rates, solo)
+			placed = append(placed, ranked{i, finishScore(j, alloc.X[i], prob.Jobs[i].Throughput)})
+		} else if t := res.Placed[i].Type; t >= 0 && (j.Running || alloc.X[i][t] > 1e-6) {
 			a.Placed = true
 			a.Type = types[t]
 			a.Why = fmt.Sprintf("%s gives it GPUs this round on %s (share %s)", plan.Policy, types[t], shareString(types, alloc.X[i]))
@@ -895,7 +1011,7 @@ func finishScore(j JobView, x, rates []float64) float64 {
 
 // policyJob: a job the policy schedules (not interactive, and one type
 // can hold it).
-func policyJob(j JobView) bool { return !j.Interactive && j.Unfit == "" }
+func policyJob(j JobView) bool { return !j.Interactive && j.Unfit == "" && !j.Sharing }
 
 // pinned: a running job that must stay where it is (no checkpoint
 // support, the user chose its type, or its lease has not run out).

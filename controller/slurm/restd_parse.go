@@ -298,7 +298,7 @@ func ParseRestdNodes(body []byte) ([]Node, error) {
 			parts[i] = strings.ToLower(parts[i])
 		}
 		n := Node{Name: string(rn.Name), State: strings.Join(parts, "+"), GPUs: gpus, GPUsUsed: used,
-			Partitions: []string(rn.Partitions), Features: []string(rn.Features)}
+			Partitions: []string(rn.Partitions), Features: []string(rn.Features), Shards: NodeShards(string(rn.Gres))}
 		nodes = append(nodes, n)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

@@ -32,6 +32,9 @@ type Node struct {
 	// Rota types jobs by constraint onto a GPU type whose nodes carry it
 	// as a feature (see cluster.TypeCap.ByFeature).
 	Features []string
+	// Shards is how many gres/shard the node offers (its Gres), 0 none:
+	// its GPUs can be shared by jobs asking for shards.
+	Shards int
 }
 
 // Partition is what Rota needs of a Slurm partition. Times in minutes,
@@ -164,7 +167,7 @@ func ParseSinfoNodes(out string) ([]Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("node %s: Gres %q, GresUsed %q: %w", f[0], f[1], f[2], err)
 			}
-			n = &Node{Name: f[0], State: f[3], GPUs: gpus, GPUsUsed: used}
+			n = &Node{Name: f[0], State: f[3], GPUs: gpus, GPUsUsed: used, Shards: NodeShards(f[1])}
 			if len(f) == 6 && f[5] != "(null)" {
 				n.Features = strings.Split(f[5], ",")
 			}
@@ -265,6 +268,17 @@ func NodeGres(gres, gresUsed string) (gpus, used map[string]int, err error) {
 		}
 	}
 	return gpus, used, nil
+}
+
+// NodeShards is how many shards a node's Gres offers
+// ("gpu:v100:4,shard:v100:8(S:0)" offers 8); 0 none or unreadable.
+func NodeShards(gres string) int {
+	spec, err := gpureq.Parse(stripParens(gres))
+	if err != nil {
+		return 0
+	}
+	n, _ := spec.Shards()
+	return int(n)
 }
 
 // shardGPUs is how many GPUs hold shards in a GresUsed string: each

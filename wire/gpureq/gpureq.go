@@ -55,6 +55,8 @@ type Entry struct {
 	// lets several jobs share. It is kept verbatim (raw); Count is its
 	// shard count.
 	Shard bool
+	// shardType is a shard entry's type ("shard:v100:1"), "" untyped.
+	shardType string
 }
 
 // Spec is one parsed TRES string.
@@ -177,11 +179,16 @@ func parseShard(p, prefix, tail string) (Entry, error) {
 			}
 		}
 		n, err := parseCount(b, p)
-		e.Count = n
+		e.Count, e.shardType = n, a
 		return e, err
 	}
+	e.shardType = a
 	return e, checkType(a, p)
 }
+
+// ShardType is the GPU type a shard entry names ("" untyped, or not a
+// shard entry).
+func (e Entry) ShardType() string { return e.shardType }
 
 // Shards sums the shard entries' counts; has is false when there is none.
 func (s Spec) Shards() (count uint64, has bool) {

@@ -90,18 +90,19 @@ func TestShards(t *testing.T) {
 		count   uint64
 		has     bool
 		wantErr bool
+		typ     string // ShardTypes' one type
 	}{
 		{in: "gres:shard:2", count: 2, has: true},
 		{in: "gres/shard:2", count: 2, has: true},
 		{in: "gres/shard=3", count: 3, has: true},
 		{in: "shard", count: 1, has: true},
-		{in: "gres:shard:v100:4", count: 4, has: true},
-		{in: "gres:shard:v100", count: 1, has: true},
+		{in: "gres:shard:v100:4", count: 4, has: true, typ: "v100"},
+		{in: "gres:shard:v100", count: 1, has: true, typ: "v100"},
 		{in: "shard::2", count: 2, has: true}, // a node's "shard:(null):2" without its "(null)"
 		{in: "gres:shard:1,gres:shard:2", count: 3, has: true},
 		{in: "gres:gpu:1,gres:nvme:1", has: false},
-		{in: "gres:shards:1", has: false},           // another gres
-		{in: "gres:shard:two", count: 1, has: true}, // a type, as gpu:two
+		{in: "gres:shards:1", has: false},                       // another gres
+		{in: "gres:shard:two", count: 1, has: true, typ: "two"}, // a type, as gpu:two
 		{in: "gres/shard=", wantErr: true},
 		{in: "gres:shard:v 100:1", wantErr: true},
 		{in: "gres:shard:99999999999999999999", wantErr: true},
@@ -127,6 +128,9 @@ func TestShards(t *testing.T) {
 			r := Request{PerNode: s}
 			if r.HasShard() != c.has {
 				t.Errorf("HasShard() = %v", r.HasShard())
+			}
+			if ts := r.ShardTypes(); (c.typ == "" && len(ts) > 0) || (c.typ != "" && (len(ts) != 1 || ts[0] != c.typ)) {
+				t.Errorf("ShardTypes() = %v, want %q", ts, c.typ)
 			}
 		})
 	}

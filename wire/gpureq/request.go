@@ -58,6 +58,19 @@ func (r Request) HasShard() bool {
 	return false
 }
 
+// ShardTypes lists the distinct GPU types its shard entries name.
+func (r Request) ShardTypes() []string {
+	var types []string
+	for _, s := range r.specs() {
+		for _, e := range s.Entries {
+			if t := e.ShardType(); e.Shard && t != "" && !slices.Contains(types, t) {
+				types = append(types, t)
+			}
+		}
+	}
+	return types
+}
+
 // Types lists the distinct GPU types named anywhere in the request.
 func (r Request) Types() []string {
 	var types []string

@@ -91,6 +91,18 @@ func Parse(env []string) (Options, error) {
 				return o, fmt.Errorf("--rota-gpu-mem=%q: want a memory size such as 16G or 20480M", v)
 			}
 			o.Hints.GPUMemBytes = mb << 20
+		case "rota_share":
+			sh, err := ParseShare(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Share = sh
+		case "rota_model":
+			m, err := ParseModel(v)
+			if err != nil {
+				return o, err
+			}
+			o.Hints.Model = m
 		case "rota_service":
 			if err := checkName(v); err != nil {
 				return o, fmt.Errorf("--rota-service=%q: %w", v, err)
@@ -99,6 +111,34 @@ func Parse(env []string) (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// ParseShare reads --rota-share: yes or no.
+func ParseShare(v string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "yes", "on", "true", "1":
+		return wire.ShareYes, nil
+	case "no", "off", "false", "0":
+		return wire.ShareNo, nil
+	}
+	return "", fmt.Errorf("--rota-share=%q: want yes or no", v)
+}
+
+// ParseModel reads --rota-model: a job type's name as the throughput
+// table writes it ("ResNet-50 (batch size 64)"): printable ASCII, at
+// most 128 characters. Whether the table knows it is the controller's
+// to say (rota explain).
+func ParseModel(v string) (string, error) {
+	m := strings.TrimSpace(v)
+	if m == "" || len(m) > 128 {
+		return "", fmt.Errorf("--rota-model=%q: want a job type of the throughput table, at most 128 characters", v)
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] < 0x20 || m[i] > 0x7e {
+			return "", fmt.Errorf("--rota-model=%q: want printable ASCII", v)
+		}
+	}
+	return m, nil
 }
 
 // catchable are the checkpoint signals the SPANK plugin and the agent accept.

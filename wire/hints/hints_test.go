@@ -38,6 +38,21 @@ func TestParseGPUMem(t *testing.T) {
 	}
 }
 
+func TestParseShareAndModel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ env, share, model string }{
+		{"_SLURM_SPANK_OPTION_rota_rota_share=yes", "yes", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_share=NO", "no", ""},
+		{"_SLURM_SPANK_OPTION_rota_rota_model=ResNet-50 (batch size 64)", "", "ResNet-50 (batch size 64)"},
+		{"_SLURM_SPANK_OPTION_rota_rota_model=A3C", "", "A3C"},
+	} {
+		o, err := Parse([]string{c.env})
+		if err != nil || o.Hints.Share != c.share || o.Hints.Model != c.model {
+			t.Errorf("%q: share %q model %q err %v, want %q %q", c.env, o.Hints.Share, o.Hints.Model, err, c.share, c.model)
+		}
+	}
+}
+
 func TestParseChain(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
 		{"", ""},
@@ -79,6 +94,11 @@ func TestParseErrors(t *testing.T) {
 		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=16GB",
 		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=-1G",
 		"_SLURM_SPANK_OPTION_rota_rota_gpu_mem=lots",
+		"_SLURM_SPANK_OPTION_rota_rota_share=",
+		"_SLURM_SPANK_OPTION_rota_rota_share=sometimes",
+		"_SLURM_SPANK_OPTION_rota_rota_model=",
+		"_SLURM_SPANK_OPTION_rota_rota_model=" + strings.Repeat("x", 129),
+		"_SLURM_SPANK_OPTION_rota_rota_model=res\tnet",
 	} {
 		if _, err := Parse([]string{env}); err == nil {
 			t.Errorf("%s accepted", env)
@@ -95,6 +115,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_kind=serve")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_service=llm")
 	f.Add("_SLURM_SPANK_OPTION_rota_rota_gpu_mem=16G")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_share=yes")
+	f.Add("_SLURM_SPANK_OPTION_rota_rota_model=ResNet-18 (batch size 64)")
 	f.Fuzz(func(t *testing.T, env string) {
 		o, err := Parse([]string{env})
 		if err != nil {
@@ -102,6 +124,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if k := o.Hints.Kind; k != "" && k != "batch" && k != "interactive" && k != "serve" {
 			t.Fatalf("accepted kind %q from %q", k, env)
+		}
+		if sh := o.Hints.Share; sh != "" && sh != "yes" && sh != "no" {
+			t.Fatalf("accepted share %q from %q", sh, env)
+		}
+		if m := o.Hints.Model; m != "" {
+			if _, err := ParseModel(m); err != nil {
+				t.Fatalf("accepted model %q from %q: %v", m, env, err)
+			}
 		}
 		if checkName(o.Hints.Service) != nil && o.Hints.Service != "" {
 			t.Fatalf("accepted service %q from %q", o.Hints.Service, env)

@@ -324,3 +324,44 @@ func LoadAll(path string) (*Table, error) {
 	sort.Strings(types)
 	return Load(path, types)
 }
+
+// Model is the table's name of a single-GPU job type, matched without
+// regard to case ("resnet-50 (batch size 64)" finds "ResNet-50 (batch
+// size 64)"); ok false when the table has none.
+func (t *Table) Model(name string) (string, bool) {
+	if t.rates[key{name, 1}] != nil {
+		return name, true
+	}
+	for _, n := range t.JobTypes {
+		if strings.EqualFold(n, name) {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// Shared returns, on GPU type gpuType, the steps/s of single-GPU job
+// types a and b while one of each shares one GPU, and each one's steps/s
+// alone there; ok is false when the table never measured the pair on that
+// type, or either cannot run there (Gavel's [0, 0]: their memory does not
+// fit one GPU together).
+func (t *Table) Shared(a, b, gpuType string) (ra, rb, soloA, soloB float64, ok bool) {
+	k := -1
+	for i, g := range t.GPUTypes {
+		if g == gpuType {
+			k = i
+		}
+	}
+	a, okA := t.Model(a)
+	b, okB := t.Model(b)
+	if k < 0 || !okA || !okB {
+		return 0, 0, 0, 0, false
+	}
+	pr := t.PairRates(a, b, 1)
+	sa, sb := t.Rates(a, 1), t.Rates(b, 1)
+	if pr == nil || sa == nil || sb == nil {
+		return 0, 0, 0, 0, false
+	}
+	ra, rb, soloA, soloB = pr[k][0], pr[k][1], sa[k], sb[k]
+	return ra, rb, soloA, soloB, ra > 0 && rb > 0 && soloA > 0 && soloB > 0
+}

@@ -82,3 +82,40 @@ func TestParseDerivations(t *testing.T) {
 		}
 	}
 }
+
+// TestShared: the round loop's view of a pair (rounds.PairTable) is the
+// table's, whichever case the user wrote the model in, and says no where
+// the table has no pair or the type no measurement.
+func TestShared(t *testing.T) {
+	t.Parallel()
+	tab, err := LoadAll(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tab.JobTypes[0], tab.JobTypes[1]
+	pr, sa, sb := tab.PairRates(a, b, 1), tab.Rates(a, 1), tab.Rates(b, 1)
+	k := -1
+	for i, g := range tab.GPUTypes {
+		if g == "v100" {
+			k = i
+		}
+	}
+	for _, c := range []struct {
+		name, a, b, typ string
+		ok              bool
+	}{
+		{"as written", a, b, "v100", pr[k][0] > 0},
+		{"any case", strings.ToUpper(a), strings.ToLower(b), "v100", pr[k][0] > 0},
+		{"unknown model", a, "no such model", "v100", false},
+		{"unknown type", a, b, "h100", false},
+	} {
+		ra, rb, xa, xb, ok := tab.Shared(c.a, c.b, c.typ)
+		if ok != c.ok {
+			t.Errorf("%s: ok %v, want %v", c.name, ok, c.ok)
+			continue
+		}
+		if ok && (ra != pr[k][0] || rb != pr[k][1] || xa != sa[k] || xb != sb[k]) {
+			t.Errorf("%s: %v %v %v %v, want %v %v %v %v", c.name, ra, rb, xa, xb, pr[k][0], pr[k][1], sa[k], sb[k])
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package rounds
+
+// Space sharing on real Slurm (docs/fractions.md, "Space sharing on
+// Slurm"): two pending one-GPU jobs that the table says get more done
+// together than one after the other are offered to the policy as a pair
+// (Gavel's space-sharing formulation, policy/packed.go); a pair the
+// mechanism places this round becomes two shard jobs (gres/shard, half a
+// GPU's shards each) constrained to the pair's type, so that Slurm runs
+// them on one GPU. Slurm changes a pending job's GPU request into shards
+// from 23.02 on (24.11 and 26.05 verified; 22.05 keeps the whole GPU), so
+// the loop pairs jobs only where Deps.RetypeGres says it can.
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
+)
+
+// PairTable is what the loop knows of jobs sharing a GPU: Gavel's
+// measured throughputs of job types alone and in pairs
+// (policy/workload.Table).
+type PairTable interface {
+	// Model is the table's name for a job type the user wrote
+	// (--rota-model); ok false when the table has none.
+	Model(name string) (string, bool)
+	// Shared returns, on a GPU type, the steps/s of job types a and b
+	// while one of each shares one GPU, and each one's alone; ok false
+	// where the table has no such pair or they cannot share.
+	Shared(a, b, gpuType string) (ra, rb, soloA, soloB float64, ok bool)
+}
+
+// SharePair is two pending jobs the policy may run on one GPU: Rates[k]
+// are A's and B's steps/s while they share a GPU of type k ([0, 0] where
+// they cannot).
+type SharePair struct {
+	A, B  uint32
+	Rates [][2]float64
+}
+
+// maxShareCandidates bounds the pending jobs offered to the policy as
+// pairs (the first in submission order): n jobs make n(n-1)/2 pairs, and
+// the space-sharing LP is dense.
+const maxShareCandidates = 24
+
+// maxShareJobs: above this many jobs in a round the loop offers no pairs,
+// so the dense space-sharing LP never meets a site-scale queue (the plain
+// policies' solve is what runs there).
+const maxShareJobs = 200
+
+// Share defaults (share_default): whether a job that did not say
+// --rota-share may share a GPU.
+const (
+	ShareDefaultNo  = "no"
+	ShareDefaultYes = "yes"
+)
+
+// mayShare says whether a job's hints and the site's default let Rota put
+// it on a GPU with another job.
+func mayShare(h wire.Hints, siteDefault string) bool {
+	switch h.Share {
+	case wire.ShareYes:
+		return true
+	case wire.ShareNo:
+		return false
+	}
+	return siteDefault == ShareDefaultYes
+}
+
+// rotaShared says whether a job now asks for shards where its user asked
+// for GPUs: Rota made it a sharer (a job submitted for shards is its
+// user's, left as asked).
+func rotaShared(j *slurm.Job, asked wire.GPUAsk) bool {
+	if asked.PerJob == 0 && asked.PerNode == 0 && asked.PerSocket == 0 && asked.PerTask == 0 {
+		return false
+	}
+	r, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask)
+	return err == nil && r.HasShard() && !r.HasGPU()
+}
+
+// sharing says whether the loop pairs jobs: space_sharing is on, it has
+// the table, and Slurm can turn a pending job's GPU into shards.
+func (l *Loop) sharing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg.SpaceSharing && l.pairTable != nil && l.retypeGres
+}
+
+// sharePairs lists the pairs of pending jobs the policy may place on one
+// GPU this round: both may share (mayShare), one GPU on one node, typed
+// by Rota, of a model the table knows; on each type offered as shards
+// (two or more per GPU), where both fit and the
+// table measured the pair, each one's rate while sharing is its own rate
+// there times the fraction of its speed the table says it keeps.
+func (l *Loop) sharePairs(views []JobView, types []string, snap *cluster.Snapshot) []SharePair {
+	if !l.sharing() || len(views) > maxShareJobs {
+		return nil
+	}
+	shareTypes := make([]bool, len(types))
+	anyType := false
+	for k, t := range types {
+		tc := snap.Types[t]
+		shareTypes[k] = tc != nil && tc.ShardsPerGPU >= 2
+		anyType = anyType || shareTypes[k]
+	}
+	if !anyType {
+		return nil
+	}
+	var cand []int
+	for i := range views {
+		v := &views[i]
+		if v.Model == "" || !v.MayShare || v.Running || v.Sharing || v.UserTyped || v.Interactive || v.Unfit != "" ||
+			v.GPUs != 1 || v.Target != "" {
+			continue
+		}
+		cand = append(cand, i)
+	}
+	slices.SortStableFunc(cand, func(a, b int) int { return views[a].Submit.Compare(views[b].Submit) })
+	if len(cand) > maxShareCandidates {
+		cand = cand[:maxShareCandidates]
+	}
+	var out []SharePair
+	for x, i := range cand {
+		for _, j := range cand[x+1:] {
+			a, b := &views[i], &views[j]
+			sp := SharePair{A: a.ID, B: b.ID, Rates: make([][2]float64, len(types))}
+			any := false
+			for k, t := range types {
+				if !shareTypes[k] || k >= len(a.Rates) || k >= len(b.Rates) || a.Rates[k] <= 0 || b.Rates[k] <= 0 ||
+					(a.Fits != nil && !a.Fits[k]) || (b.Fits != nil && !b.Fits[k]) {
+					continue
+				}
+				if mem := l.cfg.GPUMemory[t]; mem > 0 && a.GPUMemNeed+b.GPUMemNeed > mem {
+					continue // what they say they need does not fit one GPU together
+				}
+				ra, rb, sa, sb, ok := l.pairTable.Shared(a.Model, b.Model, t)
+				if !ok {
+					continue
+				}
+				sp.Rates[k] = [2]float64{a.Rates[k] * ra / sa, b.Rates[k] * rb / sb}
+				any = true
+			}
+			if any {
+				out = append(out, sp)
+			}
+		}
+	}
+	return out
+}
+
+// share sets in u the update that makes pending job j one of a pair on a
+// GPU of type t: half of each GPU's shards in place of its GPU, typed the
+// way t is (cluster.TypeCap.ByFeature): an untyped shard request under a
+// constraint, else typed shards ("gres/shard:v100:1", which 24.11 and
+// later take), giving back the user's own constraint. false when j's
+// request is not one GPU per node asked with --gres (its only TRES), the
+// form whose GPU becomes shards whole.
+func (l *Loop) share(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
+	tc := snap.Types[t]
+	req, ok := j.GPURequest()
+	if tc == nil || tc.ShardsPerGPU < 2 || !ok || j.GPUs() != 1 || len(req.PerJob.Entries)+len(req.PerSocket.Entries)+len(req.PerTask.Entries) > 0 ||
+		len(req.PerNode.Entries) != 1 {
+		return false
+	}
+	// Half a GPU's shards: two jobs fill one GPU, and Slurm puts a job's
+	// shards on one GPU, so the pair shares it and no third job joins.
+	n := strconv.Itoa(tc.ShardsPerGPU / 2)
+	if snap.TypeByFeature(t) {
+		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
+		if !ok {
+			return false
+		}
+		u.Features = &f
+		u.GPU = &slurm.GPURequest{PerNode: "gres/shard:" + n}
+		return true
+	}
+	u.GPU = &slurm.GPURequest{PerNode: "gres/shard:" + t + ":" + n}
+	if featureType(j.Features, snap.TypeNames()) != "" {
+		f := tr.decision.Asked.Features
+		u.Features = &f
+	}
+	return true
+}
+
+// shareWhy says why a pair shares, in words.
+func shareWhy(policyName, t string, partner uint32, rates, solo [2]float64) string {
+	gain := 0.0
+	if solo[0] > 0 && solo[1] > 0 {
+		gain = rates[0]/solo[0] + rates[1]/solo[1]
+	}
+	return fmt.Sprintf("%s runs it on a %s shared with job %d (gres/shard): together they get %.2fx the work of one after the other (the throughput table's pair)",
+		policyName, t, partner, gain)
+}

@@ -1,0 +1,235 @@
+package rounds
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/policy"
+	"github.com/rota-hpc/rota/controller/slurm"
+	"github.com/rota-hpc/rota/wire"
+)
+
+// TestPlannerPairs: with one free V100 and two pending jobs, the
+// space-sharing policy runs both on it when the pair gets more done
+// together than one after the other by the margin, and one alone when it
+// does not; the passes after it (fill, coverHead, the order) keep the
+// pair's type; jobs already sharing hold a GPU per pair, out of the
+// policy.
+func TestPlannerPairs(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "v100"}
+	rates := []float64{0.25, 1}
+	src := []string{"measured", "measured"}
+	pending := func(id uint32) JobView {
+		return JobView{ID: id, GPUs: 1, Rates: rates, RateSource: src, StepsLeft: 600, Submit: time.Unix(int64(id), 0),
+			Fits: []bool{true, true}, Model: "m", MayShare: true}
+	}
+	pair := func(each float64) []SharePair {
+		return []SharePair{{A: 2, B: 3, Rates: [][2]float64{{0, 0}, {each, each}}}}
+	}
+	for _, c := range []struct {
+		name       string
+		capacity   []int
+		running    []JobView
+		pairs      []SharePair
+		wantPaired bool
+		wantWaits  uint32 // a job the plan leaves waiting (0 none)
+	}{
+		{"pair pays (1.4x): both share the v100", []int{0, 1}, nil, pair(0.7), true, 0},
+		{"pair below the margin (1.0x): one runs", []int{0, 1}, nil, pair(0.5), false, 3},
+		{"no pairs offered: one runs", []int{0, 1}, nil, nil, false, 3},
+		{"two GPUs free: each its own", []int{0, 2}, nil, pair(0.7), false, 0},
+		{"a running pair holds one of two GPUs: the pair pays on the other", []int{0, 2},
+			[]JobView{{ID: 10, Running: true, Sharing: true, Partner: 11, Type: "v100", GPUs: 1},
+				{ID: 11, Running: true, Sharing: true, Partner: 10, Type: "v100", GPUs: 1}}, pair(0.7), true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pol, err := policy.New("las", policy.Options{SpaceSharing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := NewPlanner(PlanConfig{Round: time.Minute, MinLease: 10 * time.Minute, PriorityBase: 1000000, NiceSpan: 10000, SlurmOrder: true}, pol)
+			p.SetPairs(c.pairs)
+			jobs := append(append([]JobView(nil), c.running...), pending(2), pending(3))
+			plan, err := p.Decide(types, c.capacity, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+				return pol.Allocate(context.Background(), pr)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[uint32]Action{}
+			for _, a := range plan.Actions {
+				got[a.JobID] = a
+			}
+			a2, a3 := got[2], got[3]
+			paired := a2.Partner == 3 && a3.Partner == 2
+			if paired != c.wantPaired {
+				t.Fatalf("paired %v, want %v: %q / %q", paired, c.wantPaired, a2.Why, a3.Why)
+			}
+			if paired && (a2.Type != "v100" || a3.Type != "v100" || a2.ShareRate != 0.7 || !a2.Placed) {
+				t.Errorf("pair on %s/%s at %v, placed %v; want both on v100 at 0.7: %q", a2.Type, a3.Type, a2.ShareRate, a2.Placed, a2.Why)
+			}
+			if !paired && (a2.Partner != 0 || a3.Partner != 0) {
+				t.Errorf("one-sided pair: %d/%d", a2.Partner, a3.Partner)
+			}
+			if w := c.wantWaits; w != 0 && got[w].Type == "v100" && got[2].Type == "v100" && got[w].Priority > got[2].Priority {
+				t.Errorf("job %d was to wait behind job 2: %+v", w, got[w])
+			}
+			for _, r := range c.running {
+				if a := got[r.ID]; a.Partner != r.Partner || a.Type != "v100" || a.Migrate {
+					t.Errorf("running sharer %d: %+v", r.ID, a)
+				}
+			}
+		})
+	}
+}
+
+// TestMayShare: --rota-share decides; without it, the site's default.
+func TestMayShare(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		share, site string
+		want        bool
+	}{
+		{"yes", ShareDefaultNo, true},
+		{"no", ShareDefaultYes, false},
+		{"", ShareDefaultNo, false},
+		{"", ShareDefaultYes, true},
+	} {
+		if got := mayShare(wire.Hints{Share: c.share}, c.site); got != c.want {
+			t.Errorf("--rota-share=%q, share_default %s: %v, want %v", c.share, c.site, got, c.want)
+		}
+	}
+}
+
+// pairTab is a throughput table of two models: "a" keeps 0.7 of its
+// speed sharing a v100 with either, "big" cannot share.
+type pairTab struct{}
+
+func (pairTab) Model(n string) (string, bool) { return n, n == "a" || n == "big" }
+func (pairTab) Shared(a, b, t string) (float64, float64, float64, float64, bool) {
+	if t != "v100" || a == "big" || b == "big" {
+		return 0, 0, 0, 0, false
+	}
+	return 7, 7, 10, 10, true
+}
+
+// TestSharePairsOffered: only pending one-GPU jobs that may share, typed
+// by Rota, of a model the table has, are offered as pairs, only on a type
+// offered as shards, only where what they say they need fits one GPU
+// together; a job's rate in a pair is its own times the fraction of its
+// speed the table says it keeps. Nothing without space_sharing, the
+// table, or a Slurm that turns a pending GPU into shards.
+func TestSharePairsOffered(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "v100"}
+	snap := &cluster.Snapshot{Types: map[string]*cluster.TypeCap{
+		"k80": {Type: "k80"}, "v100": {Type: "v100", ShardsPerGPU: 2, ByFeature: true}}}
+	ok := func(id uint32) JobView {
+		return JobView{ID: id, GPUs: 1, Rates: []float64{1, 4}, Model: "a", MayShare: true, Submit: time.Unix(int64(id), 0)}
+	}
+	with := func(id uint32, f func(*JobView)) JobView { v := ok(id); f(&v); return v }
+	views := []JobView{
+		ok(1), ok(2),
+		with(3, func(v *JobView) { v.Running = true }),
+		with(4, func(v *JobView) { v.UserTyped = true }),
+		with(5, func(v *JobView) { v.GPUs = 2 }),
+		with(6, func(v *JobView) { v.MayShare = false }),
+		with(7, func(v *JobView) { v.Model = "" }),
+		with(8, func(v *JobView) { v.Model = "big" }),
+		with(9, func(v *JobView) { v.Sharing = true }),
+		with(10, func(v *JobView) { v.Interactive = true }),
+		with(11, func(v *JobView) { v.GPUMemNeed = 12 << 30 }), // 12 GiB + 0: fits a 16 GiB V100
+		with(12, func(v *JobView) { v.GPUMemNeed = 12 << 30 }), // with 11: 24 GiB, does not
+	}
+	for _, c := range []struct {
+		name                 string
+		sharing, table, gres bool
+		want                 []string
+	}{
+		{"on", true, true, true, []string{"1+2", "1+11", "1+12", "2+11", "2+12"}},
+		{"space_sharing off", false, true, true, nil},
+		{"no table", true, false, true, nil},
+		{"22.05: no shards for a pending job", true, true, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &Loop{cfg: Config{SpaceSharing: c.sharing, GPUMemory: map[string]uint64{"v100": 16 << 30}}, retypeGres: c.gres}
+			if c.table {
+				l.pairTable = pairTab{}
+			}
+			var got []string
+			for _, p := range l.sharePairs(views, types, snap) {
+				got = append(got, fmt.Sprintf("%d+%d", p.A, p.B))
+				if p.Rates[0] != [2]float64{} || p.Rates[1] != [2]float64{4 * 0.7, 4 * 0.7} {
+					t.Errorf("pair %d+%d rates %v, want none on k80 and 2.8 each on v100", p.A, p.B, p.Rates)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("pairs %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestShareUpdate: the update that makes a pending --gres=gpu:1 job one of
+// a pair asks half a GPU's shards, typed the way its type is chosen; other
+// request forms are left whole.
+func TestShareUpdate(t *testing.T) {
+	t.Parallel()
+	snap := &cluster.Snapshot{Types: map[string]*cluster.TypeCap{
+		"v100": {Type: "v100", ShardsPerGPU: 4, ByFeature: true},
+		"p100": {Type: "p100", ShardsPerGPU: 2},
+		"k80":  {Type: "k80"}}}
+	for _, c := range []struct {
+		name, typ, perJob, perNode, features string
+		wantGPU, wantFeatures                string // "" none; wantGPU "-": refused
+	}{
+		{"by constraint", "v100", "", "gres/gpu:1", "", "gres/shard:2", "v100"},
+		{"by constraint, the user's kept", "v100", "", "gres/gpu:1", "ssd", "gres/shard:2", "ssd&v100"},
+		{"in the request", "p100", "", "gres/gpu:1", "", "gres/shard:p100:1", ""},
+		{"in the request, Rota's constraint given back", "p100", "", "gres/gpu:1", "v100", "gres/shard:p100:1", "(asked)"},
+		{"no shards on k80", "k80", "", "gres/gpu:1", "", "-", ""},
+		{"--gpus=1", "v100", "gres/gpu:1", "", "", "-", ""},
+		{"two GPUs", "v100", "", "gres/gpu:2", "", "-", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &Loop{}
+			j := &slurm.Job{ID: 1, State: "PENDING", TresPerJob: c.perJob, TresPerNode: c.perNode, Features: c.features, NumNodes: 1, NumTasks: 1}
+			asked := ""
+			if c.features == "ssd" {
+				asked = "ssd"
+			}
+			tr := &tracked{decision: &wire.Decision{Asked: wire.PlaceRequest{Features: asked}}}
+			var u slurm.JobUpdate
+			ok := l.share(&u, j, tr, c.typ, snap)
+			if c.wantGPU == "-" {
+				if ok {
+					t.Fatalf("shared: %+v", u)
+				}
+				return
+			}
+			if !ok || u.GPU == nil || u.GPU.PerNode != c.wantGPU || u.GPU.PerJob != "" {
+				t.Fatalf("ok %v, GPU %+v; want %s", ok, u.GPU, c.wantGPU)
+			}
+			switch {
+			case c.wantFeatures == "(asked)":
+				if u.Features == nil || *u.Features != asked {
+					t.Errorf("features %v, want the user's %q back", u.Features, asked)
+				}
+			case c.wantFeatures == "":
+				if u.Features != nil {
+					t.Errorf("features set to %q", *u.Features)
+				}
+			case u.Features == nil || *u.Features != c.wantFeatures:
+				t.Errorf("features %v, want %q", u.Features, c.wantFeatures)
+			}
+		})
+	}
+}
