@@ -149,3 +149,31 @@ func TestShapes(t *testing.T) {
 		t.Fatalf("%d kinds of node: %+v, want %+v (features left out)", maxGroups+1, got, want)
 	}
 }
+
+// ShardsPerGPU: the shards each GPU of a type is offered as, only where
+// every usable node of the type offers the same per GPU and holds no
+// other type.
+func TestShardsPerGPU(t *testing.T) {
+	t.Parallel()
+	node := func(name string, gpus map[string]int, shards int) slurm.Node {
+		return slurm.Node{Name: name, State: "idle", Partitions: []string{"gpu"}, GPUs: gpus, Shards: shards}
+	}
+	for _, c := range []struct {
+		name  string
+		nodes []slurm.Node
+		want  int // v100's
+	}{
+		{"none", []slurm.Node{node("a", map[string]int{"v100": 4}, 0)}, 0},
+		{"two a GPU", []slurm.Node{node("a", map[string]int{"v100": 4}, 8), node("b", map[string]int{"v100": 2}, 4)}, 2},
+		{"nodes differ", []slurm.Node{node("a", map[string]int{"v100": 4}, 8), node("b", map[string]int{"v100": 4}, 16)}, 0},
+		{"one node without", []slurm.Node{node("a", map[string]int{"v100": 4}, 8), node("b", map[string]int{"v100": 4}, 0)}, 0},
+		{"not a whole number a GPU", []slurm.Node{node("a", map[string]int{"v100": 4}, 6)}, 0},
+		{"a node of two types", []slurm.Node{node("a", map[string]int{"v100": 2, "k80": 2}, 8)}, 0},
+		{"a down node does not count", []slurm.Node{node("a", map[string]int{"v100": 4}, 8),
+			{Name: "b", State: "down", Partitions: []string{"gpu"}, GPUs: map[string]int{"v100": 4}}}, 2},
+	} {
+		if got := Build(time.Now(), c.nodes, nil).Types["v100"].ShardsPerGPU; got != c.want {
+			t.Errorf("%s: %d shards a v100, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -173,3 +173,21 @@ func TestNodeGres(t *testing.T) {
 		})
 	}
 }
+
+// NodeShards reads the shards a node's Gres offers, in sinfo's and
+// slurmrestd's forms.
+func TestNodeShards(t *testing.T) {
+	t.Parallel()
+	for gres, want := range map[string]int{
+		"gpu:v100:4,nvme:1":                     0,
+		"gpu:v100:4,nvme:1,shard:v100:8":        8,
+		"gpu:v100:4(S:0-1),shard:v100:8(S:0-1)": 8,
+		"gres/gpu:v100:4,gres/shard:8":          8,
+		"(null)":                                0,
+		"gpu:v100:4,shard:v 100:8":              0, // unreadable: none
+	} {
+		if got := NodeShards(gres); got != want {
+			t.Errorf("NodeShards(%q) = %d, want %d", gres, got, want)
+		}
+	}
+}
