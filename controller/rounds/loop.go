@@ -209,8 +209,12 @@ type Loop struct {
 	headroom      map[uint32]wire.UserHeadroom
 	headroomAt    time.Time
 
-	// pairTable says what jobs sharing a GPU get done (nil: no pairs).
+	// pairTable says what jobs sharing a GPU get done (nil: no pairs);
+	// pairSeen what sharers were measured to keep of their speed.
 	pairTable PairTable
+	pairSeen  map[pairKey]float64
+	// nodeType is the last round's node -> GPU type ("" several).
+	nodeType map[string]string
 }
 
 // tracked is what the loop remembers of a job between rounds.
@@ -261,8 +265,13 @@ type tracked struct {
 	// note, when set, is the AdminComment of a decision the loop made for
 	// a job it adopted (adopt.go), still to be written into the job.
 	note string
-	// partner is the job Rota made it share a GPU with (share.go).
+	// sameNode: Rota requeued it onto a type a node it ran on holds, where
+	// it must wait out Slurm's requeue delay (migrate.go).
+	sameNode bool
+	// partner is the job Rota made it share a GPU with (share.go);
+	// noShare: split from a pair that did not pay, it never shares again.
 	partner uint32
+	noShare bool
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -436,7 +445,7 @@ func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
 		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres, pairTable: d.Pairs,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
-		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1)}
+		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1), pairSeen: map[pairKey]float64{}}
 	return l, nil
 }
 
@@ -533,6 +542,9 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 		capacity[k] = snap.Types[t].Total
 	}
 	nodeType := slurm.NodeTypes(nodes)
+	l.mu.Lock()
+	l.nodeType = nodeType
+	l.mu.Unlock()
 	memPerGPU := map[string]uint64{}
 	for _, n := range nodes {
 		if l.meas != nil {
@@ -583,6 +595,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	l.stats.Unannotated = unannotated
 	l.mu.Unlock()
 	heldElsewhere(capacity, types, jobs, byID, nodeType)
+	l.judgePairs(views)
 	l.planner.SetPairs(l.sharePairs(views, types, snap))
 	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
 		return l.pol.Allocate(ctx, p)
@@ -794,6 +807,25 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 						v.Type = ts[0] // typed shards, still pending
 					}
 				}
+				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
+				if l.pairTable != nil {
+					v.Model, _ = l.pairTable.Model(tr.decision.Asked.Hints.Model)
+				}
+				if m, ok := l.meas.Job(j.ID); ok && v.Running {
+					// Its rate beside its partner: not its speed alone, so
+					// not the estimator's (judgePairs weighs it).
+					for _, r := range m.Rates {
+						if r.GPUType == v.Type && r.StepsPerSec > 0 && r.Samples >= 2 {
+							v.ShareMeasured = r.StepsPerSec
+						}
+					}
+				}
+				if k := indexOf(types, v.Type); k >= 0 && l.est != nil {
+					rates, src := l.est.Rates(ctx, tr.key, types)
+					if k < len(rates) && k < len(src) && src[k] != estimate.SourceRelative && src[k] != estimate.SourceUnknown {
+						v.SoloRate = rates[k]
+					}
+				}
 				if v.Entity == "" {
 					v.Entity = j.User
 				}
@@ -832,7 +864,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if l.pairTable != nil && asked.Hints.Model != "" && tr.decision.Given.Kind != wire.KindInteractive {
 			v.Model, _ = l.pairTable.Model(asked.Hints.Model)
-			v.MayShare, v.GPUMemNeed = mayShare(asked.Hints, l.cfg.ShareDefault), asked.Hints.GPUMemBytes
+			v.MayShare, v.GPUMemNeed = mayShare(asked.Hints, l.cfg.ShareDefault) && !tr.noShare, asked.Hints.GPUMemBytes
 		}
 		if !v.UserTyped {
 			// Rota may choose its type: only among those that hold it
@@ -1032,7 +1064,7 @@ func (l *Loop) realise(ctx context.Context, plan *Plan, views []JobView, byID ma
 					Msg("lowering the time limit Rota gave a pending job to its partition's MaxTime, lowered since it was placed (else it would wait for ever)")
 			}
 		}
-		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 {
+		if j.Reason == "BeginTime" && tr.moves > 0 && j.Restarts > 0 && !tr.sameNode {
 			// Rota requeued it; Slurm's requeue delay (the credential
 			// lifetime) would idle its GPUs for two minutes.
 			u.StartNow = true

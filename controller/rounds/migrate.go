@@ -21,9 +21,10 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	if l.ckpt == nil {
 		return
 	}
-	// The update that retypes it once requeued: none, no move.
+	// The update that retypes it once requeued (a sharer split off its
+	// pair: its GPU back, whole): none, no move.
 	var u slurm.JobUpdate
-	if !l.retype(&u, j, tr, to, snap) {
+	if v.Sharing && !l.unshare(&u, tr, to, snap) || !v.Sharing && !l.retype(&u, j, tr, to, snap) {
 		return
 	}
 	l.mu.Lock()
@@ -33,13 +34,20 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	}
 	l.moving[j.ID] = true
 	tr.moveAt = time.Now()
+	// Back on a node it ran on, a requeued job started before its old
+	// credential expires is killed by slurmd ("Job credential revoked",
+	// and it ends FAILED): there it waits out Slurm's requeue delay (the
+	// credential lifetime, 121 s by default) instead of starting at once.
+	// Seen on 24.11 when a sharer split off its pair went back to its node.
+	tr.sameNode = backOnItsNode(j.Nodes, l.nodeType, to)
+	startNow := !tr.sameNode
 	l.mu.Unlock()
-	id, nodes, from := j.ID, append([]string(nil), j.Nodes...), v.Type
+	id, nodes, from, sharer := j.ID, append([]string(nil), j.Nodes...), v.Type, v.Sharing
 	l.log.Info().Uint32("job", id).Str("from", from).Str("to", to).Str("why", why).Msg("migrating: asking the node agents to checkpoint the job")
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		ok := l.doMigrate(ctx, id, nodes, from, to, u, limit)
+		ok := l.doMigrate(ctx, id, nodes, from, to, u, limit, startNow)
 		l.mu.Lock()
 		delete(l.moving, id)
 		if ok {
@@ -47,6 +55,9 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 			tr.moved = time.Now()
 			tr.moves++
 			tr.target = to
+			if sharer {
+				tr.partner, tr.noShare = 0, true
+			}
 		} else {
 			l.stats.MigrationFailures++
 			tr.moveAt = time.Time{}
@@ -55,7 +66,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	}()
 }
 
-func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to string, u slurm.JobUpdate, limit uint32) bool {
+func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, to string, u slurm.JobUpdate, limit uint32, startNow bool) bool {
 	outcome, err := l.ckpt.Checkpoint(ctx, nodes, id, l.cfg.CheckpointGrace)
 	log := l.log.With().Uint32("job", id).Str("from", from).Str("to", to).Logger()
 	late := errors.Is(err, checkpoint.ErrNoResult)
@@ -84,7 +95,7 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 		return false
 	}
 	p := l.cfg.PriorityBase + 200000 // a moved job goes first on its new type
-	u.Priority, u.StartNow = &p, true
+	u.Priority, u.StartNow = &p, startNow
 	if limit > 0 {
 		u.TimeLimitMin = &limit
 	}
@@ -119,4 +130,15 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 	}
 	log.Warn().Err(uerr).Msg("job requeued but its new type could not be set; the next rounds retry")
 	return true
+}
+
+// backOnItsNode says whether a job that ran on nodes may run on type to on
+// one of them again: a node of that type, or of several or unknown types.
+func backOnItsNode(nodes []string, nodeType map[string]string, to string) bool {
+	for _, n := range nodes {
+		if t, ok := nodeType[n]; !ok || t == "" || t == to {
+			return true
+		}
+	}
+	return false
 }

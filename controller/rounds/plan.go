@@ -98,6 +98,13 @@ type JobView struct {
 	// by Slurm as it is; the pair holds one GPU of Type.
 	Sharing bool
 	Partner uint32
+	// ShareMeasured is a running sharer's measured steps/s there, SoloRate
+	// its estimate alone on that type (0 unknown or only relative); Split,
+	// set by judgePairs, says the pair gets less done than the margin asks
+	// (SplitWhy in words), so the sharer moves to a GPU of its own.
+	ShareMeasured, SoloRate float64
+	Split                   bool
+	SplitWhy                string
 }
 
 // PlanConfig are the rules the planner follows.
@@ -344,6 +351,13 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 					// At the head of the jobs placed: the GPU it was paired
 					// on is its.
 					a.Priority = p.cfg.PriorityBase + 100000
+				}
+				if j.SplitWhy != "" {
+					a.Why = j.SplitWhy
+				}
+				if j.Split {
+					a.Migrate = true
+					plan.Migrations++
 				}
 				actions = append(actions, a)
 			case j.Unfit == "":

@@ -16,6 +16,7 @@ import (
 	"strconv"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
 	"github.com/rota-hpc/rota/wire/gpureq"
@@ -137,11 +138,11 @@ func (l *Loop) sharePairs(views []JobView, types []string, snap *cluster.Snapsho
 				if mem := l.cfg.GPUMemory[t]; mem > 0 && a.GPUMemNeed+b.GPUMemNeed > mem {
 					continue // what they say they need does not fit one GPU together
 				}
-				ra, rb, sa, sb, ok := l.pairTable.Shared(a.Model, b.Model, t)
+				fa, fb, ok := l.pairKeeps(a.Model, b.Model, t)
 				if !ok {
 					continue
 				}
-				sp.Rates[k] = [2]float64{a.Rates[k] * ra / sa, b.Rates[k] * rb / sb}
+				sp.Rates[k] = [2]float64{a.Rates[k] * fa, b.Rates[k] * fb}
 				any = true
 			}
 			if any {
@@ -150,6 +151,102 @@ func (l *Loop) sharePairs(views []JobView, types []string, snap *cluster.Snapsho
 		}
 	}
 	return out
+}
+
+// pairKey is a job model sharing a GPU type with another.
+type pairKey struct{ model, other, gpuType string }
+
+// pairKeeps is the fraction of its speed alone each of models a and b
+// keeps while they share a GPU of type t: as measured on this cluster
+// (judgePairs), else as the table says.
+func (l *Loop) pairKeeps(a, b, t string) (fa, fb float64, ok bool) {
+	l.mu.Lock()
+	ma, okA := l.pairSeen[pairKey{a, b, t}]
+	mb, okB := l.pairSeen[pairKey{b, a, t}]
+	l.mu.Unlock()
+	if okA && okB {
+		return ma, mb, true
+	}
+	ra, rb, sa, sb, ok := l.pairTable.Shared(a, b, t)
+	if !ok {
+		return 0, 0, false
+	}
+	return ra / sa, rb / sb, true
+}
+
+// shareMargin is the admin's margin (share_margin), or the policy's
+// default.
+func (l *Loop) shareMargin() float64 {
+	if l.cfg.ShareMargin > 0 {
+		return l.cfg.ShareMargin
+	}
+	return policy.DefaultShareMargin
+}
+
+// judgePairs weighs each running pair whose two jobs the agents measured
+// and whose speed alone is known: each one's measured rate over its rate
+// alone is what it keeps sharing, learnt for its model beside the other's
+// (pairKeeps, so the next pairs go by the cluster, not the table); two
+// that keep less than the margin together get less done than one after
+// the other, and each that can be checkpointed is split off (Split): the
+// round requeues it onto a GPU of its own, and it never shares again.
+func (l *Loop) judgePairs(views []JobView) {
+	at := make(map[uint32]int, len(views))
+	for i := range views {
+		if views[i].Sharing {
+			at[views[i].ID] = i
+		}
+	}
+	margin := l.shareMargin()
+	for i := range views {
+		a := &views[i]
+		k, ok := at[a.Partner]
+		if !a.Sharing || !a.Running || !ok || a.ID > a.Partner {
+			continue
+		}
+		b := &views[k]
+		if !b.Running || b.Partner != a.ID || a.Type != b.Type || a.ShareMeasured <= 0 || b.ShareMeasured <= 0 || a.SoloRate <= 0 || b.SoloRate <= 0 {
+			continue
+		}
+		fa, fb := a.ShareMeasured/a.SoloRate, b.ShareMeasured/b.SoloRate
+		if a.Model != "" && b.Model != "" {
+			l.mu.Lock()
+			l.pairSeen[pairKey{a.Model, b.Model, a.Type}] = fa
+			l.pairSeen[pairKey{b.Model, a.Model, a.Type}] = fb
+			l.mu.Unlock()
+		}
+		if fa+fb >= margin {
+			continue
+		}
+		for _, v := range []*JobView{a, b} {
+			other := a.ID + b.ID - v.ID
+			why := fmt.Sprintf("sharing a %s with job %d, the two were measured to get %.2fx the work of one after the other (%.2f and %.2f of their speed alone), below share_margin %.2f",
+				v.Type, other, fa+fb, fa, fb, margin)
+			if v.Migratable {
+				v.Split, v.SplitWhy = true, why+": moved to a GPU of its own"
+			} else {
+				v.SplitWhy = why + ", but it cannot be checkpointed (no --rota-checkpoint-signal): left running"
+			}
+		}
+	}
+}
+
+// unshare sets in u the update that gives a requeued sharer its GPU back
+// (--gres=gpu:1, what its user asked) on type t, the way t is written.
+func (l *Loop) unshare(u *slurm.JobUpdate, tr *tracked, t string, snap *cluster.Snapshot) bool {
+	if snap.TypeByFeature(t) {
+		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
+		if !ok {
+			return false
+		}
+		u.Features = &f
+		u.GPU = &slurm.GPURequest{PerNode: "gres/gpu:1"}
+		return true
+	}
+	f := tr.decision.Asked.Features
+	u.Features = &f
+	u.GPU = &slurm.GPURequest{PerNode: "gres/gpu:" + t + ":1"}
+	return true
 }
 
 // share sets in u the update that makes pending job j one of a pair on a

@@ -233,3 +233,99 @@ func TestShareUpdate(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgePairs: a running pair whose measured rates keep less than the
+// margin together is split, each member that can be checkpointed moved to
+// a GPU of its own; what they kept is learnt for their models, so the
+// next pair of those models goes by it rather than the table.
+func TestJudgePairs(t *testing.T) {
+	t.Parallel()
+	sharer := func(id, partner uint32, measured float64, migratable bool) JobView {
+		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Type: "v100", Model: "a",
+			ShareMeasured: measured, SoloRate: 10, Migratable: migratable}
+	}
+	for _, c := range []struct {
+		name       string
+		views      []JobView
+		split, why []bool // per view
+		learnt     bool
+	}{
+		{"pays (1.4x): left together", []JobView{sharer(1, 2, 7, true), sharer(2, 1, 7, true)}, []bool{false, false}, []bool{false, false}, true},
+		{"hurts (0.6x): both split", []JobView{sharer(1, 2, 3, true), sharer(2, 1, 3, true)}, []bool{true, true}, []bool{true, true}, true},
+		{"hurts, one cannot be checkpointed: it stays, says why", []JobView{sharer(1, 2, 3, true), sharer(2, 1, 3, false)},
+			[]bool{true, false}, []bool{true, true}, true},
+		{"one not measured yet: not judged", []JobView{sharer(1, 2, 3, true), sharer(2, 1, 0, true)}, []bool{false, false}, []bool{false, false}, false},
+		{"partners disagree: not judged", []JobView{sharer(1, 2, 3, true), sharer(2, 3, 3, true)}, []bool{false, false}, []bool{false, false}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &Loop{pairTable: pairTab{}, pairSeen: map[pairKey]float64{}}
+			l.judgePairs(c.views)
+			for i, v := range c.views {
+				if v.Split != c.split[i] || (v.SplitWhy != "") != c.why[i] {
+					t.Errorf("job %d: split %v why %q; want split %v, a why %v", v.ID, v.Split, v.SplitWhy, c.split[i], c.why[i])
+				}
+			}
+			fa, _, ok := l.pairKeeps("a", "a", "v100")
+			want := 0.7 // the table's
+			if c.learnt {
+				want = c.views[0].ShareMeasured / 10
+			}
+			if !ok || fa != want {
+				t.Errorf("pairKeeps = %v %v, want %v", fa, ok, want)
+			}
+		})
+	}
+}
+
+// TestPlannerMovesSplitSharer: a sharer judgePairs split is migrated (to
+// its type, as a whole GPU: migrate.go's unshare), counted in the plan's
+// migrations; its partner that cannot move stays, saying why.
+func TestPlannerMovesSplitSharer(t *testing.T) {
+	t.Parallel()
+	pol, err := policy.New("las", policy.Options{SpaceSharing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlanner(PlanConfig{Round: time.Minute, MinLease: 10 * time.Minute, PriorityBase: 1000000}, pol)
+	jobs := []JobView{
+		{ID: 1, Partner: 2, Running: true, Sharing: true, Type: "v100", GPUs: 1, Split: true, SplitWhy: "hurts: moved"},
+		{ID: 2, Partner: 1, Running: true, Sharing: true, Type: "v100", GPUs: 1, SplitWhy: "hurts: left running"},
+	}
+	plan, err := p.Decide([]string{"v100"}, []int{2}, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+		return pol.Allocate(context.Background(), pr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := plan.Actions[0]; !a.Migrate || a.Type != "v100" || a.Why != "hurts: moved" || plan.Migrations != 1 {
+		t.Errorf("split sharer: %+v, %d migrations", a, plan.Migrations)
+	}
+	if a := plan.Actions[1]; a.Migrate || a.Why != "hurts: left running" {
+		t.Errorf("the partner that cannot move: %+v", a)
+	}
+}
+
+// TestBackOnItsNode: a job requeued onto a type a node it ran on holds
+// (a sharer split off its pair, a move between a node's MIG slices) must
+// wait out Slurm's requeue delay; one moved to other nodes starts at once.
+func TestBackOnItsNode(t *testing.T) {
+	t.Parallel()
+	nt := map[string]string{"v1": "v100", "k1": "k80", "m1": ""}
+	for _, c := range []struct {
+		name  string
+		nodes []string
+		to    string
+		want  bool
+	}{
+		{"k80 to v100", []string{"k1"}, "v100", false},
+		{"split: v100 to v100", []string{"v1"}, "v100", true},
+		{"a node of several types", []string{"m1"}, "a100_3g.20gb", true},
+		{"a node the round did not see", []string{"x9"}, "v100", true},
+		{"two nodes, one of the type", []string{"k1", "v1"}, "v100", true},
+	} {
+		if got := backOnItsNode(c.nodes, nt, c.to); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -29,6 +29,13 @@ const pairModel = "ResNet-18 (batch size 64)"
 // and rota explain says why each went where it did. On 22.05, where Slurm
 // keeps a pending job's whole GPU when asked for shards, the controller
 // says at start that it pairs nothing, and no job gets shards.
+//
+// Then (24.11 and later) a pair that hurts: two such jobs that can be
+// checkpointed, whose trainers run at 0.3 of their speed on shards
+// (rota-synthtrain --sharing-factor: together 0.6 of one GPU's work, where
+// the table says 2.0). Once the agents have measured them, a round splits
+// them: each is checkpointed and requeued with its whole GPU back, runs on
+// a GPU of its own, and completes.
 func TestSharePairs(t *testing.T) {
 	slurmPort, natsPort, err := freePorts()
 	if err != nil {
@@ -36,7 +43,7 @@ func TestSharePairs(t *testing.T) {
 	}
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/pair-test-%s", nodePrefix)
 	c := newDevCluster(dir, nodePrefix+"pr", slurmPort, natsPort, "ROTA_DEV_TYPES=v100", "ROTA_DEV_SHARDS=v100:2",
-		"ROTA_DEV_SPACE_SHARING=true", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off", "ROTA_DEV_CLUSTER="+nodePrefix+"pr")
+		"ROTA_DEV_SPACE_SHARING=true", "ROTA_DEV_WEB=off", "ROTA_DEV_CLUSTER="+nodePrefix+"pr")
 	if err := c.start(true); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +160,50 @@ func TestSharePairs(t *testing.T) {
 		t.Logf("sacct AllocTRES of sharer %s: %s", id, strings.TrimSpace(out))
 		if !strings.Contains(out, "gres/shard=1") {
 			t.Errorf("accounting does not record sharer %s's shard: %q", id, out)
+		}
+	}
+
+	// A pair that hurts.
+	synth := filepath.Join(repo, "bin/rota-synthtrain")
+	table := filepath.Join(repo, "../shared/data/gavel/simulation_throughputs.json")
+	ckpt := filepath.Join(logs, "ckpt")
+	os.MkdirAll(ckpt, 0o777)
+	os.Chmod(ckpt, 0o777)
+	const rate = 24.093231895382736 // ResNet-18 (batch size 64) alone on a V100, steps/s (the table's)
+	hurts := func(name string) string {
+		script := filepath.Join(logs, name+".sh")
+		body := fmt.Sprintf("#!/bin/bash\nexec %s --model '%s' --steps %d --time-scale 1 --sharing-factor 0.3 --throughputs %s --ckpt-dir %s --log %s\n",
+			synth, pairModel, 720, table, ckpt, filepath.Join(logs, name+".log"))
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return submitAs(t, c, name, "--gres=gpu:1", "--rota-share=yes", "--rota-model="+pairModel, "--rota-checkpoint-signal=USR1",
+			fmt.Sprintf("--rota-throughput=v100:%.2f", rate), "--requeue", "--begin=now+20", script)
+	}
+	h1, h2 := hurts("hurt-a"), hurts("hurt-b")
+	eventually.True(t, 90*time.Second, "the second pair to run together on shards", func() bool {
+		return state(h1) == "RUNNING" && state(h2) == "RUNNING" &&
+			strings.Contains(show(h1), "TresPerNode=gres/shard") && strings.Contains(show(h2), "TresPerNode=gres/shard")
+	})
+	eventually.True(t, 3*time.Minute, "the pair that hurts to be split: each requeued with a whole GPU", func() bool {
+		return strings.Contains(show(h1), "TresPerNode=gres/gpu") && strings.Contains(show(h2), "TresPerNode=gres/gpu") &&
+			!strings.Contains(show(h1), "Restarts=0") && !strings.Contains(show(h2), "Restarts=0")
+	})
+	logb, _ := os.ReadFile(filepath.Join(dir, "log", "rota-controller.log"))
+	if !strings.Contains(string(logb), "below share_margin 1.10: moved to a GPU of its own") {
+		t.Errorf("the controller's log does not say why it split the pair")
+	}
+	for _, l := range strings.Split(string(logb), "\n") {
+		if strings.Contains(l, "below share_margin") {
+			t.Logf("controller: %s", l)
+			break
+		}
+	}
+	eventually.True(t, 6*time.Minute, "the split jobs to complete (after Slurm's requeue delay: they restart on the node they ran on)", func() bool { return done(h1) && done(h2) })
+	for _, id := range []string{h1, h2} {
+		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", id, "-o", "AllocTRES")
+		if !strings.Contains(out, "gres/gpu") || strings.Contains(out, "gres/shard") {
+			t.Errorf("split job %s did not finish on a whole GPU: %q", id, out)
 		}
 	}
 }

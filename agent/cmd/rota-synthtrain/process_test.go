@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -415,6 +416,7 @@ func TestStartupErrors(t *testing.T) {
 		{"no job key", []string{}, []string{"--gpu-type", "k80"}, 2, "no job key"},
 		{"job key with a slash", []string{}, []string{"--gpu-type", "k80", "--job", "../x"}, 2, "must be letters"},
 		{"KILL as checkpoint signal", []string{"SLURM_JOB_ID=9"}, []string{"--gpu-type", "k80", "--signal", "KILL"}, 2, "not a signal a job can catch"},
+		{"sharing factor 0", []string{"SLURM_JOB_ID=9"}, []string{"--gpu-type", "k80", "--sharing-factor", "0"}, 2, "--sharing-factor 0 must be in (0, 1]"},
 		{"scontrol missing", []string{"SLURM_JOB_ID=9", "PATH=/nonexistent"}, []string{"--ckpt-dir", dir}, 1, "cannot detect the GPU type"},
 	}
 	for _, c := range cases {
@@ -436,6 +438,41 @@ func TestStartupErrors(t *testing.T) {
 				if e, ok := lastOf(evs, "error"); !ok || !strings.Contains(e.Msg, c.stderr) {
 					t.Fatalf("log %+v, want an error event saying %q", evs, c.stderr)
 				}
+			}
+		})
+	}
+}
+
+// TestSharingFactor: on shards of a GPU ($SLURM_SHARDS_ON_NODE) the job
+// trains at --sharing-factor times its rate, and says so; alone, at its
+// rate.
+func TestSharingFactor(t *testing.T) {
+	table := gavelTable(t)
+	want, _, err := stepRate(table, "k80", "A3C", 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		env    []string
+		factor float64
+	}{
+		{"on shards", []string{"SLURM_JOB_ID=9", "SLURM_SHARDS_ON_NODE=1"}, 0.5},
+		{"a whole GPU", []string{"SLURM_JOB_ID=9"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			p := start(t, c.env, "--model", "A3C", "--steps", "20", "--time-scale", "1000", "--throughputs", table, "--gpu-type", "k80",
+				"--ckpt-dir", t.TempDir(), "--sharing-factor", "0.5", "--log", logPath)
+			if rc := p.wait(); rc != 0 {
+				t.Fatalf("exit %d; stderr: %s", rc, p.stderr)
+			}
+			e, ok := lastOf(readLog(t, logPath), "start")
+			if !ok || math.Abs(e.Rate-want*c.factor) > 1e-9 {
+				t.Fatalf("start event %+v, want rate %v", e, want*c.factor)
+			}
+			if c.factor != 1 && !strings.Contains(e.Msg, "--sharing-factor") {
+				t.Errorf("start event does not say why it is slower: %q", e.Msg)
 			}
 		})
 	}

@@ -26,6 +26,8 @@ type trainConfig struct {
 	throughputs   string
 	derive        map[string]workload.Derivation // --derive-type
 	timeScale     float64
+	sharingFactor float64 // --sharing-factor
+	sharing       bool    // it runs on shards of a GPU ($SLURM_SHARDS_ON_NODE)
 	ckptDir       string
 	logPath       string
 	gpuType       string
@@ -49,6 +51,7 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		job:          jobKey(),
 		node:         os.Getenv("SLURMD_NODENAME"),
 		progressFile: os.Getenv("ROTA_PROGRESS_FILE"),
+		sharing:      os.Getenv("SLURM_SHARDS_ON_NODE") != "",
 	}
 	fs := flag.NewFlagSet("rota-synthtrain", flag.ContinueOnError)
 	fs.StringVar(&c.model, "model", "", "job type as in Gavel's table, e.g. 'ResNet-18 (batch size 64)' (required)")
@@ -60,6 +63,7 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		return nil
 	})
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "multiplies Gavel's steps/s, so a job lasts seconds to minutes")
+	fs.Float64Var(&c.sharingFactor, "sharing-factor", 1, "multiplies its steps/s while it runs on shards of a GPU ($SLURM_SHARDS_ON_NODE set): a pair that slows each other more than the table says")
 	fs.StringVar(&c.ckptDir, "ckpt-dir", envOr("ROTA_SYNTHTRAIN_CKPT_DIR", "synthtrain-ckpt"), "directory of checkpoints, one file <job>.ckpt per job; must survive the requeue (shared file system)")
 	fs.StringVar(&c.logPath, "log", "", "append JSON-line events to this file (default: standard output)")
 	fs.StringVar(&c.gpuType, "gpu-type", "", "GPU type to run as (default: the type Slurm allocated, from scontrol)")
@@ -105,6 +109,8 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		return c, errors.New("--steps must be > 0")
 	case !(c.timeScale > 0) || math.IsInf(c.timeScale, 0):
 		return c, fmt.Errorf("--time-scale %v must be > 0", c.timeScale)
+	case !(c.sharingFactor > 0) || c.sharingFactor > 1:
+		return c, fmt.Errorf("--sharing-factor %v must be in (0, 1]", c.sharingFactor)
 	case c.job == "":
 		return c, errors.New("no job key: not in a Slurm job (SLURM_JOB_ID unset) and no --job")
 	case !jobKeyRE.MatchString(c.job):
@@ -207,6 +213,10 @@ func (t *trainer) setup(ctx context.Context, sc scontrolFunc) error {
 	}
 	if basis != "" {
 		basis = "rate derived: " + basis
+	}
+	if t.c.sharing && t.c.sharingFactor != 1 {
+		rate *= t.c.sharingFactor
+		basis = strings.TrimPrefix(basis+fmt.Sprintf("; on shards of a GPU: x %g (--sharing-factor)", t.c.sharingFactor), "; ")
 	}
 	t.rate = rate
 	if err := os.MkdirAll(t.c.ckptDir, 0o755); err != nil {
