@@ -21,13 +21,23 @@ const (
 // after <within> waiting for <what>".
 func True(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Within(within, cond) {
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+	}
+}
+
+// Within checks cond as True does until it holds or within has passed,
+// and says whether it held: for a helper that reports a timeout its own
+// way (an error its caller wraps) instead of failing a test.
+func Within(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	poll := firstPoll
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
+			return false
 		}
 		time.Sleep(poll)
 		poll = min(2*poll, maxPoll)
 	}
+	return true
 }

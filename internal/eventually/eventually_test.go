@@ -39,3 +39,18 @@ func TestTrue(t *testing.T) {
 		t.Fatalf("gave up after %v, before its deadline", d)
 	}
 }
+
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	n := 0
+	if !Within(time.Second, func() bool { n++; return n >= 3 }) || n != 3 {
+		t.Fatalf("held after %d checks: want true after 3", n)
+	}
+	start := time.Now()
+	if Within(100*time.Millisecond, func() bool { return false }) {
+		t.Fatal("a condition that never holds held")
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("gave up after %v, before its deadline", d)
+	}
+}

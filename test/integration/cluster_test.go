@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -246,16 +247,12 @@ func (c devCluster) pluginMark() pluginMark {
 func (c devCluster) waitPlacedAfter(after pluginMark) error {
 	conf, _ := os.ReadFile(filepath.Join(c.dir, "job_submit_rota.conf"))
 	remote := regexp.MustCompile(`(?m)^placement = remote$`).Match(conf)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		m := c.pluginMark()
-		if m.ready && !m.loaded.Before(after.loaded) && (remote || m.states > after.states) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the plugin did not get the controller's state within 60 s (its stats: %+v; waiting past %+v)", m, after)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var m pluginMark
+	if !eventually.Within(60*time.Second, func() bool {
+		m = c.pluginMark()
+		return m.ready && !m.loaded.Before(after.loaded) && (remote || m.states > after.states)
+	}) {
+		return fmt.Errorf("the plugin did not get the controller's state within 60 s (its stats: %+v; waiting past %+v)", m, after)
 	}
 	// The probe job must be typed. One the plugin left as asked (its note
 	// says any->any) did not fail open: the controller saw no usable node,
@@ -263,26 +260,29 @@ func (c devCluster) waitPlacedAfter(after pluginMark) error {
 	// re-executes it from 23.11 on) until the slurmds answer again and a
 	// round reads them; a new probe is tried until it sees them. One with
 	// no note at all failed open, and that fails at once.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	var shown string
+	var failed error // an answer that ends the wait at once
+	if eventually.Within(60*time.Second, func() bool {
 		out, err := c.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "--gres=gpu:1", "--wrap", "true")
 		if err != nil {
-			return fmt.Errorf("sbatch: %v: %s", err, out)
+			failed = fmt.Errorf("sbatch: %v: %s", err, out)
+			return true
 		}
 		id := strings.TrimSpace(out)
-		shown, _ := c.run("scontrol", "show", "job", id)
+		shown, _ = c.run("scontrol", "show", "job", id)
 		c.run("scancel", id)
 		if m := placedRe.FindStringSubmatch(shown); m != nil && m[1] != "any" {
-			return nil
+			return true
 		}
 		if !strings.Contains(shown, "AdminComment=rota: ") {
-			return fmt.Errorf("the plugin was ready (a one-GPU job could be typed from its state), yet the job it was given was not typed: it failed open (no decision on the job)\n%s", shown)
+			failed = fmt.Errorf("the plugin was ready (a one-GPU job could be typed from its state), yet the job it was given was not typed: it failed open (no decision on the job)\n%s", shown)
+			return true
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the plugin was ready, yet for 60 s it left a one-GPU job as asked: the controller saw no usable node (sinfo: %s)\n%s", c.sinfoStates(), shown)
-		}
-		time.Sleep(time.Second)
+		return false
+	}) {
+		return failed
 	}
+	return fmt.Errorf("the plugin was ready, yet for 60 s it left a one-GPU job as asked: the controller saw no usable node (sinfo: %s)\n%s", c.sinfoStates(), shown)
 }
 
 // sinfoStates is each node's state as sinfo prints it ("*": not responding).

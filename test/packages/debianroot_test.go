@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/internal/eventually"
 	"github.com/rota-hpc/rota/internal/freeport"
 )
 
@@ -317,16 +318,16 @@ func background(t *testing.T, cmd *exec.Cmd, logFile string) {
 	})
 }
 
-// waitOK retries f every half second until it succeeds or d has passed.
+// waitOK retries f until it succeeds or d has passed, and gives its last
+// output and error.
 func waitOK(d time.Duration, f func() (string, error)) (string, error) {
-	deadline := time.Now().Add(d)
-	for {
-		out, err := f()
-		if err == nil || time.Now().After(deadline) {
-			return out, err
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	var out string
+	var err error
+	eventually.Within(d, func() bool {
+		out, err = f()
+		return err == nil
+	})
+	return out, err
 }
 
 // unitsTest runs in the booted root (rota-units-test.service): it starts
