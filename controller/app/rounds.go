@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +21,7 @@ import (
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/controller/state"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gputype"
 )
 
 // The decision store keeps the limit changes the round loop makes, for
@@ -68,6 +70,14 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	deps.Limits, deps.RetypeGres = sched, major > 24 || (major == 24 && minor >= 11)
 	if c.table != nil {
 		deps.Pairs = c.table
+	}
+	if major == 22 {
+		if nodes, err := sched.Nodes(ctx); err == nil {
+			if mig, shards := migAndShards(nodes); mig != "" && shards != "" {
+				c.log.Warn().Str("mig_slice_nodes", mig).Str("shard_nodes", shards).
+					Msg("Slurm 22.05 gives a job on a MIG slice no GPU at all while the cluster also offers gres/shard (its GRES shows gpu:<slice>:0; seen on 22.05.8, docs/fractions.md): offer shards or MIG slices, not both, until Slurm is upgraded")
+			}
+		}
 	}
 	if c.cfg.Rounds.SpaceSharing && !deps.RetypeGres {
 		c.log.Warn().Int("slurm_major", major).Int("slurm_minor", minor).
@@ -280,4 +290,22 @@ func (w chainWaits) PredictWait(r chains.WaitRequest) (time.Duration, bool) {
 		return d, true
 	}
 	return w.fallback.PredictWait(r)
+}
+
+// migAndShards lists the nodes with MIG slice types and the nodes that
+// offer shards (comma-separated; "" none).
+func migAndShards(nodes []slurm.Node) (mig, shards string) {
+	var ms, sh []string
+	for _, n := range nodes {
+		for t, c := range n.GPUs {
+			if _, ok := gputype.ParseSlice(t); ok && c > 0 {
+				ms = append(ms, n.Name)
+				break
+			}
+		}
+		if n.Shards > 0 {
+			sh = append(sh, n.Name)
+		}
+	}
+	return strings.Join(ms, ","), strings.Join(sh, ",")
 }
