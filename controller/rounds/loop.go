@@ -575,7 +575,11 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	var usage *limits.Usage
 	var counted map[uint32]bool
 	if lim.Typed() {
-		usage, counted = typedUsage(lim, jobs, types, nodeType)
+		shardsPer := map[string]int{}
+		for t, tc := range snap.Types {
+			shardsPer[t] = tc.ShardsPerGPU
+		}
+		usage, counted = typedUsage(lim, jobs, types, nodeType, shardsPer)
 	}
 	l.planner.SetEntityWeights(l.entityWeights(ctx, now))
 	views, byID := l.views(ctx, jobs, types, snap.View(), nodeType, memPerGPU, now, usage, counted)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -327,5 +328,39 @@ func TestBackOnItsNode(t *testing.T) {
 		if got := backOnItsNode(c.nodes, nt, c.to); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTypedUsageCountsShards: running jobs on shards count in typed limits
+// as the fraction of a GPU they hold, a user's summed and rounded up; a
+// pending job of that user then finds the room that is left.
+func TestTypedUsageCountsShards(t *testing.T) {
+	t.Parallel()
+	set := &limits.Set{QOS: map[string]limits.QOS{"normal": {Name: "normal", PerUser: limits.PerType{"v100": 2}}}}
+	nodeType := map[string]string{"n1": "v100"}
+	running := func(id uint32, user, tres string) slurm.Job {
+		return slurm.Job{ID: id, User: user, Account: "lab", QOS: "normal", State: "RUNNING", Nodes: []string{"n1"}, TresPerNode: tres, NumNodes: 1, NumTasks: 1}
+	}
+	for _, c := range []struct {
+		name   string
+		jobs   []slurm.Job
+		per    int // shards a v100
+		wantAl int // room left to alice on v100
+	}{
+		{"two half-GPU sharers: one GPU", []slurm.Job{running(1, "alice", "gres/shard:1"), running(2, "alice", "gres/shard:1")}, 2, 1},
+		{"one half-GPU sharer: rounded up", []slurm.Job{running(1, "alice", "gres/shard:v100:1")}, 2, 1},
+		{"three of a quarter each: one GPU", []slurm.Job{running(1, "alice", "gres/shard:1"), running(2, "alice", "gres/shard:1"),
+			running(3, "alice", "gres/shard:1")}, 4, 1},
+		{"a whole GPU and a sharer", []slurm.Job{running(1, "alice", "gres/gpu:1"), running(2, "alice", "gres/shard:1")}, 2, 0},
+		{"shards per GPU unknown: a GPU a job", []slurm.Job{running(1, "alice", "gres/shard:1"), running(2, "alice", "gres/shard:1")}, 0, 0},
+		{"someone else's sharers", []slurm.Job{running(1, "bob", "gres/shard:1"), running(2, "bob", "gres/shard:1")}, 2, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			u, _ := typedUsage(set, c.jobs, []string{"v100"}, nodeType, map[string]int{"v100": c.per})
+			if left, _, ok := u.Room("alice", "lab", "normal", "v100"); !ok || left != c.wantAl {
+				t.Errorf("room left to alice: %d (%v), want %d", left, ok, c.wantAl)
+			}
+		})
 	}
 }

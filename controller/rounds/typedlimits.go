@@ -3,6 +3,7 @@ package rounds
 import (
 	"context"
 	"errors"
+	"math"
 	"os/user"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // LimitReader reads the site's typed GPU limits (slurm.CLI.Limits).
@@ -83,7 +85,14 @@ func limitHeld(reason string) bool {
 // start them (priority, then submission), each only if its limits leave
 // room for it (else Slurm keeps it pending). counted lists the pending
 // jobs that count.
-func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[string]string) (*limits.Usage, map[uint32]bool) {
+//
+// A running job on shards of a GPU (gres/shard) counts as the fraction of
+// a GPU its shards are (shardsPerGPU, by type; a type whose count is not
+// known, a whole GPU per job), the fractions of one user's jobs in one
+// account and QOS on one type summed and rounded up: Slurm's limits on
+// gres/gpu do not count shards, and without this a user at a type's limit
+// would get more of it as shards Rota paired.
+func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[string]string, shardsPerGPU map[string]int) (*limits.Usage, map[uint32]bool) {
 	u := s.NewUsage(nil)
 	counted := map[uint32]bool{}
 	type waiting struct {
@@ -92,10 +101,25 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 		gpus int
 	}
 	var pending []waiting
+	shared := map[limits.Use]float64{} // GPUs 0: the fractions' sum
 	for i := range jobs {
 		j := &jobs[i]
 		req, ok := j.GPURequest()
 		if !ok {
+			if t := j.GPUTypeOf(req, nodeType, types); j.Running() && t != "" {
+				if r, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask); err == nil && r.HasShard() {
+					n := 0.0
+					for _, sp := range []gpureq.Spec{r.PerJob, r.PerNode, r.PerSocket, r.PerTask} {
+						c, _ := sp.Shards()
+						n += float64(c)
+					}
+					frac := 1.0
+					if per := shardsPerGPU[t]; per > 0 {
+						frac = n / float64(per)
+					}
+					shared[limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: t}] += frac
+				}
+			}
 			continue
 		}
 		gpus := j.GPUs()
@@ -104,6 +128,10 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 		} else if t := j.GPUTypeOf(req, nodeType, types); j.Pending() && !limitHeld(j.Reason) && t != "" {
 			pending = append(pending, waiting{j, t, gpus})
 		}
+	}
+	for k, f := range shared {
+		k.GPUs = int(math.Ceil(f - 1e-9))
+		u.Add(k)
 	}
 	sort.SliceStable(pending, func(a, b int) bool {
 		if pending[a].j.Priority != pending[b].j.Priority {
