@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -336,7 +337,8 @@ func TestControllerKill9KeepsState(t *testing.T) {
 			return err == nil
 		})
 	}
-	time.Sleep(4 * time.Second)
+	r0 := status(t).Rounds.Rounds
+	eventually.True(t, 60*time.Second, "two more rounds, which save the loop's state", func() bool { return status(t).Rounds.Rounds >= r0+2 })
 	before = status(t).Rounds
 	pid := controllerPid(t)
 	// A third job submitted the instant before the kill: its decision
@@ -363,7 +365,7 @@ func TestControllerKill9KeepsState(t *testing.T) {
 	if out, err := run("kill", "-9", strconv.Itoa(pid)); err != nil {
 		t.Fatalf("kill -9: %v %s", err, out)
 	}
-	time.Sleep(500 * time.Millisecond)
+	eventually.True(t, 10*time.Second, "the killed controller gone", func() bool { return syscall.Kill(pid, 0) != nil })
 	if out, err := dev("controller", "start"); err != nil {
 		t.Fatalf("controller start: %v %s", err, out)
 	}
@@ -392,7 +394,8 @@ func TestControllerKill9KeepsState(t *testing.T) {
 		t.Errorf("job %s: %q after the controller's restart, want RUNNING", running, out)
 	}
 	// The loop goes on: the pending job keeps its type (no flip back).
-	time.Sleep(4 * time.Second)
+	r1 := after.Rounds
+	eventually.True(t, 60*time.Second, "two rounds after the restart", func() bool { return status(t).Rounds.Rounds >= r1+2 })
 	if f := rotaType(show(t, uint32(n))); f != "v100" {
 		t.Errorf("pending job's type %q after the restart", f)
 	}
