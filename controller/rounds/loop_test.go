@@ -632,6 +632,14 @@ func TestStateSurvivesRestart(t *testing.T) {
 	if before.Migrations != 1 {
 		t.Fatalf("stats %+v", before)
 	}
+	// What space sharing knows: a pair's partners and what they kept.
+	l.mu.Lock()
+	l.known[1].partner, l.known[1].noShare = 7, true
+	l.pairSeen[pairKey{"a", "b", "v100"}] = 0.3
+	l.mu.Unlock()
+	if err := l.save(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	l2 := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
 	l2.store = st // as Deps.Store would
@@ -644,6 +652,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 	tr := l2.known[1]
 	if tr == nil || tr.moves != 1 || tr.moved.IsZero() || tr.decision.ID != "d1" || l2.Last() == nil {
 		t.Fatalf("restored job %+v, plan %v", tr, l2.Last())
+	}
+	if tr.partner != 7 || !tr.noShare || l2.pairSeen[pairKey{"a", "b", "v100"}] != 0.3 {
+		t.Errorf("restored sharing: partner %d, no share %v, learnt %v", tr.partner, tr.noShare, l2.pairSeen)
 	}
 	// The job is back running on the V100: the restored lease keeps the
 	// new loop from moving it again at once.

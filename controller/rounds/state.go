@@ -24,6 +24,16 @@ type savedLoop struct {
 	Stats Stats                 `json:"stats"`
 	At    time.Time             `json:"at"`
 	Moves map[uint32]savedMoved `json:"moving,omitempty"`
+	// Pairs is what sharers were measured to keep of their speed
+	// (Loop.pairSeen), so a restart does not go back to the table.
+	Pairs []savedPair `json:"pairs,omitempty"`
+}
+
+type savedPair struct {
+	Model string  `json:"model"`
+	Other string  `json:"other"`
+	Type  string  `json:"type"`
+	Keeps float64 `json:"keeps"`
 }
 
 type savedJob struct {
@@ -41,6 +51,12 @@ type savedJob struct {
 	PrioFixed bool  `json:"prio_fixed,omitempty"`
 	BaseNice  int32 `json:"base_nice,omitempty"`
 	NiceSet   bool  `json:"nice_set,omitempty"`
+	// Partner is the job it shares a GPU with (share.go), NoShare that it
+	// was split from a pair, SameNode that it was requeued onto a type on
+	// a node it ran on (it waits out Slurm's requeue delay).
+	Partner  uint32 `json:"partner,omitempty"`
+	NoShare  bool   `json:"no_share,omitempty"`
+	SameNode bool   `json:"same_node,omitempty"`
 }
 
 type savedMoved struct {
@@ -67,7 +83,11 @@ func (l *Loop) save(ctx context.Context) error {
 		}
 		st.Jobs[id] = savedJob{Decision: tr.decision.ID, Key: tr.key, Moved: tr.moved, Moves: tr.moves,
 			LastType: tr.lastType, MoveCost: tr.moveCost.Seconds(), Followed: tr.followed,
-			PrioFixed: tr.prioFixed, BaseNice: tr.baseNice, NiceSet: tr.niceSet}
+			PrioFixed: tr.prioFixed, BaseNice: tr.baseNice, NiceSet: tr.niceSet,
+			Partner: tr.partner, NoShare: tr.noShare, SameNode: tr.sameNode}
+	}
+	for k, f := range l.pairSeen {
+		st.Pairs = append(st.Pairs, savedPair{Model: k.model, Other: k.other, Type: k.gpuType, Keeps: f})
 	}
 	plan := l.last
 	l.mu.Unlock()
@@ -115,7 +135,8 @@ func (l *Loop) restore(ctx context.Context) error {
 		l.mu.Lock()
 		l.known[id] = &tracked{decision: d, key: sj.Key, moved: sj.Moved, moves: sj.Moves, lastType: sj.LastType,
 			moveCost: time.Duration(sj.MoveCost * float64(time.Second)), followed: sj.Followed,
-			prioFixed: sj.PrioFixed, baseNice: sj.BaseNice, niceSet: sj.NiceSet, niceRead: true}
+			prioFixed: sj.PrioFixed, baseNice: sj.BaseNice, niceSet: sj.NiceSet, niceRead: true,
+			partner: sj.Partner, noShare: sj.NoShare, sameNode: sj.SameNode}
 		l.mu.Unlock()
 		restored++
 	}
@@ -123,6 +144,11 @@ func (l *Loop) restore(ctx context.Context) error {
 	// The counters go on from where they were (a round in progress at the
 	// crash is not counted).
 	l.stats = st.Stats
+	for _, p := range st.Pairs {
+		if p.Keeps > 0 {
+			l.pairSeen[pairKey{p.Model, p.Other, p.Type}] = p.Keeps
+		}
+	}
 	l.mu.Unlock()
 	if ex, ok := l.est.(Exporter); ok {
 		if b, err := l.store.Get(ctx, stateEstimates); err == nil {
