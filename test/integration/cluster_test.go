@@ -203,6 +203,33 @@ func freePorts() (slurm, nats int, err error) {
 	return base, base + 4, err
 }
 
+// ownCluster starts a dev cluster of the test's own in dir (node names
+// nodePrefix+name, ports of its own, ROTA_DEV_CLUSTER the same name) with
+// the controller, stopped when the test ends, and clears start()'s probe
+// jobs; natsURL is its controller's.
+func ownCluster(t *testing.T, dir, name string, extra ...string) (c devCluster, natsURL string) {
+	t.Helper()
+	slurmPort, natsPort, err := freePorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = newDevCluster(dir, nodePrefix+name, slurmPort, natsPort, append(extra, "ROTA_DEV_CLUSTER="+nodePrefix+name)...)
+	if err := c.start(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.stop)
+	c.run("scancel", "--user=root")
+	return c, fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+}
+
+// sacctOf is sacct's line (-X -P -n, fields) for job id among the jobs
+// since since: the dev cluster's accounting keeps earlier runs' jobs,
+// which had the same ids, and sacct -j alone may answer with one of them.
+func (c devCluster) sacctOf(id string, since time.Time, fields string) string {
+	out, _ := c.run("sacct", "-n", "-X", "-P", "-S", since.Format("2006-01-02T15:04:05"), "-j", id, "-o", fields)
+	return strings.TrimSpace(out)
+}
+
 var placedRe = regexp.MustCompile(`AdminComment=rota: gpu any->(\w+)`)
 
 func waitPlaced() error { return testCluster.waitPlaced() }

@@ -25,10 +25,6 @@ import (
 // the jobs typed onto slices; a need no type holds leaves the job as
 // asked, and `rota explain` says why and where a slice's speed came from.
 func TestMIGSlices(t *testing.T) {
-	slurmPort, natsPort, err := freePorts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/mig-test-%s", nodePrefix)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -37,19 +33,12 @@ func TestMIGSlices(t *testing.T) {
 	if err := os.WriteFile(extra, []byte("gpu_mem.v100 = 16G\ngpu_mem.k80 = 12G\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := newDevCluster(dir, nodePrefix+"mig", slurmPort, natsPort, "ROTA_DEV_MIG=on", "ROTA_DEV_TYPES=v100 k80",
-		"ROTA_DEV_ACCOUNTING=off", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off", "ROTA_DEV_CLUSTER="+nodePrefix+"mig",
-		"ROTA_DEV_CONTROLLER_EXTRA="+extra)
-	if err := c.start(true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.stop)
+	c, natsURL := ownCluster(t, dir, "mig", "ROTA_DEV_MIG=on", "ROTA_DEV_TYPES=v100 k80",
+		"ROTA_DEV_ACCOUNTING=off", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off", "ROTA_DEV_CONTROLLER_EXTRA="+extra)
 	if out, err := c.run("sinfo", "-h", "-N", "-o", "%N %G"); err != nil || !strings.Contains(out, "gpu:a100_3g.20gb:2") ||
 		!strings.Contains(out, "gpu:a100_1g.5gb:4") {
 		t.Fatalf("the MIG node's slices are not Slurm's GPU types: %v\n%s", err, out)
 	}
-	// The probe jobs of start() are done with; what is left runs an hour.
-	c.run("scancel", "--user=root")
 	submit := func(name string, args ...string) string {
 		t.Helper()
 		return submitAs(t, c, name, append(args, "--gres=gpu:1", "--wrap", "sleep 3600")...)
@@ -119,7 +108,6 @@ func TestMIGSlices(t *testing.T) {
 	if j := look(huge); typeOf(j) != "" {
 		t.Errorf("the 64 GiB job was typed %s; no type here has the memory", j.gres)
 	}
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	explain := func(id string) string {
 		t.Helper()
 		out, err := c.run(filepath.Join(repo, "bin/rota"), "explain", "--nats", natsURL, id)

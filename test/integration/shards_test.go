@@ -31,23 +31,14 @@ var shardUsedRe = regexp.MustCompile(`shard(?::[^:,]*)?:(\d+)(\([^)]*\))?`)
 // sharer crashing leaves the other running. Its accounting (sacct's
 // AllocTRES) is logged for docs/fractions.md and must count the shard.
 func TestShards(t *testing.T) {
-	slurmPort, natsPort, err := freePorts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	began := time.Now()
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/shard-test-%s", nodePrefix)
-	c := newDevCluster(dir, nodePrefix+"sh", slurmPort, natsPort, "ROTA_DEV_TYPES=v100 k80", "ROTA_DEV_SHARDS=v100:2",
-		"ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off", "ROTA_DEV_CLUSTER="+nodePrefix+"sh")
-	if err := c.start(true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.stop)
+	c, natsURL := ownCluster(t, dir, "sh", "ROTA_DEV_TYPES=v100 k80", "ROTA_DEV_SHARDS=v100:2", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off")
 	node := nodePrefix + "sh-v100"
 	// Slurm types the shards by the GPU whose device file they share.
 	if out, err := c.run("sinfo", "-h", "-n", node, "-o", "%G"); err != nil || !regexp.MustCompile(`shard(:v100)?:8\b`).MatchString(out) {
 		t.Fatalf("the v100 node does not offer its GPUs as 8 shards: %v\n%s", err, out)
 	}
-	c.run("scancel", "--user=root") // start()'s probe jobs
 	logs := filepath.Join(dir, "shard-logs")
 	os.MkdirAll(logs, 0o777)
 	os.Chmod(logs, 0o777)
@@ -122,7 +113,6 @@ func TestShards(t *testing.T) {
 	}
 	c.run("scancel", whole)
 	// The controller counts the GPUs holding shards as used.
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	var last string
 	eventually.True(t, 60*time.Second, fmt.Sprintf("rota status to count %d V100s used by shards", held), func() bool {
 		out, err := c.run(filepath.Join(repo, "bin/rota"), "status", "--json", "--nats", natsURL)
@@ -172,8 +162,7 @@ func TestShards(t *testing.T) {
 	short := submitAs(t, c, "shard-short", "--gres=shard:1", "--wrap", "true")
 	var acct string
 	eventually.True(t, 90*time.Second, "sacct to have the short shard job done", func() bool {
-		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", short, "-o", "State,AllocTRES")
-		acct = strings.TrimSpace(out)
+		acct = c.sacctOf(short, began, "State,AllocTRES")
 		return strings.HasPrefix(acct, "COMPLETED")
 	})
 	t.Logf("sacct of a finished one-shard job: %s", acct)

@@ -37,19 +37,9 @@ const pairModel = "ResNet-18 (batch size 64)"
 // them: each is checkpointed and requeued with its whole GPU back, runs on
 // a GPU of its own, and completes.
 func TestSharePairs(t *testing.T) {
-	slurmPort, natsPort, err := freePorts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	began := time.Now()
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/pair-test-%s", nodePrefix)
-	c := newDevCluster(dir, nodePrefix+"pr", slurmPort, natsPort, "ROTA_DEV_TYPES=v100", "ROTA_DEV_SHARDS=v100:2",
-		"ROTA_DEV_SPACE_SHARING=true", "ROTA_DEV_WEB=off", "ROTA_DEV_CLUSTER="+nodePrefix+"pr")
-	if err := c.start(true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.stop)
-	c.run("scancel", "--user=root") // start()'s probe jobs
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	c, natsURL := ownCluster(t, dir, "pr", "ROTA_DEV_TYPES=v100", "ROTA_DEV_SHARDS=v100:2", "ROTA_DEV_SPACE_SHARING=true", "ROTA_DEV_WEB=off")
 	logs := filepath.Join(dir, "pair-logs")
 	os.RemoveAll(logs)
 	os.MkdirAll(logs, 0o777)
@@ -76,8 +66,7 @@ func TestSharePairs(t *testing.T) {
 	a, b, no := job("share-a", "yes"), job("share-b", "yes"), job("share-no", "no")
 	ids := []string{a, b, no}
 	done := func(id string) bool {
-		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", id, "-o", "State")
-		return strings.HasPrefix(strings.TrimSpace(out), "COMPLETED")
+		return strings.HasPrefix(c.sacctOf(id, began, "State"), "COMPLETED")
 	}
 	if onHostRelease() {
 		eventually.True(t, 3*time.Minute, "the three jobs to complete", func() bool { return done(a) && done(b) && done(no) })
@@ -156,8 +145,8 @@ func TestSharePairs(t *testing.T) {
 	}
 	eventually.True(t, 2*time.Minute, "the three jobs to complete", func() bool { return done(a) && done(b) && done(no) })
 	for _, id := range []string{a, b} {
-		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", id, "-o", "AllocTRES")
-		t.Logf("sacct AllocTRES of sharer %s: %s", id, strings.TrimSpace(out))
+		out := c.sacctOf(id, began, "AllocTRES")
+		t.Logf("sacct AllocTRES of sharer %s: %s", id, out)
 		if !strings.Contains(out, "gres/shard=1") {
 			t.Errorf("accounting does not record sharer %s's shard: %q", id, out)
 		}
@@ -201,7 +190,7 @@ func TestSharePairs(t *testing.T) {
 	}
 	eventually.True(t, 6*time.Minute, "the split jobs to complete (after Slurm's requeue delay: they restart on the node they ran on)", func() bool { return done(h1) && done(h2) })
 	for _, id := range []string{h1, h2} {
-		out, _ := c.run("sacct", "-n", "-X", "-P", "-j", id, "-o", "AllocTRES")
+		out := c.sacctOf(id, began, "AllocTRES")
 		if !strings.Contains(out, "gres/gpu") || strings.Contains(out, "gres/shard") {
 			t.Errorf("split job %s did not finish on a whole GPU: %q", id, out)
 		}
