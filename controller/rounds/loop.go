@@ -868,7 +868,10 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if l.pairTable != nil && asked.Hints.Model != "" && tr.decision.Given.Kind != wire.KindInteractive {
 			v.Model, _ = l.pairTable.Model(asked.Hints.Model)
-			v.MayShare, v.GPUMemNeed = mayShare(asked.Hints, l.cfg.ShareDefault) && !tr.noShare, asked.Hints.GPUMemBytes
+			// Only a --gres=gpu:1 request becomes shards whole (share.go).
+			gresForm := len(req.PerJob.Entries)+len(req.PerSocket.Entries)+len(req.PerTask.Entries) == 0 && len(req.PerNode.Entries) == 1
+			v.MayShare = mayShare(asked.Hints, l.cfg.ShareDefault) && !tr.noShare && gresForm
+			v.GPUMemNeed = asked.Hints.GPUMemBytes
 		}
 		if !v.UserTyped {
 			// Rota may choose its type: only among those that hold it
