@@ -801,16 +801,11 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		}
 		req, ok := j.GPURequest()
 		if !ok {
-			if rotaShared(j, tr.decision.Asked.GPU) {
+			if r, err := j.Request(); err == nil && rotaShared(r, tr.decision.Asked.GPU) {
 				// Half a GPU Rota gave it: out of the policy, holding its
 				// pair's GPU.
 				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
-					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(req, nodeType, types)}
-				if sr, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask); v.Type == "" && err == nil {
-					if ts := sr.ShardTypes(); len(ts) == 1 {
-						v.Type = ts[0] // typed shards, still pending
-					}
-				}
+					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(r, nodeType, types)}
 				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
 				if l.pairTable != nil {
 					v.Model, _ = l.pairTable.Model(tr.decision.Asked.Hints.Model)
@@ -868,9 +863,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		v.UserTyped = asked.GPU.Type != "" || featureType(asked.Features, types) != ""
 		if l.pairTable != nil && asked.Hints.Model != "" && tr.decision.Given.Kind != wire.KindInteractive {
 			v.Model, _ = l.pairTable.Model(asked.Hints.Model)
-			// Only a --gres=gpu:1 request becomes shards whole (share.go).
-			gresForm := len(req.PerJob.Entries)+len(req.PerSocket.Entries)+len(req.PerTask.Entries) == 0 && len(req.PerNode.Entries) == 1
-			v.MayShare = mayShare(asked.Hints, l.cfg.ShareDefault) && !tr.noShare && gresForm
+			v.MayShare = mayShare(asked.Hints, l.cfg.ShareDefault) && !tr.noShare && oneGPUByGres(req)
 			v.GPUMemNeed = asked.Hints.GPUMemBytes
 		}
 		if !v.UserTyped {

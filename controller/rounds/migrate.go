@@ -24,7 +24,7 @@ func (l *Loop) migrate(ctx context.Context, j *slurm.Job, v *JobView, tr *tracke
 	// The update that retypes it once requeued (a sharer split off its
 	// pair: its GPU back, whole): none, no move.
 	var u slurm.JobUpdate
-	if v.Sharing && !l.unshare(&u, tr, to, snap) || !v.Sharing && !l.retype(&u, j, tr, to, snap) {
+	if v.Sharing && !l.unshare(&u, j, tr, to, snap) || !v.Sharing && !l.retype(&u, j, tr, to, snap) {
 		return
 	}
 	l.mu.Lock()

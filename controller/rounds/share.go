@@ -72,15 +72,20 @@ func mayShare(h wire.Hints, siteDefault string) bool {
 	return siteDefault == ShareDefaultYes
 }
 
-// rotaShared says whether a job now asks for shards where its user asked
-// for GPUs: Rota made it a sharer (a job submitted for shards is its
+// rotaShared says whether a job's request r is shards where its user
+// asked for GPUs: Rota made it a sharer (a job submitted for shards is its
 // user's, left as asked).
-func rotaShared(j *slurm.Job, asked wire.GPUAsk) bool {
-	if asked.PerJob == 0 && asked.PerNode == 0 && asked.PerSocket == 0 && asked.PerTask == 0 {
-		return false
-	}
-	r, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask)
-	return err == nil && r.HasShard() && !r.HasGPU()
+func rotaShared(r gpureq.Request, asked wire.GPUAsk) bool {
+	askedGPUs := asked.PerJob+asked.PerNode+asked.PerSocket+asked.PerTask > 0
+	return askedGPUs && r.HasShard() && !r.HasGPU()
+}
+
+// oneGPUByGres says whether a request is one GPU asked with --gres alone
+// (gres/gpu:1 per node, no other TRES): the form whose GPU Rota turns
+// into shards whole and gives back (share, unshare).
+func oneGPUByGres(r gpureq.Request) bool {
+	n, _, has := r.PerNode.GPUs()
+	return has && n == 1 && len(r.PerNode.Entries) == 1 && len(r.PerJob.Entries)+len(r.PerSocket.Entries)+len(r.PerTask.Entries) == 0
 }
 
 // sharing says whether the loop pairs jobs: space_sharing is on, it has
@@ -231,56 +236,56 @@ func (l *Loop) judgePairs(views []JobView) {
 	}
 }
 
-// unshare sets in u the update that gives a requeued sharer its GPU back
-// (--gres=gpu:1, what its user asked) on type t, the way t is written.
-func (l *Loop) unshare(u *slurm.JobUpdate, tr *tracked, t string, snap *cluster.Snapshot) bool {
-	if snap.TypeByFeature(t) {
-		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
-		if !ok {
-			return false
-		}
-		u.Features = &f
-		u.GPU = &slurm.GPURequest{PerNode: "gres/gpu:1"}
-		return true
-	}
-	f := tr.decision.Asked.Features
-	u.Features = &f
-	u.GPU = &slurm.GPURequest{PerNode: "gres/gpu:" + t + ":1"}
-	return true
+// unshare sets in u the update that gives sharer j its GPU back once
+// requeued (--gres=gpu:1, what its user asked) on type t.
+func (l *Loop) unshare(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
+	return writeType(u, j, tr, t, snap, func(typ string) string { return "gres/" + joinType("gpu", typ, "1") })
 }
 
 // share sets in u the update that makes pending job j one of a pair on a
-// GPU of type t: half of each GPU's shards in place of its GPU, typed the
-// way t is (cluster.TypeCap.ByFeature): an untyped shard request under a
-// constraint, else typed shards ("gres/shard:v100:1", which 24.11 and
-// later take), giving back the user's own constraint. false when j's
-// request is not one GPU per node asked with --gres (its only TRES), the
-// form whose GPU becomes shards whole.
+// GPU of type t: half of each GPU's shards in place of its GPU. false when
+// j's request is not one GPU asked with --gres (oneGPUByGres).
 func (l *Loop) share(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot) bool {
 	tc := snap.Types[t]
 	req, ok := j.GPURequest()
-	if tc == nil || tc.ShardsPerGPU < 2 || !ok || j.GPUs() != 1 || len(req.PerJob.Entries)+len(req.PerSocket.Entries)+len(req.PerTask.Entries) > 0 ||
-		len(req.PerNode.Entries) != 1 {
+	if tc == nil || tc.ShardsPerGPU < 2 || !ok || !oneGPUByGres(req) {
 		return false
 	}
 	// Half a GPU's shards: two jobs fill one GPU, and Slurm puts a job's
 	// shards on one GPU, so the pair shares it and no third job joins.
 	n := strconv.Itoa(tc.ShardsPerGPU / 2)
+	return writeType(u, j, tr, t, snap, func(typ string) string { return "gres/" + joinType("shard", typ, n) })
+}
+
+// writeType sets in u job j's type t the way t is written
+// (cluster.TypeCap.ByFeature), with the per-node request perNode makes:
+// under a constraint of t, perNode(""); else perNode(t), typed in the
+// request (24.11 and later), with the user's own constraint given back
+// where j's holds Rota's type.
+func writeType(u *slurm.JobUpdate, j *slurm.Job, tr *tracked, t string, snap *cluster.Snapshot, perNode func(typ string) string) bool {
+	asked := tr.decision.Asked.Features
 	if snap.TypeByFeature(t) {
-		f, ok := gpureq.WithTypeFeature(tr.decision.Asked.Features, t)
+		f, ok := gpureq.WithTypeFeature(asked, t)
 		if !ok {
 			return false
 		}
 		u.Features = &f
-		u.GPU = &slurm.GPURequest{PerNode: "gres/shard:" + n}
+		u.GPU = &slurm.GPURequest{PerNode: perNode("")}
 		return true
 	}
-	u.GPU = &slurm.GPURequest{PerNode: "gres/shard:" + t + ":" + n}
 	if featureType(j.Features, snap.TypeNames()) != "" {
-		f := tr.decision.Asked.Features
-		u.Features = &f
+		u.Features = &asked
 	}
+	u.GPU = &slurm.GPURequest{PerNode: perNode(t)}
 	return true
+}
+
+// joinType writes a gres entry: name:count, or name:type:count.
+func joinType(name, typ, count string) string {
+	if typ == "" {
+		return name + ":" + count
+	}
+	return name + ":" + typ + ":" + count
 }
 
 // shareWhy says why a pair shares, in words.

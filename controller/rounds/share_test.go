@@ -364,3 +364,31 @@ func TestTypedUsageCountsShards(t *testing.T) {
 		})
 	}
 }
+
+// TestUnshareUpdate: a sharer split off its pair gets its --gres=gpu:1
+// back on its type, written the way the type is chosen.
+func TestUnshareUpdate(t *testing.T) {
+	t.Parallel()
+	snap := &cluster.Snapshot{Types: map[string]*cluster.TypeCap{
+		"v100": {Type: "v100", ShardsPerGPU: 2, ByFeature: true}, "p100": {Type: "p100", ShardsPerGPU: 2}}}
+	for _, c := range []struct {
+		typ, features, wantGPU string
+		wantFeatures           *string
+	}{
+		{"v100", "v100", "gres/gpu:1", ptr("v100")},
+		{"p100", "", "gres/gpu:p100:1", nil},
+		{"p100", "v100", "gres/gpu:p100:1", ptr("")}, // Rota's constraint given back
+	} {
+		j := &slurm.Job{ID: 1, State: "PENDING", TresPerNode: "gres/shard:1", Features: c.features, NumNodes: 1, NumTasks: 1}
+		tr := &tracked{decision: &wire.Decision{}}
+		var u slurm.JobUpdate
+		if !(&Loop{}).unshare(&u, j, tr, c.typ, snap) || u.GPU == nil || u.GPU.PerNode != c.wantGPU {
+			t.Errorf("%s: GPU %+v, want %s", c.typ, u.GPU, c.wantGPU)
+		}
+		if (u.Features == nil) != (c.wantFeatures == nil) || (u.Features != nil && *u.Features != *c.wantFeatures) {
+			t.Errorf("%s from %q: features %v, want %v", c.typ, c.features, u.Features, c.wantFeatures)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }

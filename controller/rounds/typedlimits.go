@@ -13,7 +13,6 @@ import (
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
-	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // LimitReader reads the site's typed GPU limits (slurm.CLI.Limits).
@@ -106,16 +105,12 @@ func typedUsage(s *limits.Set, jobs []slurm.Job, types []string, nodeType map[st
 		j := &jobs[i]
 		req, ok := j.GPURequest()
 		if !ok {
-			if t := j.GPUTypeOf(req, nodeType, types); j.Running() && t != "" {
-				if r, err := gpureq.ParseRequest(j.TresPerJob, j.TresPerNode, j.TresPerSocket, j.TresPerTask); err == nil && r.HasShard() {
-					n := 0.0
-					for _, sp := range []gpureq.Spec{r.PerJob, r.PerNode, r.PerSocket, r.PerTask} {
-						c, _ := sp.Shards()
-						n += float64(c)
-					}
+			r, err := j.Request()
+			if t := j.GPUTypeOf(r, nodeType, types); err == nil && j.Running() && t != "" {
+				if n, has := r.Shards(); has {
 					frac := 1.0
 					if per := shardsPerGPU[t]; per > 0 {
-						frac = n / float64(per)
+						frac = float64(n) / float64(per)
 					}
 					shared[limits.Use{User: j.User, Account: j.Account, QOS: j.QOS, Type: t}] += frac
 				}

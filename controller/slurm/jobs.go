@@ -63,11 +63,17 @@ func (j *Job) Running() bool { return j.State == "RUNNING" || j.State == "CONFIG
 // GPURequest parses the job's GPU request; ok is false for jobs without
 // GPUs or with a request Rota cannot read.
 func (j *Job) GPURequest() (gpureq.Request, bool) {
-	r, err := gpureq.ParseRequest(na(j.TresPerJob), na(j.TresPerNode), na(j.TresPerSocket), na(j.TresPerTask))
+	r, err := j.Request()
 	if err != nil || !r.HasGPU() {
 		return gpureq.Request{}, false
 	}
 	return r, true
+}
+
+// Request parses the job's four TRES strings, whatever they ask (GPUs,
+// shards of a GPU, other gres).
+func (j *Job) Request() (gpureq.Request, error) {
+	return gpureq.ParseRequest(na(j.TresPerJob), na(j.TresPerNode), na(j.TresPerSocket), na(j.TresPerTask))
 }
 
 // GPUs is how many GPUs the job holds or will: its request (every form:
@@ -533,11 +539,12 @@ func elapsedSeconds(s string) (float64, error) {
 // GPUType is the GPU type the job runs on or will: for a job that has
 // started, its first node's type (what it got, whatever it asked); else
 // the type its constraint names (one of types, the cluster's); else the
-// one type its GPU request names; "" when nothing says (any type). The
+// one type its GPU request names (a job asking for shards only: the one
+// type its shards name); "" when nothing says (any type). The
 // one reading of a job's type: rounds, limits, queue-wait history and the
 // web view all call it.
 func (j *Job) GPUType(nodeType map[string]string, types []string) string {
-	r, _ := j.GPURequest()
+	r, _ := j.Request()
 	return j.GPUTypeOf(r, nodeType, types)
 }
 
@@ -554,6 +561,9 @@ func (j *Job) GPUTypeOf(r gpureq.Request, nodeType map[string]string, types []st
 	}
 	if ts := r.Types(); len(ts) == 1 {
 		return ts[0]
+	}
+	if ts := r.ShardTypes(); len(ts) == 1 && !r.HasGPU() {
+		return ts[0] // shards of one type's GPUs ("gres/shard:v100:1")
 	}
 	return ""
 }

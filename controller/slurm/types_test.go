@@ -61,6 +61,10 @@ func TestJobGPUType(t *testing.T) {
 		{"an or of types: none", Job{State: "PENDING", Features: "v100|p100", TresPerNode: "gres/gpu:1"}, ""},
 		{"untyped", Job{State: "PENDING", TresPerNode: "gres/gpu:1"}, ""},
 		{"no GPUs", Job{State: "PENDING"}, ""},
+		{"pending on typed shards: their type", Job{State: "PENDING", TresPerNode: "gres/shard:v100:1"}, "v100"},
+		{"pending on shards under a constraint", Job{State: "PENDING", Features: "v100", TresPerNode: "gres/shard:1"}, "v100"},
+		{"pending on untyped shards", Job{State: "PENDING", TresPerNode: "gres/shard:1"}, ""},
+		{"running on shards: its node", Job{State: "RUNNING", Nodes: []string{"n-k80"}, TresPerNode: "gres/shard:v100:1"}, "k80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -50,12 +50,18 @@ func (r Request) HasGPU() bool {
 // HasShard reports whether any field asks for shards of a GPU
 // (gres/shard).
 func (r Request) HasShard() bool {
+	_, has := r.Shards()
+	return has
+}
+
+// Shards sums the shard counts of every field; has is false when none
+// asks for shards.
+func (r Request) Shards() (count uint64, has bool) {
 	for _, s := range r.specs() {
-		if _, has := s.Shards(); has {
-			return true
-		}
+		c, h := s.Shards()
+		count, has = count+c, has || h
 	}
-	return false
+	return count, has
 }
 
 // ShardTypes lists the distinct GPU types its shard entries name.
