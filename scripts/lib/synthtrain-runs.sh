@@ -16,17 +16,20 @@
 # run_up MODE DIR: a fresh dev cluster for one run whose files go under DIR
 # (DIR/logs, DIR/ckpt, DIR/jobs made empty). MODE rota: job_submit plugin
 # and controller, and it returns once the plugin reaches the controller
-# (a submission is placed, as a user would see it); plain: no job_submit
-# plugin, no controller. The cluster's log is DIR/cluster.log.
+# (a submission is placed, as a user would see it); share: rota with the
+# controller's space sharing on; plain: no job_submit plugin, no
+# controller. The cluster's log is DIR/cluster.log.
 run_up() {
   local mode=$1 dir=$2 id ok=""
   rm -rf "$dir" "$ROTA_DEV_DIR/state" "$ROTA_DEV_DIR/controller"
   mkdir -p "$dir/logs" "$dir/ckpt" "$dir/jobs"
   chmod -R 0777 "$dir"
   "$REPO/scripts/dev-cluster" down >/dev/null 2>&1 || true
-  if [[ $mode == rota ]]; then
-    "$REPO/scripts/dev-cluster" up >"$dir/cluster.log" 2>&1 || { cat "$dir/cluster.log"; die "dev-cluster up failed"; }
-    "$REPO/scripts/dev-cluster" controller start >>"$dir/cluster.log" 2>&1 || die "controller start failed"
+  if [[ $mode == rota || $mode == share ]]; then
+    local sharing=false
+    [[ $mode == share ]] && sharing=true
+    ROTA_DEV_SPACE_SHARING=$sharing "$REPO/scripts/dev-cluster" up >"$dir/cluster.log" 2>&1 || { cat "$dir/cluster.log"; die "dev-cluster up failed"; }
+    ROTA_DEV_SPACE_SHARING=$sharing "$REPO/scripts/dev-cluster" controller start >>"$dir/cluster.log" 2>&1 || die "controller start failed"
     for _ in $(seq 1 100); do
       id=$(sbatch --parsable -H -o /dev/null --gres=gpu:1 --wrap true)
       if scontrol show job "$id" | grep -q 'AdminComment=rota:'; then ok=1; fi
@@ -66,9 +69,13 @@ EOF
     none) ;;
     *) die "HINT=$HINT: want v100, all, noisy or none" ;;
   esac
+  # SHARE_ARGS (scripts/e2e-workload, ROTA_E2E_SHARE=on): it may share a
+  # GPU, and says what it trains, so that Rota knows its pairs.
+  local share=()
+  if [[ -n ${SHARE_ARGS[*]:-} ]]; then share=("${SHARE_ARGS[@]}" --rota-model="$model"); fi
   # shellcheck disable=SC2034 # read by the caller
   JOB_ARGS=(-J "$name" -o /dev/null -e "$dir/logs/$i.err" --requeue --time=02:00:00 --gres=gpu:1
-    --rota-checkpoint-signal=USR1 --rota-steps="$steps" "${hint[@]}" "$dir/jobs/$i.sh")
+    --rota-checkpoint-signal=USR1 --rota-steps="$steps" "${hint[@]}" "${share[@]}" "$dir/jobs/$i.sh")
 }
 
 # run_drain MODE DIR TIMEOUT: waits until the queue is empty (dies after
@@ -81,7 +88,7 @@ run_drain() {
     (( SECONDS - start < timeout )) || { squeue | head -50; die "$mode: jobs still queued after ${timeout}s"; }
     sleep 2
   done
-  if [[ $mode == rota ]]; then
+  if [[ $mode != plain ]]; then
     "$REPO/bin/rota" status --nats "nats://127.0.0.1:$ROTA_DEV_NATS_PORT" --json \
       >"$dir/status.json" 2>/dev/null || true
   fi

@@ -16,6 +16,7 @@ import (
 //	lost        steps reached before the restart that the checkpoint did not hold: steps, reached, resumed_from
 //	checkpoint  step, reason (signal | periodic | end)
 //	stop        step, signal: ended by a signal without checkpointing (progress since the last checkpoint is lost)
+//	rate        step, rate, msg: its speed changed from here (a sharer of its GPU came or went, --share-dir)
 //	end         step: all steps done
 //	error       msg: the program could not run (unknown GPU type, corrupt checkpoint, ...)
 //

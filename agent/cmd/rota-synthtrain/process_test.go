@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/agent/progress"
+	"github.com/rota-hpc/rota/controller/policy/workload"
 	"github.com/rota-hpc/rota/internal/eventually"
 )
 
@@ -475,5 +476,88 @@ func TestSharingFactor(t *testing.T) {
 				t.Errorf("start event does not say why it is slower: %q", e.Msg)
 			}
 		})
+	}
+}
+
+// TestShareDir: a job on shards of a GPU trains at the fraction of its
+// speed Gavel's table measured beside the model of the job that joins its
+// GPU, and at full speed again once that one ends; a job on another GPU of
+// the node, or a sharer that died long ago, does not slow it.
+func TestShareDir(t *testing.T) {
+	table := gavelTable(t)
+	tab, err := workload.LoadAll(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a, b, gpu, scale = "A3C", "ResNet-18 (batch size 64)", "v100", 1000.0
+	ra, rb, sa, sb, ok := tab.Shared(a, b, gpu)
+	if !ok || ra/sa > 0.95 {
+		t.Fatalf("the table's %s + %s on %s (%v %v %v %v) is no test of a slowdown", a, b, gpu, ra, rb, sa, sb)
+	}
+	dir, share := t.TempDir(), t.TempDir()
+	// A sharer of the same GPU that died without removing its file.
+	stale := filepath.Join(share, "n1.gpu0.99")
+	if err := os.WriteFile(stale, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	job := func(id, gpuIdx, model string, seconds float64) *proc {
+		rate := sa * scale
+		if model == b {
+			rate = sb * scale
+		}
+		return start(t, []string{"SLURM_JOB_ID=" + id, "SLURMD_NODENAME=n1", "CUDA_VISIBLE_DEVICES=" + gpuIdx, "SLURM_SHARDS_ON_NODE=1",
+			"ROTA_PROGRESS_FILE=" + filepath.Join(dir, id+".progress")},
+			"--model", model, "--steps", fmt.Sprint(uint64(rate*seconds)), "--time-scale", fmt.Sprint(scale), "--throughputs", table,
+			"--gpu-type", gpu, "--ckpt-dir", dir, "--share-dir", share, "--progress-every", "100ms", "--log", filepath.Join(dir, id+".log"))
+	}
+	pa := job("1", "0", a, 4)
+	waitProgress(t, filepath.Join(dir, "1.progress"), 1)
+	pb := job("2", "0", b, 1)   // joins job 1's GPU
+	pc := job("3", "1", b, 1.5) // another GPU of the node
+	for _, p := range []*proc{pb, pc, pa} {
+		if rc := p.wait(); rc != 0 {
+			t.Fatalf("exit %d; stderr: %s", rc, p.stderr)
+		}
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*want }
+	evA := readLog(t, filepath.Join(dir, "1.log"))
+	var rates []Event
+	for _, e := range evA {
+		if e.Ev == "rate" {
+			rates = append(rates, e)
+		}
+	}
+	if s, _ := lastOf(evA, "start"); !near(s.Rate, sa*scale) {
+		t.Errorf("job 1 alone at first: start %+v, want rate %v", s, sa*scale)
+	}
+	if len(rates) != 2 || !near(rates[0].Rate, ra*scale) || !strings.Contains(rates[0].Msg, "job 2 ("+b+")") ||
+		!near(rates[1].Rate, sa*scale) || !strings.Contains(rates[1].Msg, "alone") {
+		t.Fatalf("job 1's rate changes %+v, want %v beside job 2 then %v alone", rates, ra*scale, sa*scale)
+	}
+	if s, _ := lastOf(readLog(t, filepath.Join(dir, "2.log")), "start"); !near(s.Rate, rb*scale) {
+		t.Errorf("job 2 joined job 1: start %+v, want rate %v", s, rb*scale)
+	}
+	if s, _ := lastOf(readLog(t, filepath.Join(dir, "3.log")), "start"); !near(s.Rate, sb*scale) {
+		t.Errorf("job 3 on another GPU: start %+v, want rate %v", s, sb*scale)
+	}
+	// Its steps follow the rates: 4 s of work, of which job 2's second ran
+	// at ra/sa, takes longer than 4 s by about (sa/ra - 1) x job 2's time.
+	if e, ok := lastOf(evA, "end"); !ok || e.Elapsed == nil || *e.Elapsed < 4+0.5*(sa/ra-1) {
+		t.Errorf("job 1 ended %+v: sooner than its slowed second allows", e)
+	}
+	if _, err := os.Stat(filepath.Join(share, "n1.gpu0.1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("job 1 left its share file behind: %v", err)
+	}
+	var out bytes.Buffer
+	if rc := summarizeCmd([]string{"--log-dir", dir, "--json"}, &out); rc != 0 {
+		t.Fatalf("summarize rc %d", rc)
+	}
+	var sum struct{ Totals Totals }
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || sum.Totals.Shared != 2 {
+		t.Errorf("summarize: %d jobs shared (%v), want 2 (jobs 1 and 2): %s", sum.Totals.Shared, err, out.String())
 	}
 }

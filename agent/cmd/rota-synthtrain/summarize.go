@@ -31,8 +31,9 @@ type JobSummary struct {
 	Restarts    int     `json:"restarts"` // highest $SLURM_RESTART_COUNT seen
 	Types       string  `json:"types"`    // GPU type of each start, repeats collapsed: "k80,v100"
 	TypeChanges int     `json:"type_changes"`
-	Checkpoints int     `json:"checkpoints"` // on signal or periodic, not the final one
-	Stops       int     `json:"stops"`       // ended by a signal without saving
+	Checkpoints int     `json:"checkpoints"`      // on signal or periodic, not the final one
+	Stops       int     `json:"stops"`            // ended by a signal without saving
+	Shared      bool    `json:"shared,omitempty"` // trained beside another job on one GPU (--share-dir)
 	LostSteps   uint64  `json:"lost_steps"`
 	// LostS is the lost steps in seconds of the attempt that made them (at
 	// its rate), so jobs of different speeds add up.
@@ -50,6 +51,7 @@ type Totals struct {
 	TypeChanges int     `json:"type_changes"`
 	Checkpoints int     `json:"checkpoints"`
 	Stops       int     `json:"stops"`
+	Shared      int     `json:"shared"` // jobs that trained beside another on one GPU
 	LostSteps   uint64  `json:"lost_steps"`
 	LostS       float64 `json:"lost_s"`
 	Steps       uint64  `json:"steps"`     // total steps of all jobs
@@ -148,6 +150,10 @@ func summarize(events []Event, submit map[string]float64) ([]JobSummary, Totals)
 				s.MaxStep = max(s.MaxStep, *e.ResumedFrom)
 			}
 			prevRate[e.Job], curRate[e.Job] = curRate[e.Job], e.Rate
+			s.Shared = s.Shared || strings.HasPrefix(e.Msg, sharingWords) || strings.Contains(e.Msg, "; "+sharingWords)
+		case "rate":
+			curRate[e.Job] = e.Rate
+			s.Shared = s.Shared || strings.HasPrefix(e.Msg, sharingWords)
 		case "lost":
 			if e.Steps != nil {
 				s.LostSteps += *e.Steps
@@ -203,6 +209,9 @@ func summarize(events []Event, submit map[string]float64) ([]JobSummary, Totals)
 		tot.TypeChanges += s.TypeChanges
 		tot.Checkpoints += s.Checkpoints
 		tot.Stops += s.Stops
+		if s.Shared {
+			tot.Shared++
+		}
 		tot.LostSteps += s.LostSteps
 		tot.LostS += s.LostS
 		tot.Steps += s.Total

@@ -28,6 +28,9 @@ type trainConfig struct {
 	timeScale     float64
 	sharingFactor float64 // --sharing-factor
 	sharing       bool    // it runs on shards of a GPU ($SLURM_SHARDS_ON_NODE)
+	shareDir      string  // --share-dir: where the GPU's sharers find each other (share.go)
+	pairTable     string  // --pair-throughputs: Gavel's table with its pairs
+	gpus          string  // $CUDA_VISIBLE_DEVICES: which of the node's GPUs
 	ckptDir       string
 	logPath       string
 	gpuType       string
@@ -52,6 +55,7 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 		node:         os.Getenv("SLURMD_NODENAME"),
 		progressFile: os.Getenv("ROTA_PROGRESS_FILE"),
 		sharing:      os.Getenv("SLURM_SHARDS_ON_NODE") != "",
+		gpus:         os.Getenv("CUDA_VISIBLE_DEVICES"),
 	}
 	fs := flag.NewFlagSet("rota-synthtrain", flag.ContinueOnError)
 	fs.StringVar(&c.model, "model", "", "job type as in Gavel's table, e.g. 'ResNet-18 (batch size 64)' (required)")
@@ -64,6 +68,8 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	})
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "multiplies Gavel's steps/s, so a job lasts seconds to minutes")
 	fs.Float64Var(&c.sharingFactor, "sharing-factor", 1, "multiplies its steps/s while it runs on shards of a GPU ($SLURM_SHARDS_ON_NODE set): a pair that slows each other more than the table says")
+	fs.StringVar(&c.shareDir, "share-dir", "", "on shards of a GPU, train at the speed Gavel's table measured beside the models of the GPU's other sharers, found in this directory (every job of the workload given the same one; shared file system), and at full speed alone")
+	fs.StringVar(&c.pairTable, "pair-throughputs", "", "Gavel's table with its pairs, for --share-dir (default --throughputs)")
 	fs.StringVar(&c.ckptDir, "ckpt-dir", envOr("ROTA_SYNTHTRAIN_CKPT_DIR", "synthtrain-ckpt"), "directory of checkpoints, one file <job>.ckpt per job; must survive the requeue (shared file system)")
 	fs.StringVar(&c.logPath, "log", "", "append JSON-line events to this file (default: standard output)")
 	fs.StringVar(&c.gpuType, "gpu-type", "", "GPU type to run as (default: the type Slurm allocated, from scontrol)")
@@ -81,6 +87,9 @@ func parseTrainFlags(args []string) (trainConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.pairTable == "" {
+		c.pairTable = c.throughputs
 	}
 	var err error
 	if c.derive, err = workload.ParseDerivations(derive); err != nil {
@@ -155,6 +164,8 @@ type trainer struct {
 	c        trainConfig
 	log      *eventLog
 	rate     float64
+	solo     float64    // its rate without the GPU's other sharers
+	co       *coRunners // on shards with --share-dir; else nil
 	resumed  uint64
 	lastCkpt uint64
 	hasCkpt  bool
@@ -218,7 +229,18 @@ func (t *trainer) setup(ctx context.Context, sc scontrolFunc) error {
 		rate *= t.c.sharingFactor
 		basis = strings.TrimPrefix(basis+fmt.Sprintf("; on shards of a GPU: x %g (--sharing-factor)", t.c.sharingFactor), "; ")
 	}
-	t.rate = rate
+	t.solo, t.rate = rate, rate
+	if t.c.sharing && t.c.shareDir != "" {
+		if t.co, err = newCoRunners(t.c.shareDir, t.c.node, t.c.gpus, t.c.job, t.c.model, t.c.gpuType, t.c.pairTable, t.c.progressEvery); err != nil {
+			return err
+		}
+		f, why, err := t.pairFactor(t.now())
+		if err != nil {
+			return err
+		}
+		t.rate = t.solo * f
+		basis = strings.TrimPrefix(basis+"; "+why, "; ")
+	}
 	if err := os.MkdirAll(t.c.ckptDir, 0o755); err != nil {
 		return fmt.Errorf("--ckpt-dir: %w", err)
 	}
@@ -304,13 +326,17 @@ func (t *trainer) save(step uint64, reason string, cost time.Duration) error {
 // on --tick or on how late the process is woken.
 func (t *trainer) loop(sigc <-chan os.Signal) int {
 	start := t.now()
-	// paused is the time spent checkpointing, when training stands still.
-	var paused time.Duration
-	stepAt := func(now time.Time) uint64 {
-		s := t.resumed + uint64(max(now.Sub(start)-paused, 0).Seconds()*t.rate)
-		return min(s, t.c.steps)
+	if t.co != nil {
+		defer t.co.leave()
 	}
-	elapsed := func(now time.Time) *float64 { e := now.Sub(start).Seconds(); return &e }
+	// paused is the time spent checkpointing, when training stands still;
+	// base is the step at start, which a change of rate moves on to.
+	var paused time.Duration
+	base := float64(t.resumed)
+	at := func(now time.Time) float64 { return base + max(now.Sub(start)-paused, 0).Seconds()*t.rate }
+	stepAt := func(now time.Time) uint64 { return min(uint64(at(now)), t.c.steps) }
+	begun := start // start moves on with a change of rate
+	elapsed := func(now time.Time) *float64 { e := now.Sub(begun).Seconds(); return &e }
 	tick := time.NewTicker(t.c.tick)
 	defer tick.Stop()
 	// The last step's moment (a millisecond past it, so that stepAt has
@@ -318,7 +344,7 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 	// --tick (fewer wake-ups, for hundreds of jobs on one host) does not
 	// lengthen it. Moved on by each checkpoint's pause.
 	untilEnd := func() time.Duration {
-		left := float64(t.c.steps-min(t.resumed, t.c.steps)) / t.rate
+		left := max(float64(t.c.steps)-base, 0) / t.rate
 		return start.Add(paused+time.Duration(left*float64(time.Second))).Sub(t.now()) + time.Millisecond
 	}
 	end := time.NewTimer(untilEnd())
@@ -393,8 +419,32 @@ func (t *trainer) loop(sigc <-chan os.Signal) int {
 		if now.Sub(lastProgress) >= t.c.progressEvery {
 			t.writeProgress(step, now)
 			lastProgress = now
+			if t.co != nil {
+				// A sharer came or went: train on at the new speed from here.
+				if f, why, err := t.pairFactor(now); err != nil {
+					fmt.Fprintf(os.Stderr, "rota-synthtrain: job %s: --share-dir: %v\n", t.c.job, err)
+				} else if r := t.solo * f; r != t.rate {
+					base, start, paused, t.rate = at(now), now, 0, r
+					end.Reset(untilEnd())
+					t.log.emit(Event{Ev: "rate", Step: u64(step), Rate: r, Msg: why})
+				}
+			}
 		}
 	}
+}
+
+// pairFactor says the job trains on its GPU and returns the fraction of
+// its speed it keeps beside the GPU's other sharers now, and why.
+func (t *trainer) pairFactor(now time.Time) (float64, string, error) {
+	if err := t.co.beat(); err != nil {
+		return 0, "", err
+	}
+	others, err := t.co.others(now)
+	if err != nil {
+		return 0, "", err
+	}
+	f, why := t.co.factor(others)
+	return f, why, nil
 }
 
 // jobKey names the checkpoint: the chain's id in a segment of a Rota chain
