@@ -67,15 +67,18 @@ func (c *Controller) startRounds(ctx context.Context) *rounds.Loop {
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot tell the Slurm release; retyping by node constraint only")
 	}
-	deps.Limits, deps.RetypeGres = sched, major > 24 || (major == 24 && minor >= 11)
+	deps.Limits, deps.RetypeGres, deps.GPUs = sched, major > 24 || (major == 24 && minor >= 11), sched
 	if c.table != nil {
 		deps.Pairs = c.table
 	}
-	if major == 22 {
-		if nodes, err := sched.Nodes(ctx); err == nil {
-			if mig, shards := migAndShards(nodes); mig != "" && shards != "" {
-				c.log.Warn().Str("mig_slice_nodes", mig).Str("shard_nodes", shards).
-					Msg("Slurm 22.05 gives a job on a MIG slice no GPU at all while the cluster also offers gres/shard (its GRES shows gpu:<slice>:0; seen on 22.05.8, docs/fractions.md): offer shards or MIG slices, not both, until Slurm is upgraded")
+	if nodes, err := sched.Nodes(ctx); err == nil {
+		if mig, shards := migAndShards(nodes); major == 22 && mig != "" && shards != "" {
+			c.log.Warn().Str("mig_slice_nodes", mig).Str("shard_nodes", shards).
+				Msg("Slurm 22.05 gives a job on a MIG slice no GPU at all while the cluster also offers gres/shard (its GRES shows gpu:<slice>:0; seen on 22.05.8, docs/fractions.md): offer shards or MIG slices, not both, until Slurm is upgraded")
+		}
+		if parts, err := sched.Partitions(ctx); err == nil {
+			for _, why := range slurm.ShardBilling(parts, nodes) {
+				c.log.Warn().Msg(why + " (fair share of shards: docs/fractions.md)")
 			}
 		}
 	}

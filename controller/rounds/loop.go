@@ -213,6 +213,7 @@ type Loop struct {
 	// pairSeen what sharers were measured to keep of their speed.
 	pairTable PairTable
 	pairSeen  map[pairKey]float64
+	gpus      slurm.GPUIndexer
 	// nodeType is the last round's node -> GPU type ("" several).
 	nodeType map[string]string
 }
@@ -272,6 +273,10 @@ type tracked struct {
 	// noShare: split from a pair that did not pay, it never shares again.
 	partner uint32
 	noShare bool
+	// onGPU is the node/GPU index the job's current run holds ("" not
+	// read yet), read once a run (onGPUStart) by readGPUs.
+	onGPU      string
+	onGPUStart time.Time
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -401,6 +406,10 @@ type Deps struct {
 	// Pairs is the throughput table's pairs of jobs sharing a GPU, which
 	// Config.SpaceSharing needs (nil: no job shares).
 	Pairs PairTable
+	// GPUs says which GPU of its node a running sharer holds, so that
+	// the loop weighs the jobs Slurm put on one GPU together, whichever
+	// pair Rota made of them (nil: it weighs the pairs it made).
+	GPUs slurm.GPUIndexer
 }
 
 // New makes a loop.
@@ -442,7 +451,7 @@ func New(cfg Config, log zerolog.Logger, d Deps) (*Loop, error) {
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, log: log, sched: d.Sched, shareReader: d.Shares, dec: d.Decisions, meas: d.Measurements, est: d.Estimator, ckpt: d.Checkpoint, pol: pol,
-		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres, pairTable: d.Pairs,
+		store: d.Store, timings: d.Timings, hold: d.Hold, limitReader: d.Limits, retypeGres: d.RetypeGres, pairTable: d.Pairs, gpus: d.GPUs,
 		planner: NewPlanner(PlanConfig{Round: cfg.Round, MinLease: cfg.MinLease, PriorityBase: cfg.PriorityBase, NiceSpan: niceSpan(cfg),
 			SlurmOrder: cfg.Order != OrderNone, InteractiveReserve: cfg.InteractiveReserve}, pol),
 		known: map[uint32]*tracked{}, moving: map[uint32]bool{}, kick: make(chan struct{}, 1), pairSeen: map[pairKey]float64{}}
@@ -599,6 +608,7 @@ func (l *Loop) round(ctx context.Context, now time.Time) error {
 	l.stats.Unannotated = unannotated
 	l.mu.Unlock()
 	heldElsewhere(capacity, types, jobs, byID, nodeType)
+	l.readGPUs(ctx, views, byID)
 	l.judgePairs(views)
 	l.planner.SetPairs(l.sharePairs(views, types, snap))
 	plan, err := l.planner.Decide(types, capacity, views, func(p *policy.Problem) (policy.Allocation, error) {
@@ -809,6 +819,9 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
 				if l.pairTable != nil {
 					v.Model, _ = l.pairTable.Model(tr.decision.Asked.Hints.Model)
+				}
+				if v.Running && tr.onGPU != "" && tr.onGPUStart.Equal(j.Start) {
+					v.OnGPU = tr.onGPU // read this run (readGPUs)
 				}
 				if m, ok := l.meas.Job(j.ID); ok && v.Running {
 					// Its rate beside its partner: not its speed alone, so

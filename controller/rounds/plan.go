@@ -98,6 +98,10 @@ type JobView struct {
 	// by Slurm as it is; the pair holds one GPU of Type.
 	Sharing bool
 	Partner uint32
+	// OnGPU is the node/GPU index a running sharer holds ("" unknown):
+	// the jobs Slurm put on one GPU, which may be of two pairs Rota made
+	// (Slurm fills a GPU's free shard with the next sharer it starts).
+	OnGPU string
 	// ShareMeasured is a running sharer's measured steps/s there, SoloRate
 	// its estimate alone on that type (0 unknown or only relative); Split,
 	// set by judgePairs, says the pair gets less done than the margin asks

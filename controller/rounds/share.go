@@ -11,6 +11,7 @@ package rounds
 // the loop pairs jobs only where Deps.RetypeGres says it can.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -195,11 +196,26 @@ func (l *Loop) shareMargin() float64 {
 // that keep less than the margin together get less done than one after
 // the other, and each that can be checkpointed is split off (Split): the
 // round requeues it onto a GPU of its own, and it never shares again.
+// A pair is the two sharers on one GPU where the loop knows their GPUs
+// (OnGPU; each then gets the other as Partner, so explain names the job
+// it shares with), else the two Rota made a pair: Slurm puts a starting
+// sharer on the first GPU with a free shard, so once a sharer's partner
+// ends, the next sharer Slurm starts joins it, whichever pair it was of.
 func (l *Loop) judgePairs(views []JobView) {
 	at := make(map[uint32]int, len(views))
+	onGPU := map[string][]int{}
 	for i := range views {
-		if views[i].Sharing {
-			at[views[i].ID] = i
+		if v := &views[i]; v.Sharing {
+			at[v.ID] = i
+			if v.Running && v.OnGPU != "" {
+				onGPU[v.OnGPU] = append(onGPU[v.OnGPU], i)
+			}
+		}
+	}
+	for _, on := range onGPU {
+		if len(on) == 2 {
+			a, b := &views[on[0]], &views[on[1]]
+			a.Partner, b.Partner = b.ID, a.ID
 		}
 	}
 	margin := l.shareMargin()
@@ -210,6 +226,9 @@ func (l *Loop) judgePairs(views []JobView) {
 			continue
 		}
 		b := &views[k]
+		if a.OnGPU != b.OnGPU || (a.OnGPU != "" && len(onGPU[a.OnGPU]) != 2) {
+			continue // Slurm put them on different GPUs, or a third joined
+		}
 		if !b.Running || b.Partner != a.ID || a.Type != b.Type || a.ShareMeasured <= 0 || b.ShareMeasured <= 0 || a.SoloRate <= 0 || b.SoloRate <= 0 {
 			continue
 		}
@@ -233,6 +252,33 @@ func (l *Loop) judgePairs(views []JobView) {
 				v.SplitWhy = why + ", but it cannot be checkpointed (no --rota-checkpoint-signal): left running"
 			}
 		}
+	}
+}
+
+// readGPUs reads from Slurm which GPU each running sharer holds, once a
+// run (a run keeps its GPU), into its view's OnGPU. Not under l.mu: a
+// Slurm call waits on slurmctld.
+func (l *Loop) readGPUs(ctx context.Context, views []JobView, byID map[uint32]*slurm.Job) {
+	if l.gpus == nil {
+		return
+	}
+	for i := range views {
+		v := &views[i]
+		j := byID[v.ID]
+		if !v.Sharing || !v.Running || v.OnGPU != "" || j == nil || len(j.Nodes) != 1 {
+			continue
+		}
+		node, gpus, err := l.gpus.JobGPUs(ctx, j.ID)
+		if err != nil || len(gpus) != 1 {
+			l.log.Debug().Err(err).Uint32("job", j.ID).Ints("gpus", gpus).Msg("cannot tell which GPU the sharer holds; weighing it with the job Rota paired it with")
+			continue
+		}
+		v.OnGPU = node + "/" + strconv.Itoa(gpus[0])
+		l.mu.Lock()
+		if tr := l.known[j.ID]; tr != nil {
+			tr.onGPU, tr.onGPUStart = v.OnGPU, j.Start
+		}
+		l.mu.Unlock()
 	}
 }
 

@@ -2,8 +2,11 @@ package rounds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
+	"github.com/rs/zerolog"
 )
 
 // TestPlannerPairs: with one free V100 and two pending jobs, the
@@ -245,6 +249,8 @@ func TestJudgePairs(t *testing.T) {
 		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Type: "v100", Model: "a",
 			ShareMeasured: measured, SoloRate: 10, Migratable: migratable}
 	}
+	on := func(v JobView, gpu string) JobView { v.OnGPU = gpu; return v }
+	asB := func(v JobView) JobView { v.Model = "b"; return v }
 	for _, c := range []struct {
 		name       string
 		views      []JobView
@@ -257,6 +263,18 @@ func TestJudgePairs(t *testing.T) {
 			[]bool{true, false}, []bool{true, true}, true},
 		{"one not measured yet: not judged", []JobView{sharer(1, 2, 3, true), sharer(2, 1, 0, true)}, []bool{false, false}, []bool{false, false}, false},
 		{"partners disagree: not judged", []JobView{sharer(1, 2, 3, true), sharer(2, 3, 3, true)}, []bool{false, false}, []bool{false, false}, false},
+		// Rota paired 1 with 2 and 3 with 4; Slurm put 1 and 3 on GPU 0
+		// and 2 and 4 on GPU 1. Judged by who is on one GPU: 1 and 3 hurt
+		// each other (0.6x), 2 and 4 pay (1.4x), though 1 with 2 would
+		// read as 1.0x and 3 with 4 as 1.0x.
+		{"Slurm mixed two pairs: the jobs on one GPU are judged together", []JobView{
+			on(sharer(1, 2, 3, true), "n/0"), on(asB(sharer(2, 1, 7, true)), "n/1"),
+			on(sharer(3, 4, 3, true), "n/0"), on(asB(sharer(4, 3, 7, true)), "n/1")},
+			[]bool{true, false, true, false}, []bool{true, false, true, false}, true},
+		{"on different GPUs: not judged as a pair", []JobView{on(sharer(1, 2, 3, true), "n/0"), on(sharer(2, 1, 3, true), "n/1")},
+			[]bool{false, false}, []bool{false, false}, false},
+		{"three on one GPU: not judged", []JobView{on(sharer(1, 2, 3, true), "n/0"), on(sharer(2, 1, 3, true), "n/0"),
+			on(sharer(3, 0, 3, true), "n/0")}, []bool{false, false, false}, []bool{false, false, false}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -266,6 +284,9 @@ func TestJudgePairs(t *testing.T) {
 				if v.Split != c.split[i] || (v.SplitWhy != "") != c.why[i] {
 					t.Errorf("job %d: split %v why %q; want split %v, a why %v", v.ID, v.Split, v.SplitWhy, c.split[i], c.why[i])
 				}
+			}
+			if v := c.views[0]; v.SplitWhy != "" && v.OnGPU != "" && !strings.Contains(v.SplitWhy, "with job 3") {
+				t.Errorf("job 1 shares GPU 0 with job 3, and its why says %q", v.SplitWhy)
 			}
 			fa, _, ok := l.pairKeeps("a", "a", "v100")
 			want := 0.7 // the table's
@@ -392,3 +413,71 @@ func TestUnshareUpdate(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// gpuIdx answers JobGPUs from a map of job -> GPU index on node-v100,
+// counting the calls.
+type gpuIdx struct {
+	mu    sync.Mutex
+	at    map[uint32]int
+	calls map[uint32]int
+}
+
+func (g *gpuIdx) JobGPUs(_ context.Context, id uint32) (string, []int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls[id]++
+	i, ok := g.at[id]
+	if !ok {
+		return "", nil, errors.New("no such job")
+	}
+	return "node-v100", []int{i}, nil
+}
+
+// TestRoundReadsSharersGPUs: a round reads which GPU each running sharer
+// holds from Slurm, once a run and outside the loop's lock (a read under
+// it hung the round on real Slurm), and rota explain then names the job
+// on the same GPU, not the partner Rota paired it with.
+func TestRoundReadsSharersGPUs(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	shared := func() *wire.Decision {
+		return &wire.Decision{Asked: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1}, Hints: wire.Hints{Share: wire.ShareYes, Model: "a"}}}
+	}
+	for id := uint32(1); id <= 4; id++ {
+		f.add(id, "RUNNING", "node-v100", "v100", shared(), decs)
+		f.jobs[id].TresPerNode = "gres/shard:v100:1"
+	}
+	g := &gpuIdx{at: map[uint32]int{1: 0, 2: 1, 3: 0, 4: 1}, calls: map[uint32]int{}}
+	cfg := DefaultConfig()
+	cfg.Round, cfg.MinLease = time.Minute, 10*time.Minute
+	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: noMeasurements{}, Estimator: &tableEst{}, GPUs: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rota paired 1 with 2 and 3 with 4 (state a restart restores).
+	l.mu.Lock()
+	for _, p := range [][2]uint32{{1, 2}, {3, 4}} {
+		l.known[p[0]] = &tracked{decision: decs.m[fmt.Sprint("d", p[0])], partner: p[1]}
+		l.known[p[1]] = &tracked{decision: decs.m[fmt.Sprint("d", p[1])], partner: p[0]}
+	}
+	l.mu.Unlock()
+	for r := 0; r < 2; r++ {
+		done := make(chan error, 1)
+		go func() { done <- l.Round(context.Background()) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the round did not end: hung reading the sharers' GPUs")
+		}
+	}
+	for id := uint32(1); id <= 4; id++ {
+		if g.calls[id] != 1 {
+			t.Errorf("job %d's GPU read %d times in two rounds of one run, want once", id, g.calls[id])
+		}
+	}
+	if a, _, ok := l.Explain(1); !ok || a.Partner != 3 || !strings.Contains(a.Why, "with job 3") {
+		t.Errorf("job 1 shares GPU 0 with job 3; explain says %d %q (%v)", a.Partner, a.Why, ok)
+	}
+}

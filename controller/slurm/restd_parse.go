@@ -193,6 +193,9 @@ type restJob struct {
 	Tasks         restNum  `json:"tasks"`
 	Nice          restNum  `json:"nice"`
 	AdminComment  string   `json:"admin_comment"`
+	// GresDetail is read only by JobGPUs (a form it cannot read must not
+	// fail the queue's read).
+	GresDetail json.RawMessage `json:"gres_detail"`
 }
 
 func decodeJobs(body []byte) ([]restJob, error) {
@@ -349,6 +352,7 @@ type restPartition struct {
 	MaxMemPerCPU     restNum `json:"maximum_memory_per_cpu"`
 	TotalNodes       restNum `json:"total_nodes"`
 	TotalCPUs        restNum `json:"total_cpus"`
+	BillingWeights   restStr `json:"billing_weights"`
 	// v0.0.39 and later.
 	Partition *struct {
 		State restList `json:"state"`
@@ -370,6 +374,9 @@ type restPartition struct {
 	CPUs *struct {
 		Total restNum `json:"total"`
 	} `json:"cpus"`
+	// TRES is a string in v0.0.38 ("cpu=48,..."), an object with
+	// billing_weights from v0.0.39.
+	TRES json.RawMessage `json:"tres"`
 }
 
 // ParseRestdPartitions reads GET .../partitions into partitions as
@@ -390,7 +397,13 @@ func ParseRestdPartitions(body []byte) ([]Partition, error) {
 			DefaultTimeMin: rp.DefaultTimeLimit.u32(), MaxNodes: rp.MaxNodesPerJob.u32(),
 			MinNodes: max(rp.MinNodesPerJob.u32(), rp.MinNodesPerJob22.u32()), MaxCPUsPerNode: rp.MaxCPUsPerNode.u32(),
 			MaxMemPerNodeMB: rp.MaxMemPerNode.u64(), MaxMemPerCPUMB: rp.MaxMemPerCPU.u64(),
-			TotalNodes: rp.TotalNodes.u32(), TotalCPUs: rp.TotalCPUs.u32()}
+			TotalNodes: rp.TotalNodes.u32(), TotalCPUs: rp.TotalCPUs.u32(), BillingWeights: string(rp.BillingWeights)}
+		var tres struct {
+			BillingWeights restStr `json:"billing_weights"`
+		}
+		if len(rp.TRES) > 0 && rp.TRES[0] == '{' && json.Unmarshal(rp.TRES, &tres) == nil && tres.BillingWeights != "" {
+			p.BillingWeights = string(tres.BillingWeights)
+		}
 		for _, f := range rp.Flags {
 			if strings.EqualFold(f, "default") {
 				p.Default = true

@@ -56,6 +56,10 @@ type Partition struct {
 	MaxMemPerCPUMB  uint64
 	TotalNodes      uint32
 	TotalCPUs       uint32
+	// BillingWeights is its TRESBillingWeights as written
+	// ("CPU=1.0,GRES/gpu=2.0"; "" none): what fair share counts a job's
+	// use by (billing).
+	BillingWeights string
 }
 
 // Client reads Slurm's state.
@@ -369,7 +373,7 @@ func ParsePartitions(out string) ([]Partition, error) {
 				kv[k] = v
 			}
 		}
-		p := Partition{Name: kv["PartitionName"], Default: kv["Default"] == "YES", Nodes: kv["Nodes"]}
+		p := Partition{Name: kv["PartitionName"], Default: kv["Default"] == "YES", Nodes: kv["Nodes"], BillingWeights: kv["TRESBillingWeights"]}
 		if p.Name == "" {
 			return nil, fmt.Errorf("partition line without PartitionName: %q", line)
 		}
@@ -434,6 +438,7 @@ type Backend interface {
 	NodeDetailer
 	ShareReader
 	PacedUpdater
+	GPUIndexer
 	// Limits reads the site's typed GPU limits (rounds.LimitReader).
 	Limits(ctx context.Context) (*limits.Set, error)
 	// Release is Slurm's release, major and minor.

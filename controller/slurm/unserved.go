@@ -27,6 +27,7 @@ func (Unserved) Partitions(context.Context) ([]Partition, error)         { retur
 func (Unserved) JobAdminComment(context.Context, uint32) (string, error) { return "", ErrUnserved }
 func (Unserved) Jobs(context.Context) ([]Job, error)                     { return nil, ErrUnserved }
 func (Unserved) Job(context.Context, uint32) (Job, bool, error)          { return Job{}, false, ErrUnserved }
+func (Unserved) JobGPUs(context.Context, uint32) (string, []int, error)  { return "", nil, ErrUnserved }
 func (Unserved) DecisionIDs(context.Context) (map[uint32]string, error)  { return nil, ErrUnserved }
 func (Unserved) Update(context.Context, uint32, JobUpdate) error         { return ErrUnserved }
 func (Unserved) Requeue(context.Context, uint32) error                   { return ErrUnserved }

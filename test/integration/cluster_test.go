@@ -115,6 +115,10 @@ func TestMain(m *testing.M) {
 type devCluster struct {
 	dir string
 	env []string
+	// logAt is the controller log's length before this run started the
+	// cluster (ownCluster, restdCluster): its directory keeps earlier
+	// runs' lines, which runLog leaves out.
+	logAt int64
 }
 
 // testCluster is the cluster TestMain starts, which most tests use.
@@ -214,6 +218,7 @@ func ownCluster(t *testing.T, dir, name string, extra ...string) (c devCluster, 
 		t.Fatal(err)
 	}
 	c = newDevCluster(dir, nodePrefix+name, slurmPort, natsPort, append(extra, "ROTA_DEV_CLUSTER="+nodePrefix+name)...)
+	c.logAt = c.logSize()
 	if err := c.start(true); err != nil {
 		t.Fatal(err)
 	}

@@ -51,17 +51,29 @@ func rotaStatus(t *testing.T) string {
 	return out
 }
 
-// controllerLogFrom is the controller's log after byte offset off.
-func controllerLogFrom(off int64) string {
-	b, _ := os.ReadFile(filepath.Join(devDir, "log/rota-controller.log"))
+// controllerLogFrom is the test cluster's controller log after byte
+// offset off (controllerLogSize before what is looked for).
+func controllerLogFrom(off int64) string { return testCluster.logFrom(off) }
+
+func controllerLogSize() int64 { return testCluster.logSize() }
+
+// logFrom is the cluster's controller log after byte offset off: the
+// lines of this run, as the log keeps earlier runs' (all of it when the
+// log is shorter than off, as a fresh one is).
+func (c devCluster) logFrom(off int64) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "log/rota-controller.log"))
 	if int64(len(b)) < off {
 		return string(b)
 	}
 	return string(b[off:])
 }
 
-func controllerLogSize() int64 {
-	fi, err := os.Stat(filepath.Join(devDir, "log/rota-controller.log"))
+// runLog is the cluster's controller log since this run started it.
+func (c devCluster) runLog() string { return c.logFrom(c.logAt) }
+
+// logSize is the length of the cluster's controller log (0 when none).
+func (c devCluster) logSize() int64 {
+	fi, err := os.Stat(filepath.Join(c.dir, "log/rota-controller.log"))
 	if err != nil {
 		return 0
 	}

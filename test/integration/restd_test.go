@@ -35,6 +35,7 @@ func restdCluster(t *testing.T) (devCluster, *slurm.Restd, *slurm.CLI) {
 	// /metrics base+5, slurmdbd base+6, slurmrestd base+7.
 	c := newDevCluster(dir, nodePrefix+"r", base, base+4, "ROTA_DEV_RESTD=on",
 		fmt.Sprintf("ROTA_DEV_RESTD_PORT=%d", base+7), "ROTA_DEV_WEB=off", "ROTA_DEV_ACCOUNTING=off")
+	c.logAt = c.logSize()
 	if err := c.start(true); err != nil {
 		c.stop() // what up started before it failed
 		t.Fatal(err)
@@ -242,16 +243,15 @@ func TestRestdBackend(t *testing.T) {
 
 	// The controller runs its rounds through slurmrestd: it negotiated,
 	// and its rounds counter moves (3-s rounds) with no error logged.
-	logf := filepath.Join(c.dir, "log", "rota-controller.log")
-	b, _ := os.ReadFile(logf)
-	if !strings.Contains(string(b), "using the newest Slurm REST API version") {
+	b := c.runLog()
+	if !strings.Contains(b, "using the newest Slurm REST API version") {
 		t.Fatalf("the controller did not negotiate with slurmrestd:\n%s", b)
 	}
 	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort(c))
 	first := roundsTotal(t, metrics)
 	eventually.True(t, 30*time.Second, "three more rounds", func() bool { return roundsTotal(t, metrics) >= first+3 })
-	b, _ = os.ReadFile(logf)
-	for _, l := range strings.Split(string(b), "\n") {
+	b = c.runLog()
+	for _, l := range strings.Split(b, "\n") {
 		if strings.Contains(l, `"level":"error"`) {
 			t.Errorf("controller error: %s", l)
 		}

@@ -33,7 +33,10 @@ var shardUsedRe = regexp.MustCompile(`shard(?::[^:,]*)?:(\d+)(\([^)]*\))?`)
 func TestShards(t *testing.T) {
 	began := time.Now()
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/shard-test-%s", nodePrefix)
-	c, natsURL := ownCluster(t, dir, "sh", "ROTA_DEV_TYPES=v100 k80", "ROTA_DEV_SHARDS=v100:2", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off")
+	// Billing as a site that weighs GPUs and counts a shard as the half
+	// of a GPU it is (docs/fractions.md, "Fair share of shards").
+	c, natsURL := ownCluster(t, dir, "sh", "ROTA_DEV_TYPES=v100 k80", "ROTA_DEV_SHARDS=v100:2", "ROTA_DEV_WEB=off", "ROTA_DEV_AGENTS=off",
+		"ROTA_DEV_BILLING="+shardBilling)
 	node := nodePrefix + "sh-v100"
 	// Slurm types the shards by the GPU whose device file they share.
 	if out, err := c.run("sinfo", "-h", "-n", node, "-o", "%G"); err != nil || !regexp.MustCompile(`shard(:v100)?:8\b`).MatchString(out) {
@@ -169,4 +172,34 @@ func TestShards(t *testing.T) {
 	if !strings.Contains(acct, "gres/shard=1") {
 		t.Errorf("accounting does not count the job's shard: %q", acct)
 	}
+	// Fair share counts a job's billing: with GRES/shard half of GRES/gpu,
+	// a one-CPU job on one shard bills 1+1, one on a whole GPU 1+2.
+	gpuJob := submitAs(t, c, "gpu-short", "--gres=gpu:k80:1", "--wrap", "true")
+	eventually.True(t, 90*time.Second, "sacct to have the short GPU job done", func() bool {
+		return strings.HasPrefix(c.sacctOf(gpuJob, began, "State"), "COMPLETED")
+	})
+	wholeAcct := c.sacctOf(gpuJob, began, "AllocTRES")
+	t.Logf("sacct of a finished one-GPU job: %s", wholeAcct)
+	if !strings.Contains(acct, "billing=2,") || !strings.Contains(wholeAcct, "billing=3,") {
+		t.Errorf("billing (TRESBillingWeights %s): one shard %q, one GPU %q; want billing=2 and billing=3", shardBilling, acct, wholeAcct)
+	}
+	const warned = "fair share counts a job on a shard as"
+	if log := c.runLog(); strings.Contains(log, warned) {
+		t.Errorf("the controller warns of billing that counts a shard right:\n%s", log)
+	}
+	// A partition that bills GPUs but not shards: the controller says so at
+	// start, and what to set.
+	if out, err := c.run("scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=1.0,GRES/gpu=2.0"); err != nil {
+		t.Fatalf("scontrol update partition: %v %s", err, out)
+	}
+	if out, err := c.dev("controller", "restart"); err != nil {
+		t.Fatalf("controller restart: %v\n%s", err, out)
+	}
+	eventually.True(t, 30*time.Second, "the controller to warn that a shard is not billed as half a GPU", func() bool {
+		return strings.Contains(c.runLog(), warned+" 0.00 of a GPU, not the 0.50 it is; GRES/shard=1 would")
+	})
 }
+
+// shardBilling is TestShards' TRESBillingWeights: a shard of a V100 cut
+// in two weighs half a GPU.
+const shardBilling = "CPU=1.0,GRES/gpu=2.0,GRES/shard=1.0"

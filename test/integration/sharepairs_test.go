@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/internal/eventually"
 )
 
@@ -75,8 +75,7 @@ func TestSharePairs(t *testing.T) {
 				t.Errorf("job %s was given shards on 22.05:\n%s", id, out)
 			}
 		}
-		logb, _ := os.ReadFile(filepath.Join(dir, "log", "rota-controller.log"))
-		if !strings.Contains(string(logb), "space_sharing is on but this Slurm keeps a pending job's whole GPU") {
+		if !strings.Contains(c.runLog(), "space_sharing is on but this Slurm keeps a pending job's whole GPU") {
 			t.Errorf("the controller does not say it pairs nothing on this release")
 		}
 		return
@@ -116,19 +115,21 @@ func TestSharePairs(t *testing.T) {
 		return strings.TrimPrefix(f[0], "CUDA_VISIBLE_DEVICES=")
 	}
 	// Slurm gives each of a pair its GPU (CUDA_VISIBLE_DEVICES counts
-	// from 0 within the job); which GPU it is, scontrol -d says.
-	gpuIdx := func(id string) string {
-		out, _ := c.run("scontrol", "show", "job", "-d", id)
-		m := regexp.MustCompile(`GRES=shard[^ ]*\(([^)]*)\)`).FindStringSubmatch(out)
-		if m == nil {
+	// from 0 within the job); which GPU it is, scontrol -d says, read as
+	// the controller reads it (slurm.ParseJobGPUs: which jobs share a GPU).
+	gpuOf := func(id string) string {
+		out, _ := c.run("scontrol", "show", "job", "-d", "-o", id)
+		node, gpus, err := slurm.ParseJobGPUs(out)
+		if err != nil || len(gpus) != 1 {
+			t.Errorf("job %s's GPU from scontrol -d: %q %v %v\n%s", id, node, gpus, err, out)
 			return ""
 		}
-		return m[1]
+		return fmt.Sprintf("%s/%d", node, gpus[0])
 	}
-	if ga, gb := gpuIdx(a), gpuIdx(b); ga == "" || ga != gb {
+	if ga, gb := gpuOf(a), gpuOf(b); ga == "" || ga != gb {
 		t.Errorf("the pair's shards are not on one GPU: %q and %q", ga, gb)
 	} else {
-		t.Logf("the pair's shards per GPU: %s", ga)
+		t.Logf("the pair's GPU: %s", ga)
 	}
 	if da, db := dev(ea), dev(eb); da == "" || da != db {
 		t.Errorf("the pair does not share one GPU: %q and %q", ea, eb)
@@ -178,11 +179,11 @@ func TestSharePairs(t *testing.T) {
 		return strings.Contains(show(h1), "TresPerNode=gres/gpu") && strings.Contains(show(h2), "TresPerNode=gres/gpu") &&
 			!strings.Contains(show(h1), "Restarts=0") && !strings.Contains(show(h2), "Restarts=0")
 	})
-	logb, _ := os.ReadFile(filepath.Join(dir, "log", "rota-controller.log"))
-	if !strings.Contains(string(logb), "below share_margin 1.10: moved to a GPU of its own") {
+	logb := c.runLog()
+	if !strings.Contains(logb, "below share_margin 1.10: moved to a GPU of its own") {
 		t.Errorf("the controller's log does not say why it split the pair")
 	}
-	for _, l := range strings.Split(string(logb), "\n") {
+	for _, l := range strings.Split(logb, "\n") {
 		if strings.Contains(l, "below share_margin") {
 			t.Logf("controller: %s", l)
 			break
