@@ -817,6 +817,10 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
 					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(r, nodeType, types)}
 				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
+				v.MoveCost = l.cfg.MoveCost
+				if tr.moveCost > 0 {
+					v.MoveCost = tr.moveCost
+				}
 				if l.pairTable != nil {
 					v.Model, _ = l.pairTable.Model(tr.decision.Asked.Hints.Model)
 				}
@@ -830,6 +834,9 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 						if r.GPUType == v.Type && r.StepsPerSec > 0 && r.Samples >= 2 {
 							v.ShareMeasured = r.StepsPerSec
 						}
+					}
+					if m.Total > m.Step {
+						v.StepsLeft = float64(m.Total - m.Step) // what a split would weigh
 					}
 				}
 				if k := indexOf(types, v.Type); k >= 0 && l.est != nil {

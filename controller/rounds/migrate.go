@@ -132,6 +132,11 @@ func (l *Loop) doMigrate(ctx context.Context, id uint32, nodes []string, from, t
 	return true
 }
 
+// requeueDelay is how long a job requeued onto a node it ran on waits
+// before Slurm starts it again: the credential lifetime (120 s by
+// default), and a second of slurmctld's.
+const requeueDelay = 121 * time.Second
+
 // backOnItsNode says whether a job that ran on nodes may run on type to on
 // one of them again: a node of that type, or of several or unknown types.
 func backOnItsNode(nodes []string, nodeType map[string]string, to string) bool {

@@ -246,13 +246,30 @@ func (l *Loop) judgePairs(views []JobView) {
 			other := a.ID + b.ID - v.ID
 			why := fmt.Sprintf("sharing a %s with job %d, the two were measured to get %.2fx the work of one after the other (%.2f and %.2f of their speed alone), below share_margin %.2f",
 				v.Type, other, fa+fb, fa, fb, margin)
-			if v.Migratable {
-				v.Split, v.SplitWhy = true, why+": moved to a GPU of its own"
-			} else {
+			sharing, moved, known := splitTimes(v)
+			switch {
+			case !v.Migratable:
 				v.SplitWhy = why + ", but it cannot be checkpointed (no --rota-checkpoint-signal): left running"
+			case known && moved >= sharing:
+				v.SplitWhy = why + fmt.Sprintf(", but it ends sooner where it is (%.0f s left sharing) than moved (%.0f s: checkpoint and restart, Slurm's requeue delay, then alone): left running",
+					sharing, moved)
+			default:
+				v.Split, v.SplitWhy = true, why+": moved to a GPU of its own"
 			}
 		}
 	}
+}
+
+// splitTimes are the seconds sharer v needs to finish where it is, at its
+// measured rate, and after a split: its checkpoint and restart, Slurm's
+// requeue delay (a split sharer goes back to a GPU of its type, on the
+// node it ran on; migrate.go), then its steps left at its speed alone.
+// known is false while its steps left or either rate is unknown.
+func splitTimes(v *JobView) (sharing, moved float64, known bool) {
+	if v.StepsLeft <= 0 || v.ShareMeasured <= 0 || v.SoloRate <= 0 {
+		return 0, 0, false
+	}
+	return v.StepsLeft / v.ShareMeasured, (v.MoveCost + requeueDelay).Seconds() + v.StepsLeft/v.SoloRate, true
 }
 
 // readGPUs reads from Slurm which GPU each running sharer holds, once a

@@ -251,6 +251,7 @@ func TestJudgePairs(t *testing.T) {
 	}
 	on := func(v JobView, gpu string) JobView { v.OnGPU = gpu; return v }
 	asB := func(v JobView) JobView { v.Model = "b"; return v }
+	left := func(v JobView, steps float64) JobView { v.StepsLeft, v.MoveCost = steps, 10*time.Second; return v }
 	for _, c := range []struct {
 		name       string
 		views      []JobView
@@ -271,6 +272,11 @@ func TestJudgePairs(t *testing.T) {
 			on(sharer(1, 2, 3, true), "n/0"), on(asB(sharer(2, 1, 7, true)), "n/1"),
 			on(sharer(3, 4, 3, true), "n/0"), on(asB(sharer(4, 3, 7, true)), "n/1")},
 			[]bool{true, false, true, false}, []bool{true, false, true, false}, true},
+		// 300 steps left at 3/s: 100 s sharing, against 10 s to move, 121
+		// s of Slurm's requeue delay and 30 s alone: it stays, saying why.
+		// 3000 left: 1000 s against 431 s: it moves.
+		{"hurts, but the move costs more than it saves: left running", []JobView{left(sharer(1, 2, 3, true), 300), left(sharer(2, 1, 3, true), 3000)},
+			[]bool{false, true}, []bool{true, true}, true},
 		{"on different GPUs: not judged as a pair", []JobView{on(sharer(1, 2, 3, true), "n/0"), on(sharer(2, 1, 3, true), "n/1")},
 			[]bool{false, false}, []bool{false, false}, false},
 		{"three on one GPU: not judged", []JobView{on(sharer(1, 2, 3, true), "n/0"), on(sharer(2, 1, 3, true), "n/0"),
@@ -284,6 +290,9 @@ func TestJudgePairs(t *testing.T) {
 				if v.Split != c.split[i] || (v.SplitWhy != "") != c.why[i] {
 					t.Errorf("job %d: split %v why %q; want split %v, a why %v", v.ID, v.Split, v.SplitWhy, c.split[i], c.why[i])
 				}
+			}
+			if v := c.views[0]; v.StepsLeft > 0 && !v.Split && !strings.Contains(v.SplitWhy, "ends sooner where it is (100 s left sharing) than moved (161 s") {
+				t.Errorf("job 1 stays, and its why says %q", v.SplitWhy)
 			}
 			if v := c.views[0]; v.SplitWhy != "" && v.OnGPU != "" && !strings.Contains(v.SplitWhy, "with job 3") {
 				t.Errorf("job 1 shares GPU 0 with job 3, and its why says %q", v.SplitWhy)

@@ -25,7 +25,7 @@ type GPUIndexer interface {
 // GRES are comma-separated outside the parentheses.
 func ParseGRESDetail(s string) ([]int, error) {
 	var out []int
-	for _, item := range splitOutside(s) {
+	for _, item := range topLevel(s) {
 		name, _, _ := strings.Cut(item, ":")
 		if name != "gpu" && name != "shard" {
 			continue
@@ -67,26 +67,6 @@ func ParseGRESDetail(s string) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// splitOutside splits s at the commas outside parentheses.
-func splitOutside(s string) []string {
-	var out []string
-	depth, from := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[from:i])
-				from = i + 1
-			}
-		}
-	}
-	return append(out, s[from:])
 }
 
 func appendNew(s []int, v int) []int {

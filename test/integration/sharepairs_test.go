@@ -31,11 +31,12 @@ const pairModel = "ResNet-18 (batch size 64)"
 // says at start that it pairs nothing, and no job gets shards.
 //
 // Then (24.11 and later) a pair that hurts: two such jobs that can be
-// checkpointed, whose trainers run at 0.3 of their speed on shards
-// (rota-synthtrain --sharing-factor: together 0.6 of one GPU's work, where
-// the table says 2.0). Once the agents have measured them, a round splits
-// them: each is checkpointed and requeued with its whole GPU back, runs on
-// a GPU of its own, and completes.
+// checkpointed, whose trainers run at 0.1 of their speed on shards
+// (rota-synthtrain --sharing-factor: together 0.2 of one GPU's work, where
+// the table says 2.0; slow enough that a move, with Slurm's two-minute
+// requeue delay, ends them sooner). Once the agents have measured them, a
+// round splits them: each is checkpointed and requeued with its whole GPU
+// back, runs on a GPU of its own, and completes.
 func TestSharePairs(t *testing.T) {
 	began := time.Now()
 	dir := fmt.Sprintf("/var/lib/rota-dev/cluster/pair-test-%s", nodePrefix)
@@ -162,7 +163,7 @@ func TestSharePairs(t *testing.T) {
 	const rate = 24.093231895382736 // ResNet-18 (batch size 64) alone on a V100, steps/s (the table's)
 	hurts := func(name string) string {
 		script := filepath.Join(logs, name+".sh")
-		body := fmt.Sprintf("#!/bin/bash\nexec %s --model '%s' --steps %d --time-scale 1 --sharing-factor 0.3 --throughputs %s --ckpt-dir %s --log %s\n",
+		body := fmt.Sprintf("#!/bin/bash\nexec %s --model '%s' --steps %d --time-scale 1 --sharing-factor 0.1 --throughputs %s --ckpt-dir %s --log %s\n",
 			synth, pairModel, 720, table, ckpt, filepath.Join(logs, name+".log"))
 		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 			t.Fatal(err)
