@@ -173,8 +173,8 @@ func Build(at time.Time, nodes []slurm.Node, parts []slurm.Partition) *Snapshot 
 				s.Types[typ] = tc
 			}
 			per := -1
-			if len(held) == 1 && n.Shards%count == 0 {
-				per = n.Shards / count
+			if p, _, ok := n.ShardsPerGPU(); ok {
+				per = p
 			}
 			if old, seen := shards[typ]; seen && old != per {
 				per = -1

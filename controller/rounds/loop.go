@@ -809,13 +809,13 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// released (setting its priority would release it).
 			continue
 		}
-		req, ok := j.GPURequest()
-		if !ok {
-			if r, err := j.Request(); err == nil && rotaShared(r, tr.decision.Asked.GPU) {
+		req, err := j.Request()
+		if err != nil || !req.HasGPU() {
+			if err == nil && rotaShared(req, tr.decision.Asked.GPU) {
 				// Half a GPU Rota gave it: out of the policy, holding its
 				// pair's GPU.
 				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
-					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(r, nodeType, types)}
+					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(req, nodeType, types)}
 				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
 				v.MoveCost = l.cfg.MoveCost
 				if tr.moveCost > 0 {

@@ -59,32 +59,27 @@ func ShardBilling(parts []Partition, nodes []Node) []string {
 		seen := map[string]bool{}
 		for _, name := range names {
 			n := byName[name]
-			gpus := 0
-			if n != nil {
-				for _, c := range n.GPUs {
-					gpus += c
-				}
-			}
-			if n == nil || n.Shards <= 0 || gpus <= 0 || n.Shards%gpus != 0 {
+			if n == nil {
 				continue
 			}
-			per := n.Shards / gpus
-			for t := range n.GPUs {
-				wg, okG := weight(w, "gpu", t)
-				if !okG || wg <= 0 {
-					continue // GPUs are not billed here: a shard is no less than a GPU
-				}
-				ws, _ := weight(w, "shard", t)
-				want := wg / float64(per)
-				key := fmt.Sprintf("%s/%s/%d", p.Name, t, per)
-				if math.Abs(ws-want) <= 0.01*want || seen[key] {
-					continue
-				}
-				seen[key] = true
-				out = append(out, fmt.Sprintf("partition %s bills a %s GPU %g and one of its %d shards %g (TRESBillingWeights %q): "+
-					"fair share counts a job on a shard as %.2f of a GPU, not the %.2f it is; GRES/shard=%g would",
-					p.Name, t, wg, per, ws, p.BillingWeights, ws/wg, 1/float64(per), want))
+			per, t, ok := n.ShardsPerGPU()
+			if !ok || per <= 0 {
+				continue
 			}
+			wg, okG := weight(w, "gpu", t)
+			if !okG || wg <= 0 {
+				continue // GPUs are not billed here: a shard is no less than a GPU
+			}
+			ws, _ := weight(w, "shard", t)
+			want := wg / float64(per)
+			key := fmt.Sprintf("%s/%d", t, per)
+			if math.Abs(ws-want) <= 0.01*want || seen[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, fmt.Sprintf("partition %s bills a %s GPU %g and one of its %d shards %g (TRESBillingWeights %q): "+
+				"fair share counts a job on a shard as %.2f of a GPU, not the %.2f it is; GRES/shard=%g would",
+				p.Name, t, wg, per, ws, p.BillingWeights, ws/wg, 1/float64(per), want))
 		}
 	}
 	sort.Strings(out)

@@ -58,3 +58,28 @@ func TestPartitionBillingWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeShardsPerGPU: the one reading of a node's shards per GPU
+// (cluster.Snapshot and ShardBilling both call it): told only for a node
+// of one GPU type whose shards divide evenly among its GPUs.
+func TestNodeShardsPerGPU(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n   Node
+		per int
+		typ string
+		ok  bool
+	}{
+		{Node{GPUs: map[string]int{"v100": 4}, Shards: 8}, 2, "v100", true},
+		{Node{GPUs: map[string]int{"v100": 4}}, 0, "v100", true},
+		{Node{GPUs: map[string]int{"v100": 4}, Shards: 6}, 0, "", false},
+		{Node{GPUs: map[string]int{"v100": 2, "k80": 2}, Shards: 4}, 0, "", false},
+		{Node{GPUs: map[string]int{"v100": 4, "k80": 0}, Shards: 8}, 2, "v100", true},
+		{Node{}, 0, "", false},
+	} {
+		per, typ, ok := c.n.ShardsPerGPU()
+		if per != c.per || typ != c.typ || ok != c.ok {
+			t.Errorf("%+v: %d %q %v, want %d %q %v", c.n, per, typ, ok, c.per, c.typ, c.ok)
+		}
+	}
+}

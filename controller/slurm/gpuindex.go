@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,7 +51,9 @@ func ParseGRESDetail(s string) ([]int, error) {
 					return nil, fmt.Errorf("GRES detail %q: index %q", s, part)
 				}
 				for i := a; i <= b; i++ {
-					out = appendNew(out, i)
+					if !slices.Contains(out, i) {
+						out = append(out, i)
+					}
 				}
 			}
 			continue
@@ -61,21 +64,12 @@ func ParseGRESDetail(s string) ([]int, error) {
 			if !ok || err != nil || n < 0 {
 				return nil, fmt.Errorf("GRES detail %q: %q is not allocated/offered", s, part)
 			}
-			if n > 0 {
-				out = appendNew(out, i)
+			if n > 0 && !slices.Contains(out, i) {
+				out = append(out, i)
 			}
 		}
 	}
 	return out, nil
-}
-
-func appendNew(s []int, v int) []int {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
-	}
-	return append(s, v)
 }
 
 // JobGPUs implements GPUIndexer: `scontrol show job -d -o`, whose

@@ -37,6 +37,27 @@ type Node struct {
 	Shards int
 }
 
+// ShardsPerGPU is how many shards each of the node's GPUs is offered as
+// (0 none) and the GPU type they are of; ok is false where that cannot be
+// told: the node holds GPUs of several types (or untyped ones beside
+// typed), or its shards do not divide evenly among its GPUs.
+func (n *Node) ShardsPerGPU() (per int, typ string, ok bool) {
+	count := 0
+	for t, c := range n.GPUs {
+		if c <= 0 {
+			continue
+		}
+		if count > 0 {
+			return 0, "", false
+		}
+		typ, count = t, c
+	}
+	if count == 0 || n.Shards%count != 0 {
+		return 0, "", false
+	}
+	return n.Shards / count, typ, true
+}
+
 // Partition is what Rota needs of a Slurm partition. Times in minutes,
 // 0 meaning unlimited / not set.
 type Partition struct {

@@ -150,10 +150,10 @@ func summarize(events []Event, submit map[string]float64) ([]JobSummary, Totals)
 				s.MaxStep = max(s.MaxStep, *e.ResumedFrom)
 			}
 			prevRate[e.Job], curRate[e.Job] = curRate[e.Job], e.Rate
-			s.Shared = s.Shared || strings.HasPrefix(e.Msg, sharingWords) || strings.Contains(e.Msg, "; "+sharingWords)
+			s.Shared = s.Shared || strings.Contains(e.Msg, sharingWords)
 		case "rate":
 			curRate[e.Job] = e.Rate
-			s.Shared = s.Shared || strings.HasPrefix(e.Msg, sharingWords)
+			s.Shared = s.Shared || strings.Contains(e.Msg, sharingWords)
 		case "lost":
 			if e.Steps != nil {
 				s.LostSteps += *e.Steps
