@@ -13,6 +13,20 @@
 # and SLURM_CONF, and defines die; TRAIN_FLAGS, if set, are more flags
 # for every job's rota-synthtrain (e.g. --tick 2s).
 
+# share_setup WHAT SHARDS: the runs offer GPUs as shards (SHARDS, as
+# ROTA_DEV_SHARDS: TYPE:N[,TYPE:N...]) and every job may share one
+# (SHARE_ARGS, read by run_job); WHAT is the setting that asked, for the
+# error on a release that cannot (before 23.02 Slurm keeps a pending job's
+# whole GPU when it is asked for shards).
+share_setup() {
+  local what=$1 rel
+  rel=$("$REPO/scripts/slurm-version")
+  awk -F. '{ exit !($1 > 23 || ($1 == 23 && $2 >= 2)) }' <<<"$rel" ||
+    die "$what=on needs Slurm 23.02 or later (this is $rel): older Slurm keeps a pending job's whole GPU when asked for shards; run with ROTA_SLURM=24.11 or 26.05"
+  export ROTA_DEV_SHARDS=$2
+  SHARE_ARGS=(--rota-share=yes)
+}
+
 # run_up MODE DIR: a fresh dev cluster for one run whose files go under DIR
 # (DIR/logs, DIR/ckpt, DIR/jobs made empty). MODE rota: job_submit plugin
 # and controller, and it returns once the plugin reaches the controller
@@ -51,9 +65,13 @@ run_up() {
 # HINT, its steps/s. Plain Slurm ignores the --rota-* options.
 run_job() {
   local dir=$1 i=$2 steps=$3 sv=$4 sp=$5 sk=$6 model=$7 name
+  # With SHARE_ARGS a job on shards finds the jobs on its GPU in
+  # DIR/share and trains at the speed Gavel's table measured beside them.
+  local flags=${TRAIN_FLAGS:+ $TRAIN_FLAGS}
+  [[ -n ${SHARE_ARGS[*]:-} ]] && flags+=" --share-dir $dir/share --pair-throughputs $TABLE"
   cat >"$dir/jobs/$i.sh" <<EOF
 #!/bin/bash
-exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs ${JOB_TABLE:-$TABLE} --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log${TRAIN_FLAGS:+ $TRAIN_FLAGS}
+exec $TRAIN --model '$model' --steps $steps --time-scale $SCALE --throughputs ${JOB_TABLE:-$TABLE} --ckpt-dir $dir/ckpt --log $dir/logs/\$SLURM_JOB_ID.log$flags
 EOF
   chmod 0755 "$dir/jobs/$i.sh"
   name=$(echo "$model" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
@@ -69,8 +87,8 @@ EOF
     none) ;;
     *) die "HINT=$HINT: want v100, all, noisy or none" ;;
   esac
-  # SHARE_ARGS (scripts/e2e-workload, ROTA_E2E_SHARE=on): it may share a
-  # GPU, and says what it trains, so that Rota knows its pairs.
+  # SHARE_ARGS (share_setup): it may share a GPU, and says what it
+  # trains, so that Rota knows its pairs.
   local share=()
   if [[ -n ${SHARE_ARGS[*]:-} ]]; then share=("${SHARE_ARGS[@]}" --rota-model="$model"); fi
   # shellcheck disable=SC2034 # read by the caller
