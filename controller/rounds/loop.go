@@ -277,6 +277,9 @@ type tracked struct {
 	// read yet), read once a run (onGPUStart) by readGPUs.
 	onGPU      string
 	onGPUStart time.Time
+	// mate marks the step this sharer's run had when the loop first saw
+	// it beside its GPU-mate (share.go, rateBeside).
+	mate mateMark
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -835,6 +838,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 							v.ShareMeasured = r.StepsPerSec
 						}
 					}
+					v.ShareStep, v.ShareStepAt, v.Started = m.Step, m.Seen, j.Start
 					if m.Total > m.Step {
 						v.StepsLeft = float64(m.Total - m.Step) // what a split would weigh
 					}

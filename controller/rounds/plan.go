@@ -109,6 +109,12 @@ type JobView struct {
 	ShareMeasured, SoloRate float64
 	Split                   bool
 	SplitWhy                string
+	// ShareStep is the step a running sharer's agents last reported, at
+	// ShareStepAt (zero: none), of the run Slurm started at Started: what
+	// judgePairs times its rate beside its GPU-mate from.
+	ShareStep   uint64
+	ShareStepAt time.Time
+	Started     time.Time
 }
 
 // PlanConfig are the rules the planner follows.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/policy"
@@ -229,7 +230,12 @@ func (l *Loop) judgePairs(views []JobView) {
 		if a.OnGPU != b.OnGPU || (a.OnGPU != "" && len(onGPU[a.OnGPU]) != 2) {
 			continue // Slurm put them on different GPUs, or a third joined
 		}
-		if !b.Running || b.Partner != a.ID || a.Type != b.Type || a.ShareMeasured <= 0 || b.ShareMeasured <= 0 || a.SoloRate <= 0 || b.SoloRate <= 0 {
+		if !b.Running || b.Partner != a.ID || a.Type != b.Type {
+			continue
+		}
+		l.rateBeside(a, b)
+		l.rateBeside(b, a)
+		if a.ShareMeasured <= 0 || b.ShareMeasured <= 0 || a.SoloRate <= 0 || b.SoloRate <= 0 {
 			continue
 		}
 		fa, fb := a.ShareMeasured/a.SoloRate, b.ShareMeasured/b.SoloRate
@@ -257,6 +263,58 @@ func (l *Loop) judgePairs(views []JobView) {
 				v.Split, v.SplitWhy = true, why+": moved to a GPU of its own"
 			}
 		}
+	}
+}
+
+// pairWindow is how long a sharer's steps beside one GPU-mate are timed
+// before its rate there is judged.
+const pairWindow = 10 * time.Second
+
+// mateMark is a sharer's step (at, the report's time) when the loop first
+// saw it, in its run started at run, beside job with (whose run started at
+// withRun).
+type mateMark struct {
+	with         uint32
+	run, withRun time.Time
+	step         uint64
+	at           time.Time
+}
+
+// rateBeside sets sharer v's ShareMeasured to its steps/s beside mate
+// alone: from the first report after both started (its mark, kept while
+// the two runs last) to its last, once that spans pairWindow, and 0 until
+// then. The agents' rate is smoothed over about 30 s, so for a while
+// after a GPU-mate changes it mixes two mates (or the job alone), and a
+// pair would be judged and learnt by numbers partly not its own. A view
+// without step reports (ShareStepAt zero) keeps the rate it has.
+func (l *Loop) rateBeside(v, mate *JobView) {
+	if v.ShareStepAt.IsZero() {
+		return
+	}
+	// Slurm's start times have whole seconds, and a report's step was read
+	// a moment before it arrived: a second's slack.
+	since := v.Started
+	if mate.Started.After(since) {
+		since = mate.Started
+	}
+	since = since.Add(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tr := l.known[v.ID]
+	v.ShareMeasured = 0
+	if tr == nil {
+		return
+	}
+	mk := &tr.mate
+	if mk.with != mate.ID || !mk.run.Equal(v.Started) || !mk.withRun.Equal(mate.Started) {
+		*mk = mateMark{}
+		if v.ShareStepAt.After(since) {
+			*mk = mateMark{with: mate.ID, run: v.Started, withRun: mate.Started, step: v.ShareStep, at: v.ShareStepAt}
+		}
+		return
+	}
+	if span := v.ShareStepAt.Sub(mk.at); span >= pairWindow && v.ShareStep > mk.step {
+		v.ShareMeasured = float64(v.ShareStep-mk.step) / span.Seconds()
 	}
 }
 

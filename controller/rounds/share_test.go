@@ -309,6 +309,79 @@ func TestJudgePairs(t *testing.T) {
 	}
 }
 
+// TestRateBeside: a sharer's rate beside its GPU-mate is timed from the
+// first report after both started, over pairWindow at least, and starts
+// again when the mate or either run changes; the agents' smoothed rate
+// (which mixes an earlier mate's) is never what is judged.
+func TestRateBeside(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	type report struct {
+		mate             uint32
+		mateStart, runAt float64 // seconds after t0: the mate's and the job's run start
+		step             uint64
+		seen             float64
+		want             float64
+	}
+	for _, c := range []struct {
+		name    string
+		reports []report
+	}{
+		{"timed from the first report beside the mate", []report{
+			{2, 0, 0, 100, 5, 0},     // marked: step 100 at 5 s
+			{2, 0, 0, 150, 10, 0},    // 5 s: under the window
+			{2, 0, 0, 300, 15, 20},   // 200 steps in 10 s
+			{2, 0, 0, 700, 25, 30}}}, // 600 steps in 20 s
+		{"a report from before the mate started marks nothing", []report{
+			{2, 30, 0, 100, 20, 0}, // the mate started at 30 s
+			{2, 30, 0, 300, 32, 0}, // marked here
+			{2, 30, 0, 400, 42, 10}}},
+		{"a new mate starts the timing again", []report{
+			{2, 0, 0, 100, 5, 0},
+			{2, 0, 0, 300, 15, 20},
+			{3, 16, 0, 310, 17.5, 0}, // job 3 took the shard job 2 left: marked again
+			{3, 16, 0, 360, 27.5, 5}}},
+		{"another mate started the same second: timed again", []report{
+			{2, 0, 0, 100, 5, 0},
+			{2, 0, 0, 300, 15, 20},
+			{3, 0, 0, 310, 17.5, 0},
+			{3, 0, 0, 360, 27.5, 5}}},
+		{"the mate's new run starts it again", []report{
+			{2, 0, 0, 100, 5, 0},
+			{2, 0, 0, 300, 15, 20},
+			{2, 40, 0, 800, 45, 0},
+			{2, 40, 0, 900, 55, 10}}},
+		{"its own new run starts it again", []report{
+			{2, 0, 0, 100, 5, 0},
+			{2, 0, 60, 50, 65, 0}, // marked: step 50 at 65 s
+			{2, 0, 60, 100, 70, 0},
+			{2, 0, 60, 250, 75, 20}}}, // marked at 65 s
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &Loop{known: map[uint32]*tracked{1: {}}}
+			for i, r := range c.reports {
+				v := JobView{ID: 1, ShareMeasured: 99, ShareStep: r.step, ShareStepAt: at(r.seen), Started: at(r.runAt)}
+				mate := JobView{ID: r.mate, Started: at(r.mateStart)}
+				l.rateBeside(&v, &mate)
+				if v.ShareMeasured != r.want {
+					t.Errorf("report %d (step %d at %v s): rate %v, want %v", i, r.step, r.seen, v.ShareMeasured, r.want)
+				}
+			}
+		})
+	}
+	t.Run("no step reports: the rate it has", func(t *testing.T) {
+		t.Parallel()
+		l := &Loop{known: map[uint32]*tracked{1: {}}}
+		v := JobView{ID: 1, ShareMeasured: 7}
+		l.rateBeside(&v, &JobView{ID: 2})
+		if v.ShareMeasured != 7 {
+			t.Errorf("rate %v, want 7", v.ShareMeasured)
+		}
+	})
+}
+
 // TestPlannerMovesSplitSharer: a sharer judgePairs split is migrated (to
 // its type, as a whole GPU: migrate.go's unshare), counted in the plan's
 // migrations; its partner that cannot move stays, saying why.
