@@ -143,6 +143,7 @@ func TestShards(t *testing.T) {
 		return false
 	})
 	t.Logf("rota status: %s", last)
+	shardLimits(t, c, natsURL, shards)
 	// One sharer crashing leaves the other running, untouched by Rota:
 	// kill the first job's processes, then, rounds later, the second
 	// still runs where it was, never requeued.
@@ -203,3 +204,69 @@ func TestShards(t *testing.T) {
 // shardBilling is TestShards' TRESBillingWeights: a shard of a V100 cut
 // in two weighs half a GPU.
 const shardBilling = "CPU=1.0,GRES/gpu=2.0,GRES/shard=1.0"
+
+// shardLimits: typed limits count a job on shards as the fraction of a GPU
+// its shards are. rota-a, whose two one-shard jobs (shards) run on V100s
+// offered as two shards each, is limited to one V100 (its account's
+// GrpTRES=gres/gpu:v100=1, which counts jobs already running): its shards
+// are that V100, so a plain GPU job of its goes to a K80 though V100s are
+// free. What Slurm's own limit counts is logged for docs/fractions.md (its
+// usage of gres/gpu:v100 in slurmctld, and whether a job naming a V100
+// then runs or waits).
+func shardLimits(t *testing.T, c devCluster, natsURL string, shards []string) {
+	t.Helper()
+	unset := []string{"-i", "modify", "account", "lab-a", "set", "GrpTRES=gres/gpu:v100=-1"}
+	c.run("sacctmgr", unset...) // what an interrupted run left in the kept database
+	if out, err := c.run("sacctmgr", "-i", "modify", "account", "lab-a", "set", "GrpTRES=gres/gpu:v100=1"); err != nil {
+		t.Fatalf("sacctmgr: %v %s", err, out)
+	}
+	var ids []string
+	defer func() {
+		if len(ids) > 0 {
+			c.run("scancel", ids...)
+		}
+		if out, err := c.run("sacctmgr", unset...); err != nil {
+			t.Errorf("sacctmgr %v: %v %s", unset, err, out)
+		}
+	}()
+	// slurmdbd hands the limit to slurmctld (Slurm's own), and the
+	// controller reads limits from slurmdbd each round, then tells the
+	// plugin the user's room: two rounds after slurmctld has it.
+	grp := regexp.MustCompile(`gres/gpu:v100=1\((\d+)\)`)
+	var used string
+	eventually.True(t, 30*time.Second, "slurmctld to have lab-a's limit", func() bool {
+		out, _ := c.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=lab-a")
+		if m := grp.FindStringSubmatch(out); m != nil {
+			used = m[1]
+			return true
+		}
+		return false
+	})
+	r0 := roundsDone(t, c, natsURL)
+	eventually.True(t, 60*time.Second, "two rounds after the limit", func() bool { return roundsDone(t, c, natsURL) >= r0+2 })
+	for _, id := range shards {
+		if out, _ := c.run("squeue", "-h", "-j", id, "-o", "%T %u %a"); strings.TrimSpace(out) != "RUNNING rota-a lab-a" {
+			t.Fatalf("shard job %s is not rota-a's in lab-a and running: %q", id, out)
+		}
+	}
+	plain := submitAs(t, c, "shard-limited", "--gres=gpu:1", "--wrap", "sleep 3600")
+	ids = append(ids, plain)
+	out, _ := c.run("scontrol", "show", "job", plain)
+	switch {
+	case strings.Contains(out, "gres/gpu:k80") || strings.Contains(out, "Features=k80"):
+	case strings.Contains(out, "gres/gpu:v100") || strings.Contains(out, "Features=v100"):
+		t.Errorf("rota-a's plain GPU job was typed v100 while its two shard jobs hold the one V100 its limit allows:\n%s", out)
+	default:
+		t.Errorf("rota-a's plain GPU job was typed neither k80 nor v100:\n%s", out)
+	}
+	// Slurm's own limit, for the record.
+	named := submitAs(t, c, "shard-named-v100", "--gres=gpu:v100:1", "--wrap", "sleep 3600")
+	ids = append(ids, named)
+	var st string
+	eventually.True(t, 40*time.Second, "the job naming a V100 to run or wait at the limit", func() bool {
+		o, _ := c.run("squeue", "-h", "-j", named, "-o", "%T %r")
+		st = strings.TrimSpace(o)
+		return strings.HasPrefix(st, "RUNNING") || (strings.HasPrefix(st, "PENDING") && limitReason.MatchString(st))
+	})
+	t.Logf("Slurm's GrpTRES=gres/gpu:v100=1 on lab-a with rota-a's two one-shard jobs on V100s: slurmctld counted %s V100s used, and a job naming a V100 is %s", used, st)
+}
