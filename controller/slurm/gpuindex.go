@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // GPUIndexer says which of its node's GPUs a running one-node job holds:
@@ -26,7 +28,7 @@ type GPUIndexer interface {
 // GRES are comma-separated outside the parentheses.
 func ParseGRESDetail(s string) ([]int, error) {
 	var out []int
-	for _, item := range topLevel(s) {
+	for _, item := range gpureq.SplitTop(s) {
 		name, _, _ := strings.Cut(item, ":")
 		if name != "gpu" && name != "shard" {
 			continue

@@ -315,7 +315,7 @@ func shardGPUs(s string) int {
 	// (newer).
 	s = strings.ReplaceAll(s, "(null)", "")
 	n := 0
-	for _, e := range topLevel(s) {
+	for _, e := range gpureq.SplitTop(s) {
 		head, detail, _ := strings.Cut(e, "(")
 		spec, err := gpureq.Parse(head)
 		count, has := spec.Shards()
@@ -336,26 +336,6 @@ func shardGPUs(s string) int {
 		}
 	}
 	return n
-}
-
-// topLevel splits s at the commas outside "(...)".
-func topLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			depth = max(depth-1, 0)
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
 }
 
 // stripParens drops "(...)" groups, which may hold commas of their own.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rota-hpc/rota/wire/gpureq"
 )
 
 // scontrolFunc runs scontrol with args and returns its standard output; a
@@ -126,22 +128,7 @@ func field(out []byte, key string) string {
 // times add nothing.
 func gpuTypes(gres string) []string {
 	var out []string
-	depth, start := 0, 0
-	entries := []string{}
-	for i, r := range gres {
-		switch r {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				entries = append(entries, gres[start:i])
-				start = i + 1
-			}
-		}
-	}
-	entries = append(entries, gres[start:])
+	entries := gpureq.SplitTop(gres)
 	for _, e := range entries {
 		if i := strings.IndexByte(e, '('); i >= 0 {
 			e = e[:i]
