@@ -848,6 +848,9 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 					if k < len(rates) && k < len(src) && src[k] != estimate.SourceRelative && src[k] != estimate.SourceUnknown {
 						v.SoloRate = rates[k]
 					}
+					// Alone on each type: where it may go once GPUs
+					// idle (leaveForFree).
+					v.Rates, v.RateSource = rates, src
 				}
 				if v.Entity == "" {
 					v.Entity = j.User

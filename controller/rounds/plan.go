@@ -401,7 +401,10 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 		// the head of the queue follows them.
 		keepWaitingTypes(&plan, jobs)
 	}
-	fill(&plan, jobs)
+	free := fill(&plan, jobs)
+	if !waiting {
+		leaveForFree(&plan, jobs, free)
+	}
 	if p.cfg.NiceSpan > 0 {
 		coverHead(&plan, jobs, p.cfg.Round)
 	}
@@ -908,7 +911,8 @@ func slurmOrder(plan *Plan, jobs []JobView, span uint32) {
 // any free type (it moves later when that pays), another only a type at
 // least half as fast as its own. A job that waits books the GPU it waits for, so the
 // next one in line sees a longer wait.
-func fill(plan *Plan, jobs []JobView) {
+// It returns the GPUs per type still free after.
+func fill(plan *Plan, jobs []JobView) []int {
 	K := len(plan.Types)
 	free := append([]int(nil), plan.avail()...)
 	// frees[k]: when each GPU-holding job on k will be done (seconds from
@@ -997,6 +1001,62 @@ func fill(plan *Plan, jobs []JobView) {
 			frees[m][0] = wait + finish(m)
 			sort.Float64s(frees[m])
 		}
+	}
+	return free
+}
+
+// leaveForFree moves a running sharer to a GPU of its own that no pending
+// job takes this round (free, per type), where alone it ends sooner than
+// sharing where it is, its checkpoint and restart (and Slurm's requeue
+// delay, back on its own type's nodes) counted, by a tenth at least: a
+// pair stays together while it pays, but once the queue drains, a pair on
+// a slow type would otherwise run on at half speed beside idle fast GPUs
+// (seen in scripts/trace-replay's share mode: K80 pairs running for ten
+// minutes with the V100s idle). One of a pair a round, the one that gains
+// most: the other then runs alone where it is.
+func leaveForFree(plan *Plan, jobs []JobView, free []int) {
+	type move struct {
+		i, k      int
+		stay, end float64
+	}
+	var moves []move
+	for i, j := range jobs {
+		a := &plan.Actions[i]
+		if !j.Sharing || !j.Running || !j.Migratable || a.Migrate || j.StepsLeft <= 0 || j.ShareMeasured <= 0 {
+			continue
+		}
+		stay := j.StepsLeft / j.ShareMeasured
+		best := move{i: i, k: -1, stay: stay, end: math.Inf(1)}
+		for k, t := range plan.Types {
+			if free[k] < 1 || k >= len(j.Rates) || j.Rates[k] <= 0 || k >= len(j.RateSource) ||
+				j.RateSource[k] == estimate.SourceRelative || j.RateSource[k] == estimate.SourceUnknown {
+				continue
+			}
+			end := j.MoveCost.Seconds() + j.StepsLeft/j.Rates[k]
+			if t == j.Type {
+				end += requeueDelay.Seconds()
+			}
+			if end < best.end {
+				best.k, best.end = k, end
+			}
+		}
+		if best.k >= 0 && best.end < stay*0.9 {
+			moves = append(moves, best)
+		}
+	}
+	sort.SliceStable(moves, func(a, b int) bool { return moves[a].stay-moves[a].end > moves[b].stay-moves[b].end })
+	moved := map[uint32]bool{}
+	for _, m := range moves {
+		j, a := jobs[m.i], &plan.Actions[m.i]
+		if free[m.k] < 1 || moved[j.Partner] {
+			continue
+		}
+		free[m.k]--
+		moved[j.ID] = true
+		a.Type, a.Migrate = plan.Types[m.k], true
+		a.Why = fmt.Sprintf("sharing a %s with job %d it ends in about %.0f s; a %s is free, where alone it ends in about %.0f s (its checkpoint and restart included): moved there",
+			j.Type, j.Partner, m.stay, plan.Types[m.k], m.end)
+		plan.Migrations++
 	}
 }
 

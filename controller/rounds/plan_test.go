@@ -165,7 +165,7 @@ func TestKeptTypesYieldToFillAndCoverHead(t *testing.T) {
 		free  bool // a v100 is free
 		after func(*Plan, []JobView)
 	}{
-		{"fill starts it on the free v100", true, fill},
+		{"fill starts it on the free v100", true, func(p *Plan, j []JobView) { fill(p, j) }},
 		{"coverHead gives it the v100 that frees first", false, func(p *Plan, j []JobView) { coverHead(p, j, 0) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

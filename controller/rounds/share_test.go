@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rota-hpc/rota/controller/cluster"
+	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/limits"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
@@ -380,6 +381,121 @@ func TestRateBeside(t *testing.T) {
 			t.Errorf("rate %v, want 7", v.ShareMeasured)
 		}
 	})
+}
+
+// TestLeaveForFree: a running sharer moves to a GPU no pending job takes
+// where alone it ends sooner, its move counted, by a tenth at least; one of
+// a pair a round.
+func TestLeaveForFree(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	measured := []string{"measured", "measured", "measured"}
+	// 1000 steps left at 1/s sharing a K80: 1000 s. Alone: 2/s on a K80,
+	// 5 on a P100, 10 on a V100; moving costs 10 s.
+	sharer := func(id, partner uint32) JobView {
+		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Migratable: true, Type: "k80", GPUs: 1,
+			StepsLeft: 1000, ShareMeasured: 1, MoveCost: 10 * time.Second, Rates: []float64{2, 5, 10}, RateSource: measured}
+	}
+	with := func(v JobView, f func(*JobView)) JobView { f(&v); return v }
+	for _, c := range []struct {
+		name string
+		jobs []JobView
+		free []int
+		to   []string // per job: the type it moves to, "" stays
+	}{
+		{"a free v100: the faster moves there", []JobView{sharer(1, 2), with(sharer(2, 1), func(v *JobView) { v.StepsLeft = 500 })},
+			[]int{0, 0, 1}, []string{"v100", ""}},
+		{"two free GPUs: still one of the pair a round", []JobView{sharer(1, 2), sharer(2, 1)}, []int{0, 1, 1}, []string{"v100", ""}},
+		{"two pairs, two free v100s: one of each", []JobView{sharer(1, 2), sharer(2, 1), sharer(3, 4), sharer(4, 3)},
+			[]int{0, 0, 2}, []string{"v100", "", "v100", ""}},
+		{"nothing free: stays", []JobView{sharer(1, 2)}, []int{0, 0, 0}, []string{""}},
+		{"only its own type free: the requeue delay counts (1000 s against 631 s: it moves)", []JobView{sharer(1, 2)},
+			[]int{1, 0, 0}, []string{"k80"}},
+		{"only its own type free, a short job: 100 s against 181 s, it stays",
+			[]JobView{with(sharer(1, 2), func(v *JobView) { v.StepsLeft = 100 })}, []int{1, 0, 0}, []string{""}},
+		{"gains under a tenth: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.ShareMeasured = 9.5 })},
+			[]int{0, 0, 1}, []string{""}},
+		{"cannot be checkpointed: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.Migratable = false })},
+			[]int{0, 0, 1}, []string{""}},
+		{"its rate alone there only relative: not counted", []JobView{with(sharer(1, 2), func(v *JobView) {
+			v.RateSource = []string{"measured", "measured", estimate.SourceRelative}
+		})}, []int{0, 1, 1}, []string{"p100"}},
+		{"steps left unknown: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.StepsLeft = 0 })},
+			[]int{0, 0, 1}, []string{""}},
+		{"not yet measured beside its mate: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.ShareMeasured = 0 })},
+			[]int{0, 0, 1}, []string{""}},
+		{"a job on a GPU of its own is not a sharer", []JobView{with(sharer(1, 0), func(v *JobView) { v.Sharing = false })},
+			[]int{0, 0, 1}, []string{""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			plan := Plan{Types: types, Actions: make([]Action, len(c.jobs))}
+			for i, j := range c.jobs {
+				plan.Actions[i] = Action{JobID: j.ID, Type: j.Type, Running: true}
+			}
+			leaveForFree(&plan, c.jobs, slices.Clone(c.free))
+			for i, a := range plan.Actions {
+				got := ""
+				if a.Migrate {
+					got = a.Type
+					if !strings.Contains(a.Why, "is free, where alone it ends in about") {
+						t.Errorf("job %d: why %q", a.JobID, a.Why)
+					}
+				}
+				if got != c.to[i] {
+					t.Errorf("job %d: moved to %q, want %q (why %q)", a.JobID, got, c.to[i], a.Why)
+				}
+			}
+		})
+	}
+}
+
+// TestPlannerLeavesForFreeAfterPending: the round's pending jobs take the
+// free GPUs first; a sharer moves only to one left free.
+func TestPlannerLeavesForFreeAfterPending(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "v100"}
+	measured := []string{"measured", "measured"}
+	pol, err := policy.New("las", policy.Options{SpaceSharing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharer := func(id, partner uint32) JobView {
+		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Migratable: true, Type: "k80", GPUs: 1,
+			StepsLeft: 1000, ShareMeasured: 1, MoveCost: 10 * time.Second, Rates: []float64{2, 10}, RateSource: measured}
+	}
+	for _, c := range []struct {
+		name    string
+		pending bool
+		moves   int
+	}{{"no job waits: a sharer takes the v100", false, 1}, {"a job waits: it takes the v100, the pair stays", true, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			jobs := []JobView{sharer(1, 2), sharer(2, 1)}
+			if c.pending {
+				jobs = append(jobs, JobView{ID: 3, GPUs: 1, Submit: time.Now(), Rates: []float64{2, 10}, RateSource: measured, StepsLeft: 100})
+			}
+			p := NewPlanner(PlanConfig{Round: time.Minute, MinLease: time.Minute, PriorityBase: 1000000}, pol)
+			plan, err := p.Decide(types, []int{1, 1}, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+				return pol.Allocate(context.Background(), pr)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			moves := 0
+			for _, a := range plan.Actions[:2] {
+				if a.Migrate {
+					moves++
+				}
+			}
+			if moves != c.moves {
+				t.Errorf("%d sharers moved, want %d: %+v", moves, c.moves, plan.Actions)
+			}
+			if c.pending && plan.Actions[2].Type != "v100" {
+				t.Errorf("the pending job got %q, want the free v100", plan.Actions[2].Type)
+			}
+		})
+	}
 }
 
 // TestPlannerMovesSplitSharer: a sharer judgePairs split is migrated (to
