@@ -26,6 +26,20 @@ func True(t testing.TB, within time.Duration, what string, cond func() bool) {
 	}
 }
 
+// TrueEvery is True for a condition that costs enough to read (a
+// scrape, a status request, a submission) to be checked once every
+// interval, the first time at once.
+func TrueEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
+
 // Within checks cond as True does until it holds or within has passed,
 // and says whether it held: for a helper that reports a timeout its own
 // way (an error its caller wraps) instead of failing a test.

@@ -54,3 +54,24 @@ func TestWithin(t *testing.T) {
 		t.Fatalf("gave up after %v, before its deadline", d)
 	}
 }
+
+func TestTrueEvery(t *testing.T) {
+	t.Parallel()
+	n := 0
+	start := time.Now()
+	TrueEvery(t, time.Second, 20*time.Millisecond, "the third check", func() bool { n++; return n >= 3 })
+	if n != 3 {
+		t.Fatalf("checked %d times, want 3", n)
+	}
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Fatalf("three checks 20 ms apart took %v", d)
+	}
+	r := &recorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		TrueEvery(r, 60*time.Millisecond, 20*time.Millisecond, "nothing", func() bool { return false })
+	}()
+	if f, _ := r.failed.Load().(string); !strings.Contains(f, "timed out after") {
+		t.Fatalf("a condition that never holds did not fail the test (%q)", f)
+	}
+}

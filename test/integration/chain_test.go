@@ -43,23 +43,16 @@ func TestChainPastMaxTime(t *testing.T) {
 	id, _ := strconv.ParseUint(first, 10, 32)
 	t.Cleanup(func() {
 		// Every segment gone before the temporary directory is removed.
-		run("scancel", "--name=train.sh")
-		for i := 0; i < 60; i++ {
-			if out, _ := run("squeue", "-h", "--name=train.sh", "-o", "%i"); strings.TrimSpace(out) == "" {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		cancelWait("--name=train.sh")
 	})
 	var chain wire.ChainStatus
-	eventually.True(t, 8*time.Minute, "chain "+first+" to finish", func() bool {
+	eventually.TrueEvery(t, 8*time.Minute, time.Second, "chain "+first+" to finish", func() bool {
 		for _, c := range status(t).Chains {
 			if c.ID == uint32(id) {
 				chain = c
 				return c.State != "running"
 			}
 		}
-		time.Sleep(time.Second)
 		return false
 	})
 	b, _ := json.MarshalIndent(chain, "", "  ")
@@ -139,11 +132,10 @@ func maxTimeOneMinute(t *testing.T) {
 	}
 	t.Cleanup(func() { restoreMaxTime(t, m[1]) })
 	waitMaxTime(t, 1)
-	eventually.True(t, 60*time.Second, "the plugin to cap walltimes at MaxTime=1", func() bool {
+	eventually.TrueEvery(t, 60*time.Second, 500*time.Millisecond, "the plugin to cap walltimes at MaxTime=1", func() bool {
 		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
 		j := show(t, id)
 		run("scancel", strconv.FormatUint(uint64(id), 10))
-		time.Sleep(500 * time.Millisecond)
 		return j.TimeLimit == "00:01:00"
 	})
 }

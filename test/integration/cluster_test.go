@@ -344,6 +344,28 @@ func dev(args ...string) (string, error) { return testCluster.dev(args...) }
 
 func run(name string, args ...string) (string, error) { return testCluster.run(name, args...) }
 
+// cancelWait cancels jobs (ids, or --name=N) and waits, up to 15 s, until
+// the queue lists none of them: for a test's cleanup, so it never fails.
+func cancelWait(jobs ...string) {
+	run("scancel", jobs...)
+	q := []string{"-h", "-o", "%i"}
+	var ids []string
+	for _, j := range jobs {
+		if strings.HasPrefix(j, "--") {
+			q = append(q, j)
+		} else {
+			ids = append(ids, j)
+		}
+	}
+	if len(ids) > 0 {
+		q = append(q, "-j", strings.Join(ids, ","))
+	}
+	eventually.Within(15*time.Second, func() bool {
+		out, _ := run("squeue", q...)
+		return strings.TrimSpace(out) == ""
+	})
+}
+
 // sbatch submits a held job (it stays pending, so the cluster never fills
 // up) and returns its id.
 func sbatch(t *testing.T, args ...string) uint32 {

@@ -422,12 +422,8 @@ func resolveVariables(t *testing.T, api, file string, d *grafanaDashboard) map[s
 // matching re.
 func controllerMetric(t *testing.T, d time.Duration, what string, re *regexp.Regexp) {
 	t.Helper()
-	eventually.True(t, d, what, func() bool {
-		ok := re.MatchString(scrape(t))
-		if !ok {
-			time.Sleep(time.Second)
-		}
-		return ok
+	eventually.TrueEvery(t, d, time.Second, what, func() bool {
+		return re.MatchString(scrape(t))
 	})
 }
 
@@ -445,7 +441,7 @@ func migrateForDashboards(t *testing.T, dir string) {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	id := strings.TrimSpace(out)
-	t.Cleanup(func() { cancelAndWait(id) })
+	t.Cleanup(func() { cancelWait(id) })
 	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)
 		return len(evs) > 0 && evs[0].Ev == "start" && evs[0].GPU == "k80"
@@ -454,7 +450,7 @@ func migrateForDashboards(t *testing.T, dir string) {
 	run("scancel", blockers...)
 	controllerMetric(t, 3*time.Minute, "the controller to time job "+id+"'s migration",
 		regexp.MustCompile(`(?m)^rota_controller_migration_duration_seconds_count [1-9]`))
-	cancelAndWait(id)
+	cancelWait(id)
 }
 
 // chainAndShortJob runs, under a MaxTime of one minute, a job needing 2.5
@@ -473,15 +469,7 @@ func chainAndShortJob(t *testing.T, dir string) {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	first, _ := strconv.ParseUint(strings.TrimSpace(out), 10, 32)
-	t.Cleanup(func() {
-		run("scancel", "--name=dash-chain")
-		for i := 0; i < 60; i++ {
-			if out, _ := run("squeue", "-h", "--name=dash-chain", "-o", "%i"); strings.TrimSpace(out) == "" {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	})
+	t.Cleanup(func() { cancelWait("--name=dash-chain") })
 	// As trainScript's, but it stays running past its last step, so a
 	// round sees it done.
 	short := filepath.Join(dir, "dash-short.sh")
@@ -497,28 +485,16 @@ func chainAndShortJob(t *testing.T, dir string) {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	shortID := strings.TrimSpace(out)
-	t.Cleanup(func() { cancelAndWait(shortID) })
+	t.Cleanup(func() { cancelWait(shortID) })
 
-	eventually.True(t, 4*time.Minute, fmt.Sprintf("chain %d's second segment to start", first), func() bool {
+	eventually.TrueEvery(t, 4*time.Minute, time.Second, fmt.Sprintf("chain %d's second segment to start", first), func() bool {
 		for _, c := range status(t).Chains {
 			if c.ID == uint32(first) {
 				return len(c.Segments) >= 2 && c.Segments[1].Started != ""
 			}
 		}
-		time.Sleep(time.Second)
 		return false
 	})
 	controllerMetric(t, 2*time.Minute, "the controller to judge the short job's walltime",
 		regexp.MustCompile(`(?m)^rota_controller_walltime_estimates_judged [1-9]`))
-}
-
-// cancelAndWait cancels a job and waits (briefly) until it left the queue.
-func cancelAndWait(id string) {
-	run("scancel", id)
-	for i := 0; i < 60; i++ {
-		if out, _ := run("squeue", "-h", "-j", id, "-o", "%T"); strings.TrimSpace(out) == "" {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }

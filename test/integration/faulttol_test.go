@@ -70,13 +70,7 @@ func TestNodeFailureResume(t *testing.T) {
 			out, _ := run("scontrol", "show", "job", id)
 			t.Logf("the job at the failure:\n%s", out)
 		}
-		run("scancel", id)
-		for i := 0; i < 60; i++ {
-			if out, _ := run("squeue", "-h", "-j", id, "-o", "%T"); strings.TrimSpace(out) == "" {
-				break
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		cancelWait(id)
 		restoreNode(t, failed)
 	})
 	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {

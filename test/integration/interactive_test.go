@@ -251,7 +251,10 @@ func TestInteractiveSessions(t *testing.T) {
 	if out, err := run("scancel", onReserve); err != nil {
 		t.Fatalf("scancel %s: %v %s", onReserve, err, out)
 	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+	// Watched over the three rounds after it ended (each could retype a
+	// training job onto the freed v100).
+	r0 := roundsDone(t, testCluster, natsURL)
+	eventually.TrueEvery(t, 60*time.Second, 500*time.Millisecond, "three rounds after the session ended", func() bool {
 		onV100, st := 0, states()
 		for _, id := range train {
 			if strings.HasPrefix(st[id], "RUNNING") && strings.HasSuffix(st[id], node("v100")) {
@@ -261,7 +264,8 @@ func TestInteractiveSessions(t *testing.T) {
 		if onV100 > 3 {
 			t.Fatalf("training holds %d v100s with 1 of 4 reserved: %v", onV100, st)
 		}
-	}
+		return r0 >= 0 && roundsDone(t, testCluster, natsURL) >= r0+3
+	})
 }
 
 // A new session goes first in Rota's order at once, not at the next

@@ -36,14 +36,10 @@ func TestLimitFollowsProgress(t *testing.T) {
 	})
 	// The plugin places with the last state it got, which may be the old
 	// controller's for a while: probe until a held twin gets the minute.
-	eventually.True(t, 60*time.Second, "the plugin to place with the new controller's rule", func() bool {
+	eventually.TrueEvery(t, 60*time.Second, time.Second, "the plugin to place with the new controller's rule", func() bool {
 		probe := sbatch(t, "-t", "10", "--gres=gpu:v100:1", "--rota-steps=3614", "--rota-throughput=v100:240.9")
 		defer run("scancel", strconv.FormatUint(uint64(probe), 10))
-		if show(t, probe).TimeLimit == "00:01:00" {
-			return true
-		}
-		time.Sleep(time.Second)
-		return false
+		return show(t, probe).TimeLimit == "00:01:00"
 	})
 
 	dir := t.TempDir()
@@ -68,7 +64,7 @@ func TestLimitFollowsProgress(t *testing.T) {
 	// Follow the job to its end, logging its limit as it changes.
 	var state, limit, ran string
 	maxLimit := uint32(1)
-	eventually.True(t, 5*time.Minute, "job "+id+" to end", func() bool {
+	eventually.TrueEvery(t, 5*time.Minute, time.Second, "job "+id+" to end", func() bool {
 		s, l, r := jobTimes(t, id)
 		if l != limit {
 			t.Logf("limit at %s = %s (%s)", r, l, s)
@@ -77,11 +73,7 @@ func TestLimitFollowsProgress(t *testing.T) {
 			}
 		}
 		state, limit, ran = s, l, r
-		if state == "PENDING" || state == "RUNNING" || state == "COMPLETING" || state == "CONFIGURING" {
-			time.Sleep(time.Second)
-			return false
-		}
-		return true
+		return state != "PENDING" && state != "RUNNING" && state != "COMPLETING" && state != "CONFIGURING"
 	})
 	t.Logf("job %s ended %s after %s under a limit of %s", id, state, ran, limit)
 	if state != "COMPLETED" {

@@ -134,12 +134,7 @@ func TestMIGSlices(t *testing.T) {
 	}
 	// Rounds go on (seconds-long here): none retypes a job onto a slice its
 	// memory does not fit.
-	rounds := func() int { return roundsDone(t, c, natsURL) }
-	r0 := rounds()
-	if r0 < 0 {
-		t.Fatal("rota status shows no round loop")
-	}
-	eventually.True(t, 60*time.Second, "three rounds after the submissions", func() bool { return rounds() >= r0+3 })
+	afterRounds(t, c, natsURL, 3, "the submissions")
 	for _, id := range need12 {
 		if j := look(id); typeOf(j) == "a100_2g.10gb" || typeOf(j) == "a100_1g.5gb" {
 			t.Errorf("after rounds, job %s (needs 12 GiB) has %s", id, j.gres)
@@ -153,6 +148,18 @@ func TestMIGSlices(t *testing.T) {
 }
 
 var roundsRe = regexp.MustCompile(`round loop \([^)]*\): (\d+) rounds`)
+
+// afterRounds waits until the controller's loop has made n more rounds
+// than when called (a change it reads each round seen), failing the test
+// where rota status shows no loop or the rounds stop.
+func afterRounds(t *testing.T, c devCluster, natsURL string, n int, what string) {
+	t.Helper()
+	r0 := roundsDone(t, c, natsURL)
+	if r0 < 0 {
+		t.Fatal("rota status shows no round loop")
+	}
+	eventually.True(t, 60*time.Second, fmt.Sprintf("%d rounds after %s", n, what), func() bool { return roundsDone(t, c, natsURL) >= r0+n })
+}
 
 // roundsDone is how many rounds `rota status` says the controller's loop
 // has made; -1 when it shows none.

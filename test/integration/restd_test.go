@@ -110,7 +110,7 @@ func TestRestdBackend(t *testing.T) {
 	var rj []slurm.Job
 	var diffs []string
 	placed := 0
-	for try := 0; try < 15; try++ {
+	eventually.Within(15*time.Second, func() bool {
 		var cj []slurm.Job
 		rj, err = r.Jobs(ctx)
 		if err != nil {
@@ -120,11 +120,8 @@ func TestRestdBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		diffs, placed = compareJobs(rj, cj)
-		if len(diffs) == 0 && len(rj) >= 4 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+		return len(diffs) == 0 && len(rj) >= 4
+	})
 	for _, d := range diffs {
 		t.Error(d)
 	}

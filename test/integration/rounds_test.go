@@ -212,13 +212,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 		}
 		// Gone before its temporary directory is removed: on SIGTERM it
 		// still writes there.
-		run("scancel", id)
-		for i := 0; i < 60; i++ {
-			if out, _ := run("squeue", "-h", "-j", id, "-o", "%T"); strings.TrimSpace(out) == "" {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		cancelWait(id)
 	})
 	eventually.True(t, 60*time.Second, "job "+id+" training on the K80", func() bool {
 		evs := readSynthLog(t, logf)

@@ -95,16 +95,6 @@ func serveDir(t *testing.T) string {
 	return dir
 }
 
-func cancelName(name string) {
-	run("scancel", "--name="+name)
-	for i := 0; i < 60; i++ {
-		if out, _ := run("squeue", "-h", "--name="+name, "-o", "%i"); strings.TrimSpace(out) == "" {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // Three replicas of one service submitted in a burst run on three
 // distinct nodes (the dev cluster has three): the plugin holds them, the
 // controller releases them one at a time with their siblings' nodes
@@ -113,7 +103,7 @@ func cancelName(name string) {
 func TestServeSpreadsReplicas(t *testing.T) {
 	dir := serveDir(t)
 	sf := serviceScript(t, dir, 1)
-	t.Cleanup(func() { cancelName("serve-spread"); cancelName("serve-plain") })
+	t.Cleanup(func() { cancelWait("--name=serve-spread"); cancelWait("--name=serve-plain") })
 	// The control: the same burst without Rota shares a node, so spread
 	// replicas are Rota's doing, not Slurm's default.
 	for i := 0; i < 3; i++ {
@@ -122,15 +112,12 @@ func TestServeSpreadsReplicas(t *testing.T) {
 		}
 	}
 	var plain []string
-	eventually.True(t, 60*time.Second, "three plain jobs running", func() bool {
+	eventually.TrueEvery(t, 60*time.Second, 500*time.Millisecond, "three plain jobs running", func() bool {
 		out, _ := run("squeue", "-h", "--name=serve-plain", "-t", "R", "-o", "%N")
 		plain = strings.Fields(out)
-		if len(plain) < 3 {
-			time.Sleep(500 * time.Millisecond)
-		}
 		return len(plain) == 3
 	})
-	cancelName("serve-plain")
+	cancelWait("--name=serve-plain")
 	if len(distinct(plain)) == 3 {
 		t.Fatalf("without Rota the three jobs ran on three nodes (%v): this cluster spreads by itself, the test proves nothing", plain)
 	}
@@ -145,20 +132,16 @@ func TestServeSpreadsReplicas(t *testing.T) {
 		ids = append(ids, strings.TrimSpace(out))
 	}
 	var st *wire.ServiceStatus
-	eventually.True(t, 90*time.Second, "three replicas ready", func() bool {
+	eventually.TrueEvery(t, 90*time.Second, time.Second, "three replicas ready", func() bool {
 		st = serviceOf(t, "spread")
-		ready := 0
 		if st == nil {
-			time.Sleep(time.Second)
 			return false
 		}
+		ready := 0
 		for _, r := range st.Replicas {
 			if len(r.Jobs) > 0 && r.Jobs[len(r.Jobs)-1].Ready != "" {
 				ready++
 			}
-		}
-		if ready < 3 {
-			time.Sleep(time.Second)
 		}
 		return ready == 3
 	})
@@ -194,7 +177,7 @@ func TestServeRollsOverPastMaxTime(t *testing.T) {
 	maxTimeOneMinute(t)
 	dir := serveDir(t)
 	sf := serviceScript(t, dir, 3)
-	t.Cleanup(func() { cancelName("serve-roll") })
+	t.Cleanup(func() { cancelWait("--name=serve-roll") })
 	out, err := run("sbatch", "--parsable", "-J", "serve-roll", "-o", filepath.Join(dir, "out-%j"), "--gres=gpu:1", "--time=1",
 		"--rota-kind=serve", "--rota-service=roll", sf)
 	if err != nil {
@@ -202,10 +185,9 @@ func TestServeRollsOverPastMaxTime(t *testing.T) {
 	}
 	first := strings.TrimSpace(out)
 	var st *wire.ServiceStatus
-	eventually.True(t, 4*time.Minute, "two rollovers", func() bool {
+	eventually.TrueEvery(t, 4*time.Minute, time.Second, "two rollovers", func() bool {
 		st = serviceOf(t, "roll")
 		if st == nil || len(st.Replicas) != 1 {
-			time.Sleep(time.Second)
 			return false
 		}
 		n := 0
@@ -214,12 +196,9 @@ func TestServeRollsOverPastMaxTime(t *testing.T) {
 				n++
 			}
 		}
-		if n < 2 {
-			time.Sleep(time.Second)
-		}
 		return n >= 2
 	})
-	cancelName("serve-roll")
+	cancelWait("--name=serve-roll")
 	r := st.Replicas[0]
 	if r.ID != mustID(t, first) {
 		t.Fatalf("replica %d, want the first job %s", r.ID, first)

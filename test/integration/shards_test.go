@@ -154,8 +154,7 @@ func TestShards(t *testing.T) {
 		s := state(shards[0])
 		return s != "RUNNING" && s != "COMPLETING"
 	})
-	r0 := roundsDone(t, c, natsURL)
-	eventually.True(t, 60*time.Second, "two rounds after the crash", func() bool { return roundsDone(t, c, natsURL) >= r0+2 })
+	afterRounds(t, c, natsURL, 2, "the crash")
 	if out, _ := c.run("squeue", "-h", "-j", shards[1], "-o", "%T %N"); !strings.HasPrefix(strings.TrimSpace(out), "RUNNING "+node) {
 		t.Errorf("the other sharer does not run on after the first crashed: %q", out)
 	}
@@ -242,8 +241,7 @@ func shardLimits(t *testing.T, c devCluster, natsURL string, shards []string) {
 		}
 		return false
 	})
-	r0 := roundsDone(t, c, natsURL)
-	eventually.True(t, 60*time.Second, "two rounds after the limit", func() bool { return roundsDone(t, c, natsURL) >= r0+2 })
+	afterRounds(t, c, natsURL, 2, "the limit")
 	for _, id := range shards {
 		if out, _ := c.run("squeue", "-h", "-j", id, "-o", "%T %u %a"); strings.TrimSpace(out) != "RUNNING rota-a lab-a" {
 			t.Fatalf("shard job %s is not rota-a's in lab-a and running: %q", id, out)

@@ -50,9 +50,9 @@ func TestTypedLimits(t *testing.T) {
 				}
 			})
 			// slurmdbd pushes the change to slurmctld; the controller
-			// reads limits every round (3 s here) and then publishes
-			// the user's headroom to the plugin.
-			time.Sleep(8 * time.Second)
+			// reads limits (from slurmdbd) every round and then
+			// publishes the user's headroom to the plugin.
+			afterRounds(t, testCluster, natsURL, 2, "the limit")
 			as := func(args ...string) string {
 				t.Helper()
 				all := append([]string{"-u", tc.user, "--", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null"}, args...)
@@ -70,7 +70,7 @@ func TestTypedLimits(t *testing.T) {
 			run("scancel", a1, a2)
 			waitGone(t, a1, a2)
 			// Two rounds: the controller sees the v100 free again.
-			time.Sleep(7 * time.Second)
+			afterRounds(t, testCluster, natsURL, 2, "the cancel")
 
 			// Placed by Rota: a plain job gets a v100 (the fastest; jobs
 			// of earlier tests may still hold some GPUs, so up to four
