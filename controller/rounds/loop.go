@@ -819,7 +819,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				// pair's GPU.
 				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
 					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(req, nodeType, types)}
-				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != ""
+				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg // a segment is the chain manager's
 				v.MoveCost = l.cfg.MoveCost
 				if tr.moveCost > 0 {
 					v.MoveCost = tr.moveCost
