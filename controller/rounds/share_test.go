@@ -13,6 +13,7 @@ import (
 	"github.com/rota-hpc/rota/controller/cluster"
 	"github.com/rota-hpc/rota/controller/estimate"
 	"github.com/rota-hpc/rota/controller/limits"
+	"github.com/rota-hpc/rota/controller/observe"
 	"github.com/rota-hpc/rota/controller/policy"
 	"github.com/rota-hpc/rota/controller/slurm"
 	"github.com/rota-hpc/rota/wire"
@@ -677,5 +678,71 @@ func TestRoundReadsSharersGPUs(t *testing.T) {
 	}
 	if a, _, ok := l.Explain(1); !ok || a.Partner != 3 || !strings.Contains(a.Why, "with job 3") {
 		t.Errorf("job 1 shares GPU 0 with job 3; explain says %d %q (%v)", a.Partner, a.Why, ok)
+	}
+}
+
+// TestRoundSharersLeaveForFree: a round moves a running sharer to an idle
+// V100 where alone it ends sooner (its rate beside its mate timed over two
+// reports), one of each pair, and never a sharer that is a chain segment
+// (the chain manager's): its partner goes instead.
+func TestRoundSharersLeaveForFree(t *testing.T) {
+	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+	shared := func() *wire.Decision {
+		return &wire.Decision{Asked: wire.PlaceRequest{GPU: wire.GPUAsk{PerNode: 1},
+			Hints: wire.Hints{Share: wire.ShareYes, Model: "a", CheckpointSignal: "USR1"}}}
+	}
+	for id := uint32(1); id <= 4; id++ {
+		f.add(id, "RUNNING", "node-k80", "k80", shared(), decs)
+		f.jobs[id].TresPerNode = "gres/shard:k80:1"
+	}
+	meas := fakeMeas{}
+	t0 := time.Now()
+	report := func(at time.Time, step uint64) {
+		for id := uint32(1); id <= 4; id++ {
+			meas[id] = observe.Job{ID: id, Seen: at, Step: step, Total: 1100,
+				Rates: []observe.TypeRate{{GPUType: "k80", StepsPerSec: 0.6, Samples: 5}}}
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Round, cfg.MinLease = time.Minute, 10*time.Second
+	// Alone: 1 step/s on a K80, 4 on a V100 (tableEst); sharing, 0.6 each
+	// (1.2x together: the pair pays, so judgePairs leaves it).
+	l, err := New(cfg, zerolog.Nop(), Deps{Sched: f, Decisions: decs, Measurements: meas, Estimator: &tableEst{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetChains(fakeChains{1: false}) // job 1 is a running chain segment
+	l.mu.Lock()
+	for _, p := range [][2]uint32{{1, 2}, {3, 4}} {
+		l.known[p[0]] = &tracked{decision: decs.m[fmt.Sprint("d", p[0])], partner: p[1]}
+		l.known[p[1]] = &tracked{decision: decs.m[fmt.Sprint("d", p[1])], partner: p[0]}
+	}
+	l.mu.Unlock()
+	report(t0, 100)
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, _ := l.Explain(2); strings.Contains(a.Why, "is free") {
+		t.Fatalf("job 2 moved before its rate beside job 1 was timed: %q", a.Why)
+	}
+	report(t0.Add(20*time.Second), 112) // 0.6 steps/s beside its mate: 1000 left, about 1667 s; on a V100 about 250 s
+	if err := l.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	moved := map[uint32]bool{}
+	for id := uint32(1); id <= 4; id++ {
+		a, _, ok := l.Explain(id)
+		if !ok {
+			t.Fatalf("no action for job %d", id)
+		}
+		if a.Migrate {
+			moved[id] = true
+			if a.Type != "v100" || !strings.Contains(a.Why, "a v100 is free, where alone it ends in about") {
+				t.Errorf("job %d moved to %s: %q", id, a.Type, a.Why)
+			}
+		}
+	}
+	if moved[1] || !moved[2] || moved[3] == moved[4] {
+		t.Errorf("moved %v; want job 2 (its partner 1 is a chain segment) and one of 3 and 4", moved)
 	}
 }
