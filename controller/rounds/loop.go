@@ -851,6 +851,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 					// Alone on each type: where it may go once GPUs
 					// idle (leaveForFree).
 					v.Rates, v.RateSource = rates, src
+					v.Fits = l.sharerFits(ctx, cv, types, tr, j.Partition, memPerGPU)
 				}
 				if v.Entity == "" {
 					v.Entity = j.User
@@ -994,6 +995,24 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out, byID
+}
+
+// sharerFits are the types a sharer may go to alone (leaveForFree): those
+// its user allows that hold its one GPU in its partition, with GPU memory
+// enough for it, judged as for a job on a GPU of its own (fitTypes and the
+// memory rule in views).
+func (l *Loop) sharerFits(ctx context.Context, cv *wire.ClusterView, types []string, tr *tracked, partition string, memPerGPU map[string]uint64) []bool {
+	asked := &tr.decision.Asked
+	need := gpureq.NeedOf(asked.GPU)
+	allowed, restricted := placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
+	fit := make([]bool, len(types))
+	for k, t := range types {
+		mem, _ := gputype.Memory(t, l.cfg.GPUMemory, memPerGPU)
+		fits, _ := gputype.Fits(t, mem, asked.Hints.GPUMemBytes, l.cfg.SliceMinMemory)
+		fit[k] = (!restricted || slices.Contains(allowed, t)) && placement.Holds(cv, t, need, partition, asked.Features) &&
+			fits && (mem == 0 || l.est.MemoryFits(ctx, tr.key, mem))
+	}
+	return fit
 }
 
 // fitTypes says which types can hold the job as the user asked it

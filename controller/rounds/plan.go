@@ -1006,7 +1006,8 @@ func fill(plan *Plan, jobs []JobView) []int {
 }
 
 // leaveForFree moves a running sharer to a GPU of its own that no pending
-// job takes this round (free, per type), where alone it ends sooner than
+// job takes this round (free, per type) on a type it fits (Fits: its
+// user's choice, its partition, its GPU memory), where alone it ends sooner than
 // sharing where it is, its checkpoint and restart (and Slurm's requeue
 // delay, back on its own type's nodes) counted, by a tenth at least: a
 // pair stays together while it pays, but once the queue drains, a pair on
@@ -1029,7 +1030,8 @@ func leaveForFree(plan *Plan, jobs []JobView, free []int) {
 		best := move{i: i, k: -1, stay: stay, end: math.Inf(1)}
 		for k, t := range plan.Types {
 			if free[k] < 1 || k >= len(j.Rates) || j.Rates[k] <= 0 || k >= len(j.RateSource) ||
-				j.RateSource[k] == estimate.SourceRelative || j.RateSource[k] == estimate.SourceUnknown {
+				j.RateSource[k] == estimate.SourceRelative || j.RateSource[k] == estimate.SourceUnknown ||
+				(j.Fits != nil && (k >= len(j.Fits) || !j.Fits[k])) {
 				continue
 			}
 			end := j.MoveCost.Seconds() + j.StepsLeft/j.Rates[k]

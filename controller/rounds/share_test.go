@@ -421,6 +421,9 @@ func TestLeaveForFree(t *testing.T) {
 		{"its rate alone there only relative: not counted", []JobView{with(sharer(1, 2), func(v *JobView) {
 			v.RateSource = []string{"measured", "measured", estimate.SourceRelative}
 		})}, []int{0, 1, 1}, []string{"p100"}},
+		{"the v100 is not one it fits (its user's choice, its memory): the p100", []JobView{with(sharer(1, 2), func(v *JobView) {
+			v.Fits = []bool{true, true, false}
+		})}, []int{0, 1, 1}, []string{"p100"}},
 		{"steps left unknown: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.StepsLeft = 0 })},
 			[]int{0, 0, 1}, []string{""}},
 		{"not yet measured beside its mate: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.ShareMeasured = 0 })},
@@ -683,8 +686,9 @@ func TestRoundReadsSharersGPUs(t *testing.T) {
 
 // TestRoundSharersLeaveForFree: a round moves a running sharer to an idle
 // V100 where alone it ends sooner (its rate beside its mate timed over two
-// reports), one of each pair, and never a sharer that is a chain segment
-// (the chain manager's): its partner goes instead.
+// reports), one of each pair, never a sharer that is a chain segment (the
+// chain manager's: its partner goes instead), and only to a type its user
+// allows (jobs 3 and 4: k80 or p100).
 func TestRoundSharersLeaveForFree(t *testing.T) {
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 	shared := func() *wire.Decision {
@@ -692,7 +696,11 @@ func TestRoundSharersLeaveForFree(t *testing.T) {
 			Hints: wire.Hints{Share: wire.ShareYes, Model: "a", CheckpointSignal: "USR1"}}}
 	}
 	for id := uint32(1); id <= 4; id++ {
-		f.add(id, "RUNNING", "node-k80", "k80", shared(), decs)
+		d := shared()
+		if id >= 3 {
+			d.Asked.Hints.Types = []string{"k80", "p100"} // --rota-types=k80,p100
+		}
+		f.add(id, "RUNNING", "node-k80", "k80", d, decs)
 		f.jobs[id].TresPerNode = "gres/shard:k80:1"
 	}
 	meas := fakeMeas{}
@@ -737,8 +745,12 @@ func TestRoundSharersLeaveForFree(t *testing.T) {
 		}
 		if a.Migrate {
 			moved[id] = true
-			if a.Type != "v100" || !strings.Contains(a.Why, "a v100 is free, where alone it ends in about") {
-				t.Errorf("job %d moved to %s: %q", id, a.Type, a.Why)
+			want := "v100"
+			if id >= 3 {
+				want = "p100" // the fastest its user allows
+			}
+			if a.Type != want || !strings.Contains(a.Why, "a "+want+" is free, where alone it ends in about") {
+				t.Errorf("job %d moved to %s, want %s: %q", id, a.Type, want, a.Why)
 			}
 		}
 	}
