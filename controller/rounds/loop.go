@@ -982,12 +982,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				}
 			}
 			for k, t := range types {
-				// The rule the plugin applied at submission (the user's
-				// --rota-gpu-mem, the site's minimum on MIG slices), then
-				// what the job was seen to use.
-				mem, _ := gputype.Memory(t, l.cfg.GPUMemory, memPerGPU)
-				fits, _ := gputype.Fits(t, mem, asked.Hints.GPUMemBytes, l.cfg.SliceMinMemory)
-				v.Fits[k] = v.Fits[k] && fits && (mem == 0 || l.est.MemoryFits(ctx, tr.key, mem))
+				v.Fits[k] = v.Fits[k] && l.memoryFits(ctx, t, tr, memPerGPU)
 			}
 		}
 		out = append(out, v)
@@ -997,20 +992,22 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 	return out, byID
 }
 
-// sharerFits are the types a sharer may go to alone (leaveForFree): those
-// its user allows that hold its one GPU in its partition, with GPU memory
-// enough for it, judged as for a job on a GPU of its own (fitTypes and the
-// memory rule in views).
+// memoryFits says whether a GPU of type t has memory enough for the job:
+// the rule the plugin applied at submission (the user's --rota-gpu-mem,
+// the site's minimum on MIG slices), then what the job was seen to use.
+func (l *Loop) memoryFits(ctx context.Context, t string, tr *tracked, memPerGPU map[string]uint64) bool {
+	mem, _ := gputype.Memory(t, l.cfg.GPUMemory, memPerGPU)
+	fits, _ := gputype.Fits(t, mem, tr.decision.Asked.Hints.GPUMemBytes, l.cfg.SliceMinMemory)
+	return fits && (mem == 0 || l.est.MemoryFits(ctx, tr.key, mem))
+}
+
+// sharerFits are the types a sharer may go to alone (leaveForFree): its
+// one GPU judged as a job on a GPU of its own is (allowedHolding, then
+// memoryFits).
 func (l *Loop) sharerFits(ctx context.Context, cv *wire.ClusterView, types []string, tr *tracked, partition string, memPerGPU map[string]uint64) []bool {
-	asked := &tr.decision.Asked
-	need := gpureq.NeedOf(asked.GPU)
-	allowed, restricted := placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
-	fit := make([]bool, len(types))
+	fit, _, _ := allowedHolding(cv, types, gpureq.NeedOf(tr.decision.Asked.GPU), &tr.decision.Asked, partition)
 	for k, t := range types {
-		mem, _ := gputype.Memory(t, l.cfg.GPUMemory, memPerGPU)
-		fits, _ := gputype.Fits(t, mem, asked.Hints.GPUMemBytes, l.cfg.SliceMinMemory)
-		fit[k] = (!restricted || slices.Contains(allowed, t)) && placement.Holds(cv, t, need, partition, asked.Features) &&
-			fits && (mem == 0 || l.est.MemoryFits(ctx, tr.key, mem))
+		fit[k] = fit[k] && l.memoryFits(ctx, t, tr, memPerGPU)
 	}
 	return fit
 }
@@ -1026,13 +1023,8 @@ func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *w
 	a := req.Ask(asked.GPU.Nodes, asked.GPU.Tasks)
 	a.MaxNodes, a.TasksPerNode, a.SocketsPerNode = asked.GPU.MaxNodes, asked.GPU.TasksPerNode, asked.GPU.SocketsPerNode
 	need := gpureq.NeedOf(a)
-	allowed, restricted := placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
-	fit = make([]bool, len(types))
-	some := false
-	for k, t := range types {
-		fit[k] = (!restricted || slices.Contains(allowed, t)) && placement.Holds(cv, t, need, partition, asked.Features)
-		some = some || fit[k]
-	}
+	fit, allowed, restricted := allowedHolding(cv, types, need, asked, partition)
+	some := slices.Contains(fit, true)
 	switch {
 	case !some && restricted:
 		why = "none of the GPU types the user allows (" + placement.ChoiceWords(allowed, asked.Hints, asked.Features) + ") can hold the job as asked; left as asked"
@@ -1042,6 +1034,18 @@ func fitTypes(cv *wire.ClusterView, types []string, req gpureq.Request, asked *w
 		choice = "chosen among the types the user allows (" + placement.ChoiceWords(allowed, asked.Hints, asked.Features) + ")"
 	}
 	return fit, why, choice
+}
+
+// allowedHolding says, per type, whether the user allows it (--rota-types,
+// a constraint "v100|p100": allowed, restricted) and it holds need in
+// partition (placement.Holds, the plugin's check at submission).
+func allowedHolding(cv *wire.ClusterView, types []string, need gpureq.Need, asked *wire.PlaceRequest, partition string) (fit []bool, allowed []string, restricted bool) {
+	allowed, restricted = placement.AllowedTypes(asked.Hints, asked.Features, func(f string) bool { return indexOf(types, f) >= 0 })
+	fit = make([]bool, len(types))
+	for k, t := range types {
+		fit[k] = (!restricted || slices.Contains(allowed, t)) && placement.Holds(cv, t, need, partition, asked.Features)
+	}
+	return fit, allowed, restricted
 }
 
 // featureType finds a GPU type named in a constraint ("ib&v100" -> v100).
