@@ -109,6 +109,12 @@ type JobView struct {
 	ShareMeasured, SoloRate float64
 	Split                   bool
 	SplitWhy                string
+	// ShareJudged: judgePairs knows what ShareMeasured is this round: the
+	// rate beside its GPU-mate, both of the pair timed (so the pair was
+	// judged, split or kept), or its rate alone on its GPU (its partner
+	// gone). leaveForFree moves only such a sharer: half of a pair still
+	// being timed waits for the split rule, which moves both.
+	ShareJudged bool
 	// ShareStep is the step a running sharer's agents last reported, at
 	// ShareStepAt (zero: none), of the run Slurm started at Started: what
 	// judgePairs times its rate beside its GPU-mate from.
@@ -1023,7 +1029,7 @@ func leaveForFree(plan *Plan, jobs []JobView, free []int) {
 	var moves []move
 	for i, j := range jobs {
 		a := &plan.Actions[i]
-		if !j.Sharing || !j.Running || !j.Migratable || a.Migrate || j.StepsLeft <= 0 || j.ShareMeasured <= 0 {
+		if !j.Sharing || !j.Running || !j.ShareJudged || !j.Migratable || a.Migrate || j.StepsLeft <= 0 || j.ShareMeasured <= 0 {
 			continue
 		}
 		stay := j.StepsLeft / j.ShareMeasured

@@ -219,6 +219,20 @@ func (l *Loop) judgePairs(views []JobView) {
 			a.Partner, b.Partner = b.ID, a.ID
 		}
 	}
+	for i := range views {
+		// Alone on its GPU (its partner gone, none joined): its rate is its own.
+		v := &views[i]
+		if !v.Sharing || !v.Running {
+			continue
+		}
+		k, ok := at[v.Partner]
+		mateRuns := ok && views[k].Running
+		if v.OnGPU == "" {
+			v.ShareJudged = !mateRuns
+		} else {
+			v.ShareJudged = len(onGPU[v.OnGPU]) == 1 && (!mateRuns || views[k].OnGPU != "")
+		}
+	}
 	margin := l.shareMargin()
 	for i := range views {
 		a := &views[i]
@@ -235,7 +249,11 @@ func (l *Loop) judgePairs(views []JobView) {
 		}
 		l.rateBeside(a, b)
 		l.rateBeside(b, a)
-		if a.ShareMeasured <= 0 || b.ShareMeasured <= 0 || a.SoloRate <= 0 || b.SoloRate <= 0 {
+		if a.ShareMeasured <= 0 || b.ShareMeasured <= 0 {
+			continue
+		}
+		a.ShareJudged, b.ShareJudged = true, true
+		if a.SoloRate <= 0 || b.SoloRate <= 0 {
 			continue
 		}
 		fa, fb := a.ShareMeasured/a.SoloRate, b.ShareMeasured/b.SoloRate

@@ -395,7 +395,7 @@ func TestLeaveForFree(t *testing.T) {
 	// 5 on a P100, 10 on a V100; moving costs 10 s.
 	sharer := func(id, partner uint32) JobView {
 		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Migratable: true, Type: "k80", GPUs: 1,
-			StepsLeft: 1000, ShareMeasured: 1, MoveCost: 10 * time.Second, Rates: []float64{2, 5, 10}, RateSource: measured}
+			StepsLeft: 1000, ShareMeasured: 1, ShareJudged: true, MoveCost: 10 * time.Second, Rates: []float64{2, 5, 10}, RateSource: measured}
 	}
 	with := func(v JobView, f func(*JobView)) JobView { f(&v); return v }
 	for _, c := range []struct {
@@ -428,6 +428,8 @@ func TestLeaveForFree(t *testing.T) {
 			[]int{0, 0, 1}, []string{""}},
 		{"not yet measured beside its mate: stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.ShareMeasured = 0 })},
 			[]int{0, 0, 1}, []string{""}},
+		{"its pair not yet judged (its mate still timed): stays", []JobView{with(sharer(1, 2), func(v *JobView) { v.ShareJudged = false })},
+			[]int{0, 0, 1}, []string{""}},
 		{"a job on a GPU of its own is not a sharer", []JobView{with(sharer(1, 0), func(v *JobView) { v.Sharing = false })},
 			[]int{0, 0, 1}, []string{""}},
 	} {
@@ -454,6 +456,74 @@ func TestLeaveForFree(t *testing.T) {
 	}
 }
 
+// TestShareJudged: judgePairs marks which sharers' rates it knows (a pair
+// both timed beside each other, or a sharer alone on its GPU), and
+// leaveForFree moves only those: half of a pair that hurts, timed before
+// its mate, waits for the split rule to move both (seen on 26.05: one of
+// a hurting pair left for a free V100, and the other ran on, never split).
+func TestShareJudged(t *testing.T) {
+	t.Parallel()
+	measured := []string{"measured", "measured"}
+	sharer := func(id, partner uint32, rate float64) JobView {
+		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Migratable: true, Type: "k80", GPUs: 1,
+			ShareMeasured: rate, SoloRate: 2, StepsLeft: 1000, MoveCost: 10 * time.Second, Rates: []float64{2, 10}, RateSource: measured}
+	}
+	with := func(v JobView, f func(*JobView)) JobView { f(&v); return v }
+	// Sharing a K80: 0.5 steps/s each hurts (0.5x), 1.2 each pays (1.2x);
+	// alone on the free V100 a job ends in 110 s against 833 s or more.
+	for _, c := range []struct {
+		name   string
+		views  []JobView
+		judged []bool
+		moved  []string // after judgePairs and leaveForFree with two v100s free: "split", "left" or ""
+	}{
+		{"a pair that hurts, one timed: neither judged, neither moves", []JobView{sharer(1, 2, 0.5), sharer(2, 1, 0)},
+			[]bool{false, false}, []string{"", ""}},
+		{"a pair that hurts, both timed: both split", []JobView{sharer(1, 2, 0.5), sharer(2, 1, 0.5)},
+			[]bool{true, true}, []string{"split", "split"}},
+		{"a pair that pays, both timed: one leaves for the free v100", []JobView{sharer(1, 2, 1.2), sharer(2, 1, 1.2)},
+			[]bool{true, true}, []string{"left", ""}},
+		{"its solo rate unknown, both timed: judged (a pair kept, one leaves)", []JobView{
+			with(sharer(1, 2, 1.2), func(v *JobView) { v.SoloRate = 0 }), sharer(2, 1, 1.2)}, []bool{true, true}, []string{"left", ""}},
+		{"its partner ended: alone, judged", []JobView{sharer(1, 2, 1), with(sharer(2, 1, 1), func(v *JobView) { v.Running = false })},
+			[]bool{true, false}, []string{"left", ""}},
+		{"its partner ended, another joined its GPU (timed): a pair", []JobView{
+			with(sharer(1, 2, 1.2), func(v *JobView) { v.OnGPU = "n/0" }), with(sharer(2, 1, 1.2), func(v *JobView) { v.Running = false }),
+			with(sharer(3, 4, 0), func(v *JobView) { v.OnGPU = "n/0" })}, []bool{false, false, false}, []string{"", "", ""}},
+		{"Slurm put its partner with another: it is alone, they a pair, all judged", []JobView{
+			with(sharer(1, 2, 1.2), func(v *JobView) { v.OnGPU = "n/0" }), with(sharer(2, 1, 1.2), func(v *JobView) { v.OnGPU = "n/1" }),
+			with(sharer(3, 0, 1.2), func(v *JobView) { v.OnGPU = "n/1" })}, []bool{true, true, true}, []string{"left", "left", ""}},
+		{"its GPU known, its partner's not: not judged", []JobView{
+			with(sharer(1, 2, 1.2), func(v *JobView) { v.OnGPU = "n/0" }), sharer(2, 1, 1.2)}, []bool{false, false}, []string{"", ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := &Loop{pairTable: pairTab{}, pairSeen: map[pairKey]float64{}}
+			l.judgePairs(c.views)
+			plan := Plan{Types: []string{"k80", "v100"}, Actions: make([]Action, len(c.views))}
+			for i, v := range c.views {
+				if v.ShareJudged != c.judged[i] {
+					t.Errorf("job %d: judged %v, want %v", v.ID, v.ShareJudged, c.judged[i])
+				}
+				plan.Actions[i] = Action{JobID: v.ID, Type: v.Type, Running: v.Running, Migrate: v.Split}
+			}
+			leaveForFree(&plan, c.views, []int{0, 2})
+			for i, a := range plan.Actions {
+				got := ""
+				switch {
+				case c.views[i].Split:
+					got = "split"
+				case a.Migrate:
+					got = "left"
+				}
+				if got != c.moved[i] {
+					t.Errorf("job %d: %q, want %q (why %q)", a.JobID, got, c.moved[i], a.Why)
+				}
+			}
+		})
+	}
+}
+
 // TestPlannerLeavesForFreeAfterPending: the round's pending jobs take the
 // free GPUs first; a sharer moves only to one left free.
 func TestPlannerLeavesForFreeAfterPending(t *testing.T) {
@@ -466,7 +536,7 @@ func TestPlannerLeavesForFreeAfterPending(t *testing.T) {
 	}
 	sharer := func(id, partner uint32) JobView {
 		return JobView{ID: id, Partner: partner, Running: true, Sharing: true, Migratable: true, Type: "k80", GPUs: 1,
-			StepsLeft: 1000, ShareMeasured: 1, MoveCost: 10 * time.Second, Rates: []float64{2, 10}, RateSource: measured}
+			StepsLeft: 1000, ShareMeasured: 1, ShareJudged: true, MoveCost: 10 * time.Second, Rates: []float64{2, 10}, RateSource: measured}
 	}
 	for _, c := range []struct {
 		name    string
