@@ -144,7 +144,7 @@ FORCE:
 # test on all three.
 test: deps build lint unit packages-test $(if $(SLURM),integration,test-lanes)
 
-SUBMIT_AND_ROUNDS := ^Test(Differential|PluginPanicFailsOpen|RestdBackend|RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume|JobCgroupsMapToJobs|NamedNodesPassAsAsked|MIGSlices|Shards|SharePairs)$$
+SUBMIT_AND_ROUNDS := ^Test(Differential|PluginPanicFailsOpen|RestdBackend|RequestForms|Explain|Status|SpankEnvironment|FailOpen.*|BurstWithControllerRestart|JobModify|IdenticalSubmissionsFromShelf|RoundRetypesPendingJob|QueueReadCarriesDecision|MigrationEndToEnd|ChainSegmentMovesToFreeType|ControllerKill9KeepsState|TypedLimits|UserAllowedTypes|LoweredMaxTimeStrandsNoJob|SiteBuiltPlugins|AgentSeesJobProgress|CheckpointReachesOnlyThatJob|NodeFailureResume|JobCgroupsMapToJobs|NamedNodesPassAsAsked|MIGSlices|Shards|SharePairs)$$
 .PHONY: lanes-built test-lanes test-all-releases lane-host lane-26.05 lane-24.11 lane-24.11-all test-cgroup-v1
 
 # Lanes: each release's tests start their own clusters, on ports claimed

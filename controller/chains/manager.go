@@ -113,6 +113,7 @@ type refusal struct {
 type segRef struct {
 	chain   uint32
 	waiting bool // a successor that has not started
+	movable bool // the running last segment, its boundary not begun (Movable)
 }
 
 // New makes a manager. ckpt and store may be nil (signals by scancel; no
@@ -187,6 +188,19 @@ func (m *Manager) Segment(id uint32) (pendingSuccessor, ok bool) {
 	return r.waiting, ok
 }
 
+// Movable says whether the round loop may move segment id to another
+// type (checkpoint it, requeue it there: the same job, a new run with its
+// own limit): it runs, it is its chain's last segment (no successor
+// submitted behind it yet) and its boundary has not begun (not asked to
+// checkpoint). A segment on a slow type would otherwise run to its limit
+// there with faster GPUs idle; the manager times the new run from its own
+// start (observe).
+func (m *Manager) Movable(id uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pubSeg[id].movable
+}
+
 // publish makes the chains' current state what readers see.
 func (m *Manager) publish() {
 	pub := make(map[uint32]*wire.ChainStatus, len(m.chains))
@@ -195,7 +209,8 @@ func (m *Manager) publish() {
 		st := c.Status(m.cfg.Mode)
 		pub[id] = &st
 		for i, s := range c.Segments {
-			seg[s.JobID] = segRef{chain: id, waiting: i > 0 && s.Started.IsZero() && !s.Ended}
+			seg[s.JobID] = segRef{chain: id, waiting: i > 0 && s.Started.IsZero() && !s.Ended,
+				movable: c.State == StateRunning && i == len(c.Segments)-1 && s.State == "RUNNING" && !s.Ended && s.Signalled.IsZero()}
 		}
 	}
 	m.mu.Lock()
@@ -434,6 +449,13 @@ func (m *Manager) follow(ctx context.Context, c *Chain, byID map[uint32]*slurm.J
 func (m *Manager) observe(c *Chain, i int, j *slurm.Job, now time.Time) {
 	s := &c.Segments[i]
 	s.State = j.State
+	if j.Running() && !s.Started.IsZero() && !j.Start.IsZero() && j.Start.After(s.Started) {
+		// Requeued and started again (the round moved it, or its node
+		// failed): a new run, with its own limit and boundary.
+		m.log.Info().Uint32("chain", c.ID).Int("segment", s.N).Uint32("job", s.JobID).
+			Time("started", j.Start).Msg("chain segment started again (requeued): its boundary is timed from this run")
+		s.Started, s.Signalled, s.Checkpoint = j.Start, time.Time{}, ""
+	}
 	if j.Running() && s.Started.IsZero() {
 		s.Started = j.Start
 		if s.Started.IsZero() {

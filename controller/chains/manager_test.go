@@ -358,8 +358,9 @@ func TestChainRunsToCompletion(t *testing.T) {
 
 // The successor goes to the type the policy gives the job most time on
 // (a segment's end costs no checkpoint of its own), else stays on its
-// predecessor's: a segment is never migrated, so this is where a chain
-// started on a slow type reaches the type the policy wants.
+// predecessor's: a segment with a successor behind it is never migrated,
+// so this is where a chain started on a slow type reaches the type the
+// policy wants.
 func TestSuccessorGoesWherePolicyWants(t *testing.T) {
 	for _, c := range []struct{ wants, constraint string }{
 		{"", "--constraint=v100"},
@@ -571,5 +572,62 @@ func TestFreshSegmentJudgedByTheChainsProgress(t *testing.T) {
 	st, _ := m.Explain(id)
 	if st == nil || st.State != StateDone || len(st.Segments) != 2 || len(f.submits) != 1 || len(f.cancels) != 0 {
 		t.Fatalf("chain %+v; %d submits, cancels %v", st, len(f.submits), f.cancels)
+	}
+}
+
+// restart requeues a running job and starts it again now, resuming from
+// where it was (the round loop's move: checkpoint, requeue, a new run).
+func (f *fakeSlurm) restart(id uint32) {
+	f.advance()
+	j := f.jobs[id]
+	f.ckpt[j.chain] = j.step
+	j.from, j.job.Start, j.job.RunSeconds = j.step, *f.now, 0
+}
+
+// The round loop may move the chain's running last segment until its
+// boundary begins (a successor submitted, or the checkpoint asked), and a
+// segment requeued and started again has its boundary timed from the new
+// run, not the old: asked to checkpoint 55 minutes after its restart, not
+// 55 after its first start.
+func TestSegmentMovedByTheRound(t *testing.T) {
+	t.Parallel()
+	now := t0
+	f := newFakeSlurm(&now)
+	m := newManager(t, f, ModeAhead)
+	id := f.add(60)
+	run(t, m, f, 20*time.Second)
+	if st, _ := m.Explain(id); st == nil {
+		t.Fatal("no chain made")
+	}
+	if !m.Movable(id) {
+		t.Error("the running first segment, its boundary far off: not movable")
+	}
+	run(t, m, f, 30*time.Minute)
+	f.restart(id)
+	restarted := now
+	run(t, m, f, 50*time.Minute)
+	if len(f.signals) != 0 {
+		t.Fatalf("signalled %v within 50 min of its restart (its boundary timed from its first start)", f.signals)
+	}
+	if len(f.submits) != 0 || !m.Movable(id) {
+		t.Errorf("50 min into its new run: %d successors submitted, movable %v", len(f.submits), m.Movable(id))
+	}
+	run(t, m, f, 4*time.Minute+10*time.Second) // the successor is submitted at 54 min (a minute before 55)
+	if len(f.submits) != 1 || m.Movable(id) {
+		t.Fatalf("54 min into its new run: %d successors submitted, segment movable %v; want 1, not movable", len(f.submits), m.Movable(id))
+	}
+	succ := f.order[len(f.order)-1]
+	if waiting, ok := m.Segment(succ); !ok || !waiting || m.Movable(succ) {
+		t.Errorf("successor %d: segment %v waiting %v movable %v", succ, ok, waiting, m.Movable(succ))
+	}
+	run(t, m, f, 2*time.Minute)
+	if len(f.signals) != 1 || f.signals[0] != id {
+		t.Fatalf("signals %v, want the segment's checkpoint", f.signals)
+	}
+	if at := f.jobs[id].end.Sub(restarted); at < 55*time.Minute || at > 56*time.Minute {
+		t.Errorf("the segment ended %v after its restart, want at its boundary, 55 min", at)
+	}
+	if st, _ := m.Explain(id); st == nil || st.Segments[0].Checkpoint == "" {
+		t.Errorf("chain %+v", st)
 	}
 }

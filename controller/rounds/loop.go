@@ -140,11 +140,16 @@ type Estimator interface {
 }
 
 // ChainSegments tells the loop which jobs are segments of chains
-// (controller/chains): it never migrates them (they checkpoint at every
-// segment's end anyway) and leaves a successor that waits for its
-// predecessor to the chain manager, which gave it its type and priority.
+// (controller/chains): it leaves a successor that waits for its
+// predecessor to the chain manager, which gave it its type and priority,
+// and moves a running segment only where the manager says it may
+// (Movable: the chain's last segment, its boundary not begun), so that a
+// segment on a slow type does not run to its limit there beside idle
+// faster GPUs; the others reach the type the policy wants at their
+// boundary.
 type ChainSegments interface {
 	Segment(jobID uint32) (pendingSuccessor, ok bool)
+	Movable(jobID uint32) bool
 }
 
 // Timings hears what the loop measures, as it measures it (the
@@ -799,13 +804,13 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 			// controller/serve spreads and rolls it over (docs/serve.md).
 			continue
 		}
-		chainSeg := false
+		chainSeg := false // a segment the loop may not move
 		if l.chains != nil {
 			waiting, ok := l.chains.Segment(j.ID)
 			if waiting && j.Pending() {
 				continue
 			}
-			chainSeg = ok
+			chainSeg = ok && !l.chains.Movable(j.ID)
 		}
 		if strings.HasPrefix(j.Reason, "JobHeld") {
 			// Held by its user or an admin: not Rota's to schedule until
@@ -819,7 +824,7 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 				// pair's GPU.
 				v := JobView{ID: j.ID, Key: tr.key, Entity: j.Account, Running: j.Running(), GPUs: 1, Submit: j.Submit,
 					Sharing: true, Partner: tr.partner, Type: j.GPUTypeOf(req, nodeType, types)}
-				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg // a segment is the chain manager's
+				v.Migratable = tr.decision.Asked.Hints.CheckpointSignal != "" && !chainSeg // a segment the chain manager keeps
 				v.MoveCost = l.cfg.MoveCost
 				if tr.moveCost > 0 {
 					v.MoveCost = tr.moveCost

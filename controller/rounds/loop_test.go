@@ -688,14 +688,56 @@ func (f *fakeSched) Job(_ context.Context, id uint32) (slurm.Job, bool, error) {
 	return *j, true, nil
 }
 
-// fakeChains marks chain segments for the loop.
+// fakeChains marks chain segments for the loop; none movable.
 type fakeChains map[uint32]bool // job id -> a successor waiting for its predecessor
 
 func (c fakeChains) Segment(id uint32) (bool, bool) { w, ok := c[id]; return w, ok }
+func (c fakeChains) Movable(uint32) bool            { return false }
 
-// The loop never migrates a chain segment, leaves a waiting successor's
-// priority and type to the chain manager, and tells the manager what it
-// knows of the jobs.
+// movableChains: fakeChains with the running segments the manager lets
+// the loop move.
+type movableChains struct {
+	fakeChains
+	movable map[uint32]bool
+}
+
+func (c movableChains) Movable(id uint32) bool { return c.movable[id] }
+
+// The loop moves a running chain segment on a slow type to a free faster
+// one only where the chain manager says it may (its last segment, its
+// boundary not begun), and then like any job: checkpointed, requeued onto
+// the new type with a limit for the rest of its work.
+func TestLoopMovesMovableSegment(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		movable bool
+	}{{"the manager lets it move: moved to the free v100", true}, {"its boundary has begun: left on its k80", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
+			f.add(1, "RUNNING", "node-k80", "k80", &wire.Decision{Asked: wire.PlaceRequest{
+				Hints: wire.Hints{Steps: 100000, CheckpointSignal: "USR1"}}}, decs)
+			l := newLoop(t, f, decs, &tableEst{}, &fakeCkpt{outcome: wire.CheckpointAcknowledged})
+			l.SetChains(movableChains{fakeChains{1: false}, map[uint32]bool{1: c.movable}})
+			if err := l.Round(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.wg.Wait()
+			moved := len(f.requeued) == 1 && f.requeued[0] == 1
+			if moved != c.movable {
+				t.Fatalf("requeued %v, want the segment moved: %v", f.requeued, c.movable)
+			}
+			if a, _, _ := l.Explain(1); moved && (a.Type != "v100" || a.WalltimeMin == 0) {
+				t.Errorf("moved to %q with limit %d min, want v100 with a limit for the rest", a.Type, a.WalltimeMin)
+			}
+		})
+	}
+}
+
+// The loop never migrates a chain segment the manager keeps, leaves a
+// waiting successor's priority and type to the chain manager, and tells
+// the manager what it knows of the jobs.
 func TestLoopLeavesChainSegments(t *testing.T) {
 	f, decs := newFake(), &fakeDecisions{m: map[string]*wire.Decision{}}
 	for id := uint32(1); id <= 2; id++ {

@@ -114,29 +114,136 @@ func TestChainPastMaxTime(t *testing.T) {
 	}
 }
 
+// A chain segment running on a K80 when the V100s free up is moved there
+// by the round (checkpointed, requeued, the same job started again on a
+// V100) instead of running to its limit on the K80, and the chain manager
+// times that segment's boundary from its new run: the chain goes on, and
+// every segment resumes where the one before checkpointed.
+func TestChainSegmentMovesToFreeType(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	// Filled first: the blockers' 10-minute limits would not pass MaxTime=2.
+	blockers := fillFastNodes(t)
+	maxTimeMinutes(t, 2)
+	logf := filepath.Join(dir, "train.log")
+	// 3000 steps of ResNet-18 (batch size 64): 7 min on a K80 (7.05
+	// steps/s), a chain of 2-minute segments there; 2 min on a V100.
+	const steps = 3000
+	sf := trainScript(t, dir, "train.sh", steps, logf)
+	off := controllerLogSize()
+	out, err := run("sbatch", "--parsable", "-J", uniqueName("chain-move"), "-o", filepath.Join(dir, "out-%j"), "--requeue", "--gres=gpu:1",
+		"--rota-checkpoint-signal=USR1", fmt.Sprintf("--rota-steps=%d", steps), sf)
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	first := strings.TrimSpace(out)
+	id, _ := strconv.ParseUint(first, 10, 32)
+	t.Cleanup(func() { cancelWait("--name=train.sh") })
+	chainOf := func() (wire.ChainStatus, bool) {
+		for _, c := range status(t).Chains {
+			if c.ID == uint32(id) {
+				return c, true
+			}
+		}
+		return wire.ChainStatus{}, false
+	}
+	// Past the minimum lease with a measured rate, well before the
+	// segment's boundary (its successor is submitted about 20 s before
+	// its limit): free the V100s.
+	var seg uint32
+	eventually.TrueEvery(t, 3*time.Minute, time.Second, "a segment of chain "+first+" 20 s into its run on the K80", func() bool {
+		c, ok := chainOf()
+		if !ok {
+			return false
+		}
+		s := c.Segments[len(c.Segments)-1]
+		o, _ := run("squeue", "-h", "-j", strconv.FormatUint(uint64(s.JobID), 10), "-o", "%T %N")
+		started, err := time.Parse(time.RFC3339, s.Started)
+		if strings.TrimSpace(o) != "RUNNING "+node("k80") || err != nil {
+			return false
+		}
+		seg = s.JobID
+		ran := time.Since(started)
+		return ran >= 20*time.Second && ran < time.Minute
+	})
+	run("scancel", blockers[0])
+	segID := strconv.FormatUint(uint64(seg), 10)
+	eventually.True(t, 90*time.Second, "segment "+segID+" moved to a V100 (the same job started again there)", func() bool {
+		o, _ := run("squeue", "-h", "-j", segID, "-o", "%T %N")
+		return strings.TrimSpace(o) == "RUNNING "+node("v100")
+	})
+	for _, want := range []string{`"job":` + segID + `,"from":"k80","to":"v100"`, `"job":` + segID + `,"started":`} {
+		// The chain manager logs the new run at its next tick.
+		eventually.True(t, 10*time.Second, "the controller's log to have "+want, func() bool {
+			return strings.Contains(controllerLogFrom(off), want)
+		})
+	}
+	var chain wire.ChainStatus
+	eventually.TrueEvery(t, 5*time.Minute, time.Second, "chain "+first+" to finish", func() bool {
+		c, ok := chainOf()
+		chain = c
+		return ok && c.State != "running"
+	})
+	b, _ := json.MarshalIndent(chain, "", "  ")
+	t.Logf("chain: %s", b)
+	if chain.State != "done" {
+		t.Errorf("chain ended %s, want done", chain.State)
+	}
+	var ckpt uint64
+	var ended bool
+	for _, e := range readSynthLog(t, logf) {
+		switch e.Ev {
+		case "start":
+			t.Logf("a run started on a %s from step %d", e.GPU, e.ResumedFrom)
+			if e.ResumedFrom != ckpt {
+				t.Errorf("a run on a %s resumed from step %d, the last checkpoint was at %d", e.GPU, e.ResumedFrom, ckpt)
+			}
+		case "checkpoint":
+			ckpt = e.Step
+		case "lost":
+			if e.Steps > 0 {
+				t.Errorf("lost %d steps", e.Steps)
+			}
+		case "stop":
+			t.Errorf("a run was stopped unsaved (killed at its limit?): %+v", e)
+		case "end":
+			ended = e.Step == steps
+		}
+	}
+	if !ended {
+		t.Errorf("the training did not end at step %d", steps)
+	}
+}
+
 // maxTimeOneMinute sets the gpu partition's MaxTime to one minute for
-// this test (its own restored after it) and waits until Rota places by
-// it: the controller's view, and the plugin, which places from the state
-// the controller publishes a moment later. A job the plugin placed with
-// the old MaxTime would not be made a chain, and would pend for good
+// this test (maxTimeMinutes).
+func maxTimeOneMinute(t *testing.T) { maxTimeMinutes(t, 1) }
+
+// maxTimeMinutes sets the gpu partition's MaxTime to min minutes for this
+// test (its own restored after it) and waits until Rota places by it: the
+// controller's view, and the plugin, which places from the state the
+// controller publishes a moment later. A job the plugin placed with the
+// old MaxTime would not be made a chain, and would pend for good
 // (PartitionTimeLimit).
-func maxTimeOneMinute(t *testing.T) {
+func maxTimeMinutes(t *testing.T, min uint32) {
 	t.Helper()
 	part, _ := run("scontrol", "show", "partition", "gpu", "-o")
 	m := regexp.MustCompile(`MaxTime=(\S+)`).FindStringSubmatch(part)
 	if m == nil {
 		t.Fatalf("partition gpu: %s", part)
 	}
-	if out, err := run("scontrol", "update", "PartitionName=gpu", "MaxTime=1"); err != nil {
+	if out, err := run("scontrol", "update", "PartitionName=gpu", fmt.Sprintf("MaxTime=%d", min)); err != nil {
 		t.Fatalf("scontrol update partition: %v %s", err, out)
 	}
 	t.Cleanup(func() { restoreMaxTime(t, m[1]) })
-	waitMaxTime(t, 1)
-	eventually.TrueEvery(t, 60*time.Second, 500*time.Millisecond, "the plugin to cap walltimes at MaxTime=1", func() bool {
-		id := sbatch(t, "--gres=gpu:1", "--rota-steps=3600", "--rota-throughput=v100:24.09")
+	waitMaxTime(t, min)
+	// Work for twice MaxTime on a V100: the plugin gives it MaxTime.
+	steps := fmt.Sprintf("--rota-steps=%d", 2*24*60*min)
+	eventually.TrueEvery(t, 60*time.Second, 500*time.Millisecond, fmt.Sprintf("the plugin to cap walltimes at MaxTime=%d", min), func() bool {
+		id := sbatch(t, "--gres=gpu:1", steps, "--rota-throughput=v100:24.09")
 		j := show(t, id)
 		run("scancel", strconv.FormatUint(uint64(id), 10))
-		return j.TimeLimit == "00:01:00"
+		return j.TimeLimit == fmt.Sprintf("00:%02d:00", min)
 	})
 }
 
