@@ -89,7 +89,7 @@ func TestNodeFailureResume(t *testing.T) {
 		}
 		return n >= 2
 	})
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // work past the checkpoint, for the failure to lose
 	killNode(t, failed)
 	failedAt := time.Now()
 	// The V100 frees up: the job's restart goes there.

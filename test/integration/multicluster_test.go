@@ -261,7 +261,7 @@ func TestMultiCluster(t *testing.T) {
 		big := p.moveJob(t, "mcit-move-big", "50", 600) // 500 s over 100 MB/s
 		p.waitRunning(t, small, big)
 		p.fillA(t, 14)
-		time.Sleep(15 * time.Second)
+		time.Sleep(15 * time.Second) // five rounds with b full: what is tested is that no move comes
 		if strings.Contains(small.log(), " checkpoint ") {
 			t.Fatalf("moved while b was full:\n%s", small.log())
 		}
@@ -271,7 +271,7 @@ func TestMultiCluster(t *testing.T) {
 		eventually.True(t, 3*time.Minute, "the small job's checkpoint", func() bool { return strings.Contains(small.log(), " checkpoint ") })
 		p.link.Cut()
 		t.Logf("link cut at the checkpoint: %s", strings.TrimSpace(small.log()))
-		time.Sleep(8 * time.Second)
+		time.Sleep(8 * time.Second) // the cut lasts, under the route timeout: a duration, not a wait
 		if err := p.link.Restore(); err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestMultiCluster(t *testing.T) {
 			e, _ := p.a.run(filepath.Join(repo, "bin/rota"), "explain", j.id)
 			return strings.Contains(e, "(aborting)")
 		})
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // rounds after the abort began: what is tested is that no restart comes
 		if strings.Count(j.log(), " start ") != 1 {
 			t.Fatalf("the job restarted before the abort was confirmed:\n%s", j.log())
 		}
@@ -332,7 +332,7 @@ func TestMultiCluster(t *testing.T) {
 			return peer != nil && peer.AgeSeconds > 10 // mc_view_max_age
 		})
 		id := p.submitA(t, "mcit-cutroute", "--gres=gpu:1", "--rota-types=k80", "--rota-steps=30", "--rota-throughput=k80:3", "--wrap", "sleep 5")
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // rounds with the link down: what is tested is that nothing is routed
 		cs := p.copies(t, "mcit-cutroute")["mcit-cutroute"]
 		if len(cs) != 1 || cs["a:"+id] != "PENDING" {
 			t.Fatalf("with the link down: copies %v, want a's job pending only", cs)
