@@ -49,6 +49,93 @@ func TestFill(t *testing.T) {
 	}
 }
 
+// A waiting job the loop retyped less than the hold ago keeps that type,
+// unless this round gives it a GPU free now or its type no longer suits
+// it; the hold over, or never retyped, it takes the plan's.
+func TestSteadyTypes(t *testing.T) {
+	t.Parallel()
+	types := []string{"k80", "p100", "v100"}
+	rates := []float64{1, 2, 4}
+	const hold = 30 * time.Second
+	for _, c := range []struct {
+		name      string
+		retyped   time.Duration
+		has, plan string
+		startsNow string
+		running   bool
+		userTyped bool
+		fits      []bool
+		want      string
+	}{
+		{"retyped 5 s ago: keeps p100", 5 * time.Second, "p100", "v100", "", false, false, nil, "p100"},
+		{"retyped 40 s ago: takes v100", 40 * time.Second, "p100", "v100", "", false, false, nil, "v100"},
+		{"never retyped by the loop: takes v100", 0, "p100", "v100", "", false, false, nil, "v100"},
+		{"a v100 is free for it now: takes it", 5 * time.Second, "p100", "v100", "v100", false, false, nil, "v100"},
+		{"free now on k80 but the plan says v100: keeps p100", 5 * time.Second, "p100", "v100", "k80", false, false, nil, "p100"},
+		{"its k80 a quarter as fast: takes v100", 5 * time.Second, "k80", "v100", "", false, false, nil, "v100"},
+		{"its p100 no longer allowed: takes v100", 5 * time.Second, "p100", "v100", "", false, false, []bool{true, false, true}, "v100"},
+		{"running: the plan's (a move is the lease's)", 5 * time.Second, "p100", "v100", "", true, false, nil, "v100"},
+		{"typed by its user: the plan's", 5 * time.Second, "p100", "v100", "", false, true, nil, "v100"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			jobs := []JobView{{ID: 1, Type: c.has, GPUs: 1, Rates: rates, Fits: c.fits, Retyped: c.retyped, Running: c.running, UserTyped: c.userTyped}}
+			plan := Plan{Types: types, Capacity: []int{1, 1, 1}, Actions: []Action{{JobID: 1, Type: c.plan, Priority: 10, startsNow: c.startsNow}}}
+			steadyTypes(&plan, jobs, hold, 3*time.Second)
+			a := plan.Actions[0]
+			if a.Type != c.want {
+				t.Errorf("on %s retyped %v ago, plan %s: %s, want %s (%s)", c.has, c.retyped, c.plan, a.Type, c.want, a.Why)
+			}
+			if kept := a.Type != c.plan; kept != strings.Contains(a.Why, "a waiting job's type stands 30s") {
+				t.Errorf("kept %v, why %q", kept, a.Why)
+			}
+		})
+	}
+}
+
+// The planner: a job retyped a round ago that a GPU free now reaches
+// (fill) starts there, and one whose GPU frees within two rounds
+// (coverHead) waits for it; one that waits longer keeps its type.
+func TestPlannerHoldsWaitingTypes(t *testing.T) {
+	t.Parallel()
+	pol, err := policy.New("las", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := []string{"p100", "v100"}
+	measured := []string{"measured", "measured"}
+	for _, c := range []struct {
+		name     string
+		avail    []int
+		want     string
+		v100Left float64 // steps left of the job on the v100 (4/s), none: free
+	}{{"a v100 free: it starts there", []int{1, 1}, "v100", 0},
+		{"the v100 frees in 10 s, after two rounds: it keeps p100 a while", []int{1, 1}, "p100", 40},
+		{"the v100 frees in 4 s, within two rounds: it takes it", []int{1, 1}, "v100", 16}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			jobs := []JobView{{ID: 1, GPUs: 1, Type: "p100", Submit: time.Now(), Rates: []float64{3, 4}, RateSource: measured, StepsLeft: 1000,
+				Retyped: 3 * time.Second}}
+			if c.v100Left > 0 {
+				// Both busy: the p100 frees in 1000 s.
+				jobs = append(jobs,
+					JobView{ID: 2, GPUs: 1, Running: true, Type: "p100", Rates: []float64{3, 4}, RateSource: measured, StepsLeft: 3000, SinceMove: time.Hour},
+					JobView{ID: 3, GPUs: 1, Running: true, Type: "v100", Rates: []float64{3, 4}, RateSource: measured, StepsLeft: c.v100Left, SinceMove: time.Hour})
+			}
+			p := NewPlanner(PlanConfig{Round: 3 * time.Second, MinLease: 10 * time.Second, PriorityBase: 1000000, NiceSpan: 1000}, pol)
+			plan, err := p.Decide(types, c.avail, jobs, func(pr *policy.Problem) (policy.Allocation, error) {
+				return pol.Allocate(context.Background(), pr)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := plan.Actions[0]; a.Type != c.want {
+				t.Errorf("the waiting job got %q, want %q (%s)", a.Type, c.want, a.Why)
+			}
+		})
+	}
+}
+
 // keepWaitingTypes: a pending job behind a whole cluster's worth of
 // GPUs keeps its type when it can; one nearer the head, or one whose
 // type is too slow or not allowed, takes the plan's.
