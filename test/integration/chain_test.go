@@ -69,28 +69,7 @@ func TestChainPastMaxTime(t *testing.T) {
 		evs = append(evs, readSynthLog(t, f)...)
 	}
 	sort.SliceStable(evs, func(a, b int) bool { return evs[a].T < evs[b].T })
-	var starts int
-	var ckpt uint64
-	var ended bool
-	for _, e := range evs {
-		switch e.Ev {
-		case "start":
-			if e.ResumedFrom != ckpt {
-				t.Errorf("segment %d resumed from step %d, the last checkpoint was at %d", starts+1, e.ResumedFrom, ckpt)
-			}
-			starts++
-		case "checkpoint":
-			ckpt = e.Step
-		case "lost":
-			if e.Steps > 0 {
-				t.Errorf("lost %d steps", e.Steps)
-			}
-		case "stop":
-			t.Errorf("a segment was stopped unsaved (killed at its limit?): %+v", e)
-		case "end":
-			ended = e.Step == steps
-		}
-	}
+	starts, ended, ckpt := checkRuns(t, evs, steps)
 	if starts != len(chain.Segments) || !ended || ckpt != steps {
 		t.Errorf("%d starts for %d segments, end reached %v, last checkpoint %d; events %+v", starts, len(chain.Segments), ended, ckpt, evs)
 	}
@@ -189,14 +168,24 @@ func TestChainSegmentMovesToFreeType(t *testing.T) {
 	if chain.State != "done" {
 		t.Errorf("chain ended %s, want done", chain.State)
 	}
-	var ckpt uint64
-	var ended bool
-	for _, e := range readSynthLog(t, logf) {
+	if _, ended, _ := checkRuns(t, readSynthLog(t, logf), steps); !ended {
+		t.Errorf("the training did not end at step %d", steps)
+	}
+}
+
+// checkRuns checks a training's runs (its synthtrain events in time
+// order): each resumes from the step the one before checkpointed, none
+// loses steps or is stopped unsaved. It returns how many runs started,
+// whether the last ended at steps, and the last checkpoint's step.
+func checkRuns(t *testing.T, evs []synthEvent, steps uint64) (starts int, ended bool, ckpt uint64) {
+	t.Helper()
+	for _, e := range evs {
 		switch e.Ev {
 		case "start":
-			t.Logf("a run started on a %s from step %d", e.GPU, e.ResumedFrom)
+			starts++
+			t.Logf("run %d started on a %s from step %d", starts, e.GPU, e.ResumedFrom)
 			if e.ResumedFrom != ckpt {
-				t.Errorf("a run on a %s resumed from step %d, the last checkpoint was at %d", e.GPU, e.ResumedFrom, ckpt)
+				t.Errorf("run %d (on a %s) resumed from step %d, the last checkpoint was at %d", starts, e.GPU, e.ResumedFrom, ckpt)
 			}
 		case "checkpoint":
 			ckpt = e.Step
@@ -210,9 +199,7 @@ func TestChainSegmentMovesToFreeType(t *testing.T) {
 			ended = e.Step == steps
 		}
 	}
-	if !ended {
-		t.Errorf("the training did not end at step %d", steps)
-	}
+	return starts, ended, ckpt
 }
 
 // maxTimeOneMinute sets the gpu partition's MaxTime to one minute for
