@@ -142,6 +142,62 @@ func TestTrackerRate(t *testing.T) {
 	}
 }
 
+// A job moved here (Reset) whose file still holds its last run's reading
+// when the tracker first reads it: that reading is no baseline (a rate from
+// it would span the move), the new run's first is.
+func TestTrackerStaleBaseline(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		lastRun   float64 // seconds before the first scan that the file was written
+		firstStep int     // the step it says
+		want      float64 // the rate after the new run's second write
+		firstHas  bool    // whether its first write gives a rate already
+	}{
+		// Written 30 s before, at the checkpoint: the requeue gap lies
+		// between it and the next write; 10 steps/s, not 10/31.
+		{"the last run's reading, 30 s old", 30, 1000, 10, false},
+		// Written a second before: this run's, a baseline.
+		{"this run's reading, a second old", 1, 990, 10, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tr := &Tracker{Dir: dir, Tau: 30 * time.Second}
+			base := time.Now().Add(-time.Minute)
+			at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+			line := func(step int, s float64) string {
+				t := at(s)
+				return fmt.Sprintf("step=%d time=%d.%09d\n", step, t.Unix(), t.Nanosecond())
+			}
+			// Followed on another node first (its rate there), then moved
+			// here: the file as the last run (or this one) left it.
+			write(t, dir, 7, line(500, 5))
+			tr.Scan(at(5.5))
+			write(t, dir, 7, line(600, 15))
+			tr.Scan(at(15.5))
+			tr.Reset(7)
+			write(t, dir, 7, line(c.firstStep, 40-c.lastRun))
+			if _, err := tr.Scan(at(40)); err != nil {
+				t.Fatal(err)
+			}
+			write(t, dir, 7, line(1010, 41)) // resumed from 1000, 10 steps/s
+			got, _ := tr.Scan(at(41.5))
+			if has := got[7].StepsPerSec > 0; has != c.firstHas {
+				t.Errorf("after the run's first write: rate %v, want one: %v", got[7].StepsPerSec, c.firstHas)
+			}
+			if got[7].Step != 1010 {
+				t.Errorf("step %d, want 1010", got[7].Step)
+			}
+			write(t, dir, 7, line(1110, 51))
+			got, _ = tr.Scan(at(51.5))
+			if r := got[7].StepsPerSec; math.Abs(r-c.want) > 1e-9 {
+				t.Errorf("rate %v, want %v", r, c.want)
+			}
+		})
+	}
+}
+
 func TestTrackerHostileFiles(t *testing.T) {
 	dir := t.TempDir()
 	tr := &Tracker{Dir: dir}

@@ -51,14 +51,31 @@ type jobState struct {
 	rate     float64
 	haveRate bool
 	problem  string
+	// reset: the job moved here (Reset); since is when the tracker first
+	// read its file after that, and stale that its baseline was written
+	// before, by the run before (staleBaseline).
+	reset bool
+	since time.Time
+	stale bool
 }
+
+// staleBaseline: a first reading, after a job moved here (Reset), written
+// longer than this before the tracker read it is the previous run's (the
+// file the job's last run, on another node, left, read before the new run
+// first writes it), so it is no baseline: a rate from it would span the checkpoint,
+// the requeue and the restart. Seen in scripts/trace-replay: jobs moved
+// to a V100 measured 66 steps/s there against 186 on their K80, and were
+// moved back. Its next change is the baseline instead.
+const staleBaseline = 2 * time.Second
 
 // Reset forgets a job's rate: its next readings start a new baseline. For
 // a job that moved here from another node (the file is shared, the GPU type
 // is not), whose rate so far was measured elsewhere.
 func (t *Tracker) Reset(job uint32) {
 	t.mu.Lock()
-	delete(t.jobs, job)
+	if t.jobs != nil {
+		t.jobs[job] = &jobState{reset: true}
+	}
 	t.mu.Unlock()
 }
 
@@ -141,6 +158,9 @@ func (t *Tracker) update(job uint32, now time.Time) *jobState {
 		st = &jobState{}
 		t.jobs[job] = st
 	}
+	if st.reset && st.since.IsZero() {
+		st.since = now
+	}
 	st.mtime, st.size = fi.ModTime(), fi.Size()
 	data, mtime, err := readFile(path)
 	if err != nil {
@@ -176,7 +196,12 @@ func (st *jobState) observe(r Reading, at time.Time, tau time.Duration) {
 	prev := st.last
 	switch {
 	case st.at.IsZero():
-		// First reading: a baseline, no rate yet.
+		// First reading: a baseline, no rate yet; none at all if the run
+		// before wrote it.
+		st.stale = !st.since.IsZero() && at.Before(st.since.Add(-staleBaseline))
+	case st.stale && r.Step != prev.Step:
+		// The first reading of this run: the baseline.
+		st.stale = false
 	case r.Step < prev.Step:
 		// The job restarted (requeued from a checkpoint): new baseline,
 		// keep the rate, which belongs to this GPU type.
