@@ -285,8 +285,6 @@ type tracked struct {
 	// mate marks the step this sharer's run had when the loop first saw
 	// it beside its GPU-mate (share.go, rateBeside).
 	mate mateMark
-	// retypedAt is when the loop last retyped it while it waited.
-	retypedAt time.Time
 }
 
 // Stats are the loop's counters (metrics, status).
@@ -945,9 +943,6 @@ func (l *Loop) views(ctx context.Context, jobs []slurm.Job, types []string, cv *
 		if tr.moved.IsZero() {
 			v.SinceMove = time.Duration(math.MaxInt64)
 		}
-		if !v.Running && !tr.retypedAt.IsZero() {
-			v.Retyped = max(now.Sub(tr.retypedAt), time.Nanosecond)
-		}
 		tr.running, tr.runSec = v.Running, j.RunSeconds
 		if tr.limitMin == 0 && tr.decision.Given.TimeLimitMin > 0 && j.TimeLimitMin == tr.decision.Given.TimeLimitMin {
 			tr.limitMin = j.TimeLimitMin
@@ -1201,7 +1196,7 @@ func (l *Loop) applied(p pendingUpdate, err error, now time.Time) {
 	l.mu.Lock()
 	if u.Retypes() {
 		l.stats.Retyped++
-		tr.moved, tr.retypedAt = now, now
+		tr.moved = now
 	}
 	if u.TimeLimitMin != nil {
 		tr.limitMin = *u.TimeLimitMin

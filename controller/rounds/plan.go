@@ -44,9 +44,6 @@ type JobView struct {
 	RunningFor time.Duration
 	// SinceMove is how long since Rota last moved or placed it (lease).
 	SinceMove time.Duration
-	// Retyped is how long ago the loop last retyped it while it waits (0:
-	// never): a waiting job's type stands a while (steadyTypes).
-	Retyped time.Duration
 	// Rates are steps/s per type (the planner's type order); 0 = cannot
 	// run there or unknown. RateSource says where each came from.
 	Rates      []float64
@@ -190,12 +187,6 @@ type Action struct {
 	Running   bool    `json:"running,omitempty"`
 	GPUs      int     `json:"gpus,omitempty"`
 	Remaining float64 `json:"-"` // +Inf when unknown, which JSON cannot hold
-	// startsNow: fill gave the pending job a type with a GPU free for it
-	// now; soon: coverHead's type for it has its GPUs free within soonAt
-	// seconds. steadyTypes never holds a job back from either.
-	startsNow string
-	soon      bool
-	soonAt    float64
 }
 
 // Busy lists, per GPU type, the seconds each running job's GPUs stay
@@ -423,7 +414,6 @@ func (p *Planner) Decide(types []string, capacity []int, jobs []JobView, solve f
 	if p.cfg.NiceSpan > 0 {
 		coverHead(&plan, jobs, p.cfg.Round)
 	}
-	steadyTypes(&plan, jobs, max(p.cfg.MinLease, 3*p.cfg.Round), p.cfg.Round)
 	if len(p.cfg.InteractiveReserve) > 0 {
 		keepReserve(&plan, jobs, p.cfg.InteractiveReserve)
 	}
@@ -752,7 +742,6 @@ func coverHead(plan *Plan, jobs []JobView, tie time.Duration) {
 			a.Why = fmt.Sprintf("%s; at the head of Slurm's order, it takes a GPU of %s, the first to free up", a.Why, t)
 			a.Type = t
 		}
-		a.soon, a.soonAt = true, slots[best][g-1].at
 		// Booked until it is done (unknown: for good, this round).
 		slots[best] = slots[best][g:]
 	}
@@ -867,31 +856,6 @@ func keepWaitingTypes(plan *Plan, jobs []JobView) {
 	}
 }
 
-// steadyTypes leaves a waiting job that the loop retyped less than hold
-// ago on that type, unless this round gives it a type with a GPU free for
-// it now (fill), coverHead's type frees its GPUs for it within two rounds,
-// or its type no longer suits it (keepable). Near the head
-// of the queue the policy's share and coverHead's "first to free up"
-// follow estimates that move every round, and a job retyped each round
-// was seen in scripts/trace-replay flipping between three types every 3 s
-// for three minutes (29 updates of one job): each flip an update of
-// Slurm's job, none of them starting it sooner. A GPU that frees starts
-// it at once wherever the plan says it may (fill runs first).
-func steadyTypes(plan *Plan, jobs []JobView, hold, round time.Duration) {
-	for i, j := range jobs {
-		a := &plan.Actions[i]
-		if j.Running || j.Retyped <= 0 || j.Retyped >= hold || (a.startsNow != "" && a.startsNow == a.Type) || !keepable(plan, j, a) {
-			continue
-		}
-		if a.soon && a.soonAt <= 2*round.Seconds() {
-			continue // its GPUs free within two rounds: no time to lose
-		}
-		a.Why = fmt.Sprintf("%s; it keeps %s, given it %s ago: a waiting job's type stands %s unless a GPU is free for it now or within two rounds",
-			a.Why, j.Type, j.Retyped.Round(time.Second), hold)
-		a.Type = j.Type
-	}
-}
-
 // keepable says whether pending job j may keep the type it has instead
 // of the plan's (a): Rota types it, it is not being moved to a target,
 // its type may still hold it, and runs it at least half as fast.
@@ -987,7 +951,6 @@ func fill(plan *Plan, jobs []JobView) []int {
 		m := indexOf(plan.Types, a.Type)
 		if m >= 0 && free[m] >= g {
 			free[m] -= g
-			a.startsNow = a.Type
 			continue
 		}
 		// Finish times need the remaining steps and rates in steps/s.
@@ -1036,7 +999,6 @@ func fill(plan *Plan, jobs []JobView) []int {
 				a.Why = fmt.Sprintf("%s; %s has no free GPU, %s has: it starts there now", a.Why, plan.Types[m], plan.Types[best])
 			}
 			a.Type = plan.Types[best]
-			a.startsNow = a.Type
 			free[best] -= g
 			continue
 		}
