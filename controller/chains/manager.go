@@ -47,9 +47,12 @@ type Info struct {
 	LimitFollowed bool
 }
 
-// JobInfo is the round loop (rounds.Loop.ChainInfo).
+// JobInfo is the round loop (rounds.Loop.ChainInfo, Moving).
 type JobInfo interface {
 	ChainInfo(id uint32) (Info, bool)
+	// Moving says the loop is moving the job (Movable): checkpointed, it
+	// exits and shows ended until Slurm has requeued it.
+	Moving(id uint32) bool
 }
 
 const (
@@ -391,6 +394,9 @@ func (m *Manager) follow(ctx context.Context, c *Chain, byID map[uint32]*slurm.J
 		if j, ok := byID[s.JobID]; ok && j.State != "COMPLETING" {
 			m.observe(c, i, j, now)
 			continue
+		}
+		if m.info != nil && m.info.Moving(s.JobID) {
+			continue // the round moves it: requeued, not ended
 		}
 		if !m.ended(ctx, c, i, now) {
 			continue

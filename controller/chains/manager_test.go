@@ -48,6 +48,8 @@ type fakeSlurm struct {
 	cleared []uint32
 	prio    map[uint32]uint32
 	nudges  map[uint32]int // priority updates per job
+	// moving: jobs the round loop is moving (JobInfo.Moving).
+	moving map[uint32]bool
 }
 
 type fjob struct {
@@ -243,6 +245,8 @@ func (f *fakeSlurm) ChainInfo(id uint32) (Info, bool) {
 	in.LimitFollowed, in.Wants = f.limitFollowed, f.wants
 	return in, true
 }
+
+func (f *fakeSlurm) Moving(id uint32) bool { return f.moving[id] }
 
 // run ticks every 10 s for d.
 func run(t *testing.T, m *Manager, f *fakeSlurm, d time.Duration) {
@@ -575,19 +579,32 @@ func TestFreshSegmentJudgedByTheChainsProgress(t *testing.T) {
 	}
 }
 
-// restart requeues a running job and starts it again now, resuming from
-// where it was (the round loop's move: checkpoint, requeue, a new run).
-func (f *fakeSlurm) restart(id uint32) {
+// checkpointForMove is the round loop's move beginning: the job
+// checkpoints and exits (COMPLETED, out of the queue) while the loop
+// moves it; restart ends the move: requeued, it runs again from there.
+func (f *fakeSlurm) checkpointForMove(id uint32) {
 	f.advance()
 	j := f.jobs[id]
 	f.ckpt[j.chain] = j.step
-	j.from, j.job.Start, j.job.RunSeconds = j.step, *f.now, 0
+	f.end(j, "COMPLETED", 0)
+	if f.moving == nil {
+		f.moving = map[uint32]bool{}
+	}
+	f.moving[id] = true
+}
+
+func (f *fakeSlurm) restart(id uint32) {
+	j := f.jobs[id]
+	delete(f.moving, id)
+	j.ended, j.state = false, ""
+	j.from, j.job.State, j.job.Start, j.job.RunSeconds = f.ckpt[j.chain], "RUNNING", *f.now, 0
 }
 
 // The round loop may move the chain's running last segment until its
-// boundary begins (a successor submitted, or the checkpoint asked), and a
-// segment requeued and started again has its boundary timed from the new
-// run, not the old: asked to checkpoint 55 minutes after its restart, not
+// boundary begins (a successor submitted, or the checkpoint asked); while
+// it is moved (checkpointed and exited, not yet requeued) the chain goes
+// on; and a segment requeued and started again has its boundary timed from
+// the new run, not the old: asked to checkpoint 55 minutes after its restart, not
 // 55 after its first start.
 func TestSegmentMovedByTheRound(t *testing.T) {
 	t.Parallel()
@@ -603,6 +620,11 @@ func TestSegmentMovedByTheRound(t *testing.T) {
 		t.Error("the running first segment, its boundary far off: not movable")
 	}
 	run(t, m, f, 30*time.Minute)
+	f.checkpointForMove(id)
+	run(t, m, f, 30*time.Second) // checkpointed, exited, being requeued: not the chain's end
+	if st, _ := m.Explain(id); st == nil || st.State != StateRunning || m.Running() != 1 {
+		t.Fatalf("the chain while the round moves its segment: %+v", st)
+	}
 	f.restart(id)
 	restarted := now
 	run(t, m, f, 50*time.Minute)

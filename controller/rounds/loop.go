@@ -331,6 +331,13 @@ func (l *Loop) AfterBind(f func(readAt time.Time)) {
 	l.mu.Unlock()
 }
 
+// Moving implements chains.JobInfo: the loop is migrating the job.
+func (l *Loop) Moving(id uint32) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.moving[id]
+}
+
 // ChainInfo implements chains.JobInfo: what the last round knew of a
 // managed job.
 func (l *Loop) ChainInfo(id uint32) (chains.Info, bool) {

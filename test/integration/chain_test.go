@@ -110,14 +110,16 @@ func TestChainSegmentMovesToFreeType(t *testing.T) {
 	const steps = 3000
 	sf := trainScript(t, dir, "train.sh", steps, logf)
 	off := controllerLogSize()
-	out, err := run("sbatch", "--parsable", "-J", uniqueName("chain-move"), "-o", filepath.Join(dir, "out-%j"), "--requeue", "--gres=gpu:1",
+	name := uniqueName("chain-move")
+	out, err := run("sbatch", "--parsable", "-J", name, "-o", filepath.Join(dir, "out-%j"), "--requeue", "--gres=gpu:1",
 		"--rota-checkpoint-signal=USR1", fmt.Sprintf("--rota-steps=%d", steps), sf)
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
 	first := strings.TrimSpace(out)
 	id, _ := strconv.ParseUint(first, 10, 32)
-	t.Cleanup(func() { cancelWait("--name=train.sh") })
+	// Every segment (they keep the job's name) gone before the next test.
+	t.Cleanup(func() { cancelWait("--name=" + name) })
 	chainOf := func() (wire.ChainStatus, bool) {
 		for _, c := range status(t).Chains {
 			if c.ID == uint32(id) {
