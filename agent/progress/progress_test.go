@@ -88,15 +88,22 @@ func write(t *testing.T, dir string, job uint32, content string) {
 	}
 }
 
+// clock gives a test's times, s seconds from a minute ago, and a progress
+// line written at such a time.
+func clock() (at func(s float64) time.Time, line func(step int, s float64) string) {
+	base := time.Now().Add(-time.Minute)
+	at = func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+	line = func(step int, s float64) string {
+		t := at(s)
+		return fmt.Sprintf("step=%d time=%d.%09d\n", step, t.Unix(), t.Nanosecond())
+	}
+	return at, line
+}
+
 func TestTrackerRate(t *testing.T) {
 	dir := t.TempDir()
 	tr := &Tracker{Dir: dir, Tau: 30 * time.Second}
-	base := time.Now().Add(-time.Minute)
-	now := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
-	line := func(step int, at float64) string {
-		t := now(at)
-		return fmt.Sprintf("step=%d time=%d.%09d\n", step, t.Unix(), t.Nanosecond())
-	}
+	now, line := clock()
 	steps := []struct {
 		step   int
 		at     float64
@@ -164,12 +171,7 @@ func TestTrackerStaleBaseline(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			tr := &Tracker{Dir: dir, Tau: 30 * time.Second}
-			base := time.Now().Add(-time.Minute)
-			at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
-			line := func(step int, s float64) string {
-				t := at(s)
-				return fmt.Sprintf("step=%d time=%d.%09d\n", step, t.Unix(), t.Nanosecond())
-			}
+			at, line := clock()
 			// Followed on another node first (its rate there), then moved
 			// here: the file as the last run (or this one) left it.
 			write(t, dir, 7, line(500, 5))

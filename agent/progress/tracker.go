@@ -51,11 +51,9 @@ type jobState struct {
 	rate     float64
 	haveRate bool
 	problem  string
-	// reset: the job moved here (Reset); since is when the tracker first
-	// read its file after that, and stale that its baseline was written
-	// before, by the run before (staleBaseline).
+	// reset: the job moved here (Reset); stale: the baseline read since
+	// was written by the run before (staleBaseline).
 	reset bool
-	since time.Time
 	stale bool
 }
 
@@ -158,9 +156,6 @@ func (t *Tracker) update(job uint32, now time.Time) *jobState {
 		st = &jobState{}
 		t.jobs[job] = st
 	}
-	if st.reset && st.since.IsZero() {
-		st.since = now
-	}
 	st.mtime, st.size = fi.ModTime(), fi.Size()
 	data, mtime, err := readFile(path)
 	if err != nil {
@@ -180,7 +175,7 @@ func (t *Tracker) update(job uint32, now time.Time) *jobState {
 	if at.IsZero() {
 		at = mtime
 	}
-	st.observe(r, at, t.tau())
+	st.observe(r, at, now, t.tau())
 	return st
 }
 
@@ -191,14 +186,15 @@ func (t *Tracker) tau() time.Duration {
 	return t.Tau
 }
 
-// observe folds one reading taken at time at into the smoothed rate.
-func (st *jobState) observe(r Reading, at time.Time, tau time.Duration) {
+// observe folds one reading taken at time at, read at now, into the
+// smoothed rate.
+func (st *jobState) observe(r Reading, at, now time.Time, tau time.Duration) {
 	prev := st.last
 	switch {
 	case st.at.IsZero():
 		// First reading: a baseline, no rate yet; none at all if the run
 		// before wrote it.
-		st.stale = !st.since.IsZero() && at.Before(st.since.Add(-staleBaseline))
+		st.stale = st.reset && at.Before(now.Add(-staleBaseline))
 	case st.stale && r.Step != prev.Step:
 		// The first reading of this run: the baseline.
 		st.stale = false
